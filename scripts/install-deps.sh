@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs everything tandem needs to build and test, from Debian 12 and npm only.
+# Idempotent: skips what is already installed. Run as root (or with sudo available).
+set -euo pipefail
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git clang-format
+  libabsl-dev libicu-dev libspdlog-dev libfmt-dev libre2-dev libxxhash-dev
+  nlohmann-json3-dev libsimdjson-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libucx-dev ucx-utils prometheus-cpp-dev libboost-dev
+)
+# Node.js and npm run the conformance references; use the machine's own if present.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  DEBIAN_PACKAGES+=(nodejs npm)
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[install-deps] apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# npm packages used by the conformance tests (tokenizer and llama.cpp references).
+if [ "${TANDEM_SKIP_NPM:-0}" != 1 ]; then
+  here="$(cd "$(dirname "$0")/.." && pwd)"
+  if [ ! -d "$here/tests/conformance/node_modules/node-llama-cpp" ] ||
+     [ ! -d "$here/tests/conformance/node_modules/@lenml/tokenizers" ]; then
+    echo "[install-deps] npm ci in tests/conformance"
+    (cd "$here/tests/conformance" && npm ci --omit=optional --no-audit --no-fund)
+  fi
+fi
+echo "[install-deps] done"
