@@ -38,7 +38,7 @@ if [ "${TANDEM_SKIP_NPM:-0}" != 1 ]; then
   if [ ! -d "$here/tests/conformance/node_modules/node-llama-cpp" ] ||
      [ ! -d "$here/tests/conformance/node_modules/@lenml/tokenizers" ]; then
     echo "[install-deps] npm ci in tests/conformance"
-    (cd "$here/tests/conformance" && npm ci --omit=optional --no-audit --no-fund)
+    (cd "$here/tests/conformance" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund)
   fi
 fi
 echo "[install-deps] done"
