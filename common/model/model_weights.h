@@ -20,6 +20,7 @@ struct LayerWeights {
   TensorView input_layernorm;           // [hidden]
   TensorView q_proj, k_proj, v_proj;    // [q_size|kv_size, hidden]
   TensorView q_bias, k_bias, v_bias;    // [q_size|kv_size], attention_bias only
+  TensorView o_bias;                    // [hidden], attention_bias of Llama/Qwen3 (not Qwen2)
   TensorView q_norm, k_norm;            // [head_dim], qk_norm only
   TensorView o_proj;                    // [hidden, q_size]
   TensorView post_attention_layernorm;  // [hidden]
@@ -31,10 +32,20 @@ struct ModelWeights {
   ModelConfig config;
   TensorView embed_tokens;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
-  TensorView norm;          // [hidden]
-  TensorView lm_head;       // [vocab, hidden]; the embedding when tie_word_embeddings
+  TensorView norm;     // [hidden]
+  TensorView lm_head;  // [vocab, hidden]; the embedding when tie_word_embeddings
   std::shared_ptr<SafetensorsStore> store;  // keeps the mapped files alive
 };
+
+// A tensor a config calls for: its Hugging Face name and shape.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor a model with this config stores, in Hugging Face order (embedding, layers, norm,
+// lm_head; no lm_head when tie_word_embeddings).
+std::vector<TensorSpec> ExpectedTensors(const ModelConfig& config);
 
 // Loads DIR (config.json + model.safetensors or model.safetensors.index.json shards).
 // Every error names the file and, where it applies, the tensor.

@@ -14,7 +14,7 @@ namespace tandem {
 struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;   // row-major, as in safetensors (PyTorch [out, in] for Linear)
+  std::vector<int64_t> shape;     // row-major, as in safetensors (PyTorch [out, in] for Linear)
   const uint8_t* data = nullptr;  // not owned; lives as long as the file it came from
   size_t nbytes = 0;
 

@@ -1,0 +1,93 @@
+// The reference Backend: f32 math on the CPU over a paged f32 KV pool it owns. Every linear layer
+// runs as one GEMM over all tokens of the batch (prefill chunks and decode steps flattened into
+// one [tokens, hidden] matrix), attention runs per token over the item's block table, and each
+// token's result does not depend on what else is in the batch: the same sequence gives bit-equal
+// logits alone, batched, chunked, or with its blocks anywhere in the pool.
+#ifndef TANDEM_COMMON_BACKEND_CPU_BACKEND_H_
+#define TANDEM_COMMON_BACKEND_CPU_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/backend/aligned_buffer.h"
+#include "common/backend/backend.h"
+#include "common/backend/cpu_weights.h"
+#include "common/model/model_weights.h"
+#include "common/util/thread_pool.h"
+
+namespace tandem {
+
+struct CpuBackendOptions {
+  int num_threads = 0;  // threads for every parallel loop, the caller included; 0: all cores
+  int block_size = 16;  // tokens per KV block
+  // KV pool size: num_kv_blocks when > 0, else as many blocks as fit in kv_cache_bytes.
+  int num_kv_blocks = 0;
+  size_t kv_cache_bytes = 0;
+  // Scratch is sized for this many tokens per Forward; a bigger batch grows it (one allocation).
+  int max_batch_tokens = 512;
+};
+
+class CpuBackend : public Backend {
+ public:
+  // Converts the weights to f32 (they may be released afterwards) and allocates the zeroed pool.
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const ModelWeights& weights,
+                                                            const CpuBackendOptions& options);
+
+  std::string_view name() const override { return "cpu"; }
+  const ModelConfig& config() const override { return config_; }
+  const KvLayout& kv_layout() const override { return layout_; }
+  // Not reentrant: one caller (the engine thread) at a time.
+  absl::Status Forward(const ForwardBatch& batch, LogitsOutput out) override;
+
+  // The whole pool, indexed as kv_layout() describes (for transports and tests).
+  std::span<float> kv_pool() { return kv_.span(); }
+  std::span<const float> kv_pool() const { return kv_.span(); }
+  // Copies block `src`'s K and V of every layer into block `dst` (copy-on-write).
+  absl::Status CopyBlock(int32_t src, int32_t dst);
+
+  int num_threads() const { return threads_->num_threads(); }
+  size_t weight_bytes() const { return weights_.bytes(); }
+
+ private:
+  // Buffers of one Forward, sized for `capacity` tokens; reused across calls.
+  struct Scratch {
+    int capacity = 0;
+    AlignedFloats x, h, qkv, attn, gate_up, act, rope_cos, rope_sin;
+    std::vector<int32_t> token_item, token_pos, all_rows, logit_rows;
+    int num_logit_rows = 0;
+    std::vector<AlignedFloats> scores;  // per thread: attention scores
+  };
+
+  CpuBackend(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
+             std::unique_ptr<ThreadPool> threads);
+
+  // Grows the scratch for `tokens` token rows and attention over `max_context` positions.
+  absl::Status EnsureCapacity(int tokens, int64_t max_context);
+  // Flattens the batch into per-token rows (item, position) and lists the logits rows.
+  void PlanTokens(const ForwardBatch& batch);
+  void EmbedAndRope(const ForwardBatch& batch, int tokens);
+  // Layer `l` over the token rows; `rows` are the rows that continue past the KV write (all
+  // rows, or in the last layer only those that want logits), compacted to the front of x.
+  void RunLayer(int l, const ForwardBatch& batch, int tokens, std::span<const int32_t> rows);
+  void QkvPostprocess(int l, const ForwardBatch& batch, int tokens);
+  void Attention(int l, const ForwardBatch& batch, std::span<const int32_t> rows);
+  void NormRows(const float* w, const float* in, float* out, int rows);
+
+  ModelConfig config_;
+  CpuWeights weights_;
+  KvLayout layout_;
+  std::unique_ptr<ThreadPool> threads_;
+  AlignedFloats kv_;
+  std::vector<float> inv_freq_;
+  Scratch scratch_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_BACKEND_CPU_BACKEND_H_

@@ -1,0 +1,265 @@
+// CpuBackend::Forward: the transformer pass over a flattened batch.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/backend/batch_validation.h"
+#include "common/backend/cpu_backend.h"
+#include "common/backend/cpu_gemm.h"
+#include "common/backend/paged_attention.h"
+#include "common/backend/rope.h"
+#include "common/backend/row_ops.h"
+#include "common/util/status_macros.h"
+
+namespace tandem {
+namespace {
+
+// Rows per thread below which a row-wise loop is not worth waking the pool for.
+constexpr int64_t kRowGrain = 8;
+
+}  // namespace
+
+absl::Status CpuBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
+  RETURN_IF_ERROR(ValidateForwardBatch(batch, out, config_, layout_));
+  if (batch.items.empty()) return absl::OkStatus();
+  int64_t tokens = 0;
+  int64_t max_context = 0;
+  for (const ForwardItem& item : batch.items) {
+    tokens += static_cast<int64_t>(item.tokens.size());
+    int64_t context = item.start_pos + static_cast<int64_t>(item.tokens.size());
+    if (config_.sliding_window > 0) context = std::min<int64_t>(context, config_.sliding_window);
+    max_context = std::max(max_context, context);
+  }
+  RETURN_IF_ERROR(EnsureCapacity(static_cast<int>(tokens), max_context));
+  const int t = static_cast<int>(tokens);
+  PlanTokens(batch);
+  EmbedAndRope(batch, t);
+
+  Scratch& s = scratch_;
+  const std::span<const int32_t> all_rows(s.all_rows.data(), t);
+  const std::span<const int32_t> logit_rows(s.logit_rows.data(), s.num_logit_rows);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    // The last layer's output matters only for rows that want logits (its K/V is written for
+    // every row first).
+    RunLayer(l, batch, t, l + 1 == config_.num_layers ? logit_rows : all_rows);
+  }
+  if (s.num_logit_rows == 0) return absl::OkStatus();
+
+  const int hidden = config_.hidden_size;
+  NormRows(weights_.final_norm, s.x.data(), s.h.data(), s.num_logit_rows);
+  GemmArgs lm;
+  lm.x = s.h.data();
+  lm.ldx = hidden;
+  lm.rows = s.num_logit_rows;
+  lm.k = hidden;
+  lm.w = weights_.lm_head;
+  lm.n = config_.vocab_size;
+  lm.y = out.logits.data();
+  lm.ldy = config_.vocab_size;
+  Gemm(lm, *threads_);
+  return absl::OkStatus();
+}
+
+void CpuBackend::PlanTokens(const ForwardBatch& batch) {
+  Scratch& s = scratch_;
+  int t = 0;
+  s.num_logit_rows = 0;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const ForwardItem& item = batch.items[i];
+    const int n = static_cast<int>(item.tokens.size());
+    for (int j = 0; j < n; ++j, ++t) {
+      s.token_item[t] = static_cast<int32_t>(i);
+      s.token_pos[t] = item.start_pos + j;
+    }
+    if (item.want_logits) s.logit_rows[s.num_logit_rows++] = t - 1;
+  }
+}
+
+void CpuBackend::EmbedAndRope(const ForwardBatch& batch, int tokens) {
+  Scratch& s = scratch_;
+  const int hidden = config_.hidden_size;
+  const int half = config_.head_dim / 2;
+  threads_->ParallelFor(
+      tokens,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          const ForwardItem& item = batch.items[s.token_item[t]];
+          const TokenId id = item.tokens[s.token_pos[t] - item.start_pos];
+          std::memcpy(s.x.data() + t * hidden, weights_.embed + int64_t{id} * hidden,
+                      sizeof(float) * hidden);
+          RopeCosSin(inv_freq_, s.token_pos[t], s.rope_cos.data() + t * half,
+                     s.rope_sin.data() + t * half);
+        }
+      },
+      kRowGrain);
+}
+
+void CpuBackend::NormRows(const float* w, const float* in, float* out, int rows) {
+  const int hidden = config_.hidden_size;
+  const float eps = config_.rms_norm_eps;
+  threads_->ParallelFor(
+      rows,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          RmsNorm(in + r * hidden, w, hidden, eps, out + r * hidden);
+      },
+      kRowGrain);
+}
+
+void CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
+                          std::span<const int32_t> rows) {
+  const CpuLayerWeights& w = weights_.layers[l];
+  Scratch& s = scratch_;
+  const int hidden = config_.hidden_size;
+  const int q_size = config_.q_size();
+  const int qkv_size = q_size + 2 * config_.kv_size();
+  const int inter = config_.intermediate_size;
+
+  NormRows(w.input_norm, s.x.data(), s.h.data(), tokens);
+  GemmArgs qkv;
+  qkv.x = s.h.data();
+  qkv.ldx = hidden;
+  qkv.rows = tokens;
+  qkv.k = hidden;
+  qkv.w = w.wqkv;
+  qkv.n = qkv_size;
+  qkv.bias = w.bqkv;
+  qkv.y = s.qkv.data();
+  qkv.ldy = qkv_size;
+  Gemm(qkv, *threads_);
+  QkvPostprocess(l, batch, tokens);
+
+  const int n = static_cast<int>(rows.size());
+  if (n == 0) return;
+  Attention(l, batch, rows);
+  // Keep only the continuing rows, at the front of x (rows are increasing, so this is in place).
+  for (int r = 0; r < n; ++r) {
+    if (rows[r] != r) {
+      std::memcpy(s.x.data() + int64_t{r} * hidden, s.x.data() + int64_t{rows[r]} * hidden,
+                  sizeof(float) * hidden);
+    }
+  }
+
+  GemmArgs o;
+  o.x = s.attn.data();
+  o.ldx = q_size;
+  o.rows = n;
+  o.k = q_size;
+  o.w = w.wo;
+  o.n = hidden;
+  o.bias = w.bo;
+  o.y = s.x.data();
+  o.ldy = hidden;
+  o.accumulate = true;  // residual
+  Gemm(o, *threads_);
+
+  NormRows(w.post_norm, s.x.data(), s.h.data(), n);
+  GemmArgs gate_up;
+  gate_up.x = s.h.data();
+  gate_up.ldx = hidden;
+  gate_up.rows = n;
+  gate_up.k = hidden;
+  gate_up.w = w.w_gate_up;
+  gate_up.n = 2 * inter;
+  gate_up.y = s.gate_up.data();
+  gate_up.ldy = 2 * inter;
+  Gemm(gate_up, *threads_);
+  threads_->ParallelFor(
+      n,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const float* gu = s.gate_up.data() + r * 2 * inter;
+          SiluMul(gu, gu + inter, inter, s.act.data() + r * inter);
+        }
+      },
+      kRowGrain);
+
+  GemmArgs down;
+  down.x = s.act.data();
+  down.ldx = inter;
+  down.rows = n;
+  down.k = inter;
+  down.w = w.w_down;
+  down.n = hidden;
+  down.y = s.x.data();
+  down.ldy = hidden;
+  down.accumulate = true;  // residual
+  Gemm(down, *threads_);
+}
+
+void CpuBackend::QkvPostprocess(int l, const ForwardBatch& batch, int tokens) {
+  const CpuLayerWeights& w = weights_.layers[l];
+  Scratch& s = scratch_;
+  const int hd = config_.head_dim;
+  const int half = hd / 2;
+  const int heads = config_.num_heads;
+  const int kv_heads = config_.num_kv_heads;
+  const int q_size = config_.q_size();
+  const int kv_size = config_.kv_size();
+  const int qkv_size = q_size + 2 * kv_size;
+  const float eps = config_.rms_norm_eps;
+  const int bs = layout_.block_size;
+  float* pool = kv_.data();
+  threads_->ParallelFor(
+      tokens,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          float* q = s.qkv.data() + t * qkv_size;
+          float* k = q + q_size;
+          const float* v = k + kv_size;
+          if (w.q_norm != nullptr) {
+            for (int h = 0; h < heads; ++h) RmsNorm(q + h * hd, w.q_norm, hd, eps, q + h * hd);
+            for (int h = 0; h < kv_heads; ++h) RmsNorm(k + h * hd, w.k_norm, hd, eps, k + h * hd);
+          }
+          const float* cos = s.rope_cos.data() + t * half;
+          const float* sin = s.rope_sin.data() + t * half;
+          for (int h = 0; h < heads; ++h) ApplyRope(q + h * hd, cos, sin, half);
+          for (int h = 0; h < kv_heads; ++h) ApplyRope(k + h * hd, cos, sin, half);
+          const int pos = s.token_pos[t];
+          const int block = batch.items[s.token_item[t]].block_table[pos / bs];
+          const int slot = pos % bs;
+          for (int h = 0; h < kv_heads; ++h) {
+            std::memcpy(pool + layout_.Offset(l, 0, block, h, slot), k + h * hd,
+                        sizeof(float) * hd);
+            std::memcpy(pool + layout_.Offset(l, 1, block, h, slot), v + h * hd,
+                        sizeof(float) * hd);
+          }
+        }
+      },
+      kRowGrain);
+}
+
+void CpuBackend::Attention(int l, const ForwardBatch& batch, std::span<const int32_t> rows) {
+  Scratch& s = scratch_;
+  const int hd = config_.head_dim;
+  const int kv_heads = config_.num_kv_heads;
+  const int group = config_.num_heads / kv_heads;
+  const int q_size = config_.q_size();
+  const int qkv_size = q_size + 2 * config_.kv_size();
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const int64_t units = static_cast<int64_t>(rows.size()) * kv_heads;
+  const int threads = threads_->num_threads();
+  // One call per thread (index = thread), each taking every threads-th (row, kv head) unit:
+  // interleaving balances causal prefill, where later rows see more positions.
+  threads_->ParallelFor(threads, [&](int64_t begin, int64_t end) {
+    for (int64_t tid = begin; tid < end; ++tid) {
+      float* scores = s.scores[tid].data();
+      for (int64_t u = tid; u < units; u += threads) {
+        const int r = static_cast<int>(u / kv_heads);
+        const int g = static_cast<int>(u % kv_heads);
+        const int t = rows[r];
+        const ForwardItem& item = batch.items[s.token_item[t]];
+        AttentionQuery query;
+        query.q = s.qkv.data() + int64_t{t} * qkv_size + int64_t{g} * group * hd;
+        query.group = group;
+        query.kv_head = g;
+        query.position = s.token_pos[t];
+        query.block_table = item.block_table;
+        PagedAttention(layout_, kv_.data(), l, query, config_.sliding_window, scale, scores,
+                       s.attn.data() + int64_t{r} * q_size + int64_t{g} * group * hd);
+      }
+    }
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,325 @@
+#include "common/engine/engine.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/sampling/rng.h"
+#include "common/util/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace tandem {
+namespace {
+
+int32_t MaxContextTokens(const ModelConfig& config, const KvLayout& layout) {
+  const int64_t pool_tokens = int64_t{layout.num_blocks} * layout.block_size;
+  int64_t limit = pool_tokens;
+  if (config.max_position_embeddings > 0) {
+    limit = std::min<int64_t>(limit, config.max_position_embeddings);
+  }
+  return static_cast<int32_t>(std::min<int64_t>(limit, INT32_MAX));
+}
+
+bool Contains(const std::vector<int>& ids, TokenId token) {
+  return std::find(ids.begin(), ids.end(), token) != ids.end();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
+                                                       const EngineOptions& options, Clock* clock) {
+  if (backend == nullptr || clock == nullptr) {
+    return absl::InvalidArgumentError("engine needs a backend and a clock");
+  }
+  RETURN_IF_ERROR(options.scheduler.Validate());
+  const KvLayout& layout = backend->kv_layout();
+  if (layout.num_blocks < 1 || layout.block_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("backend '", std::string(backend->name()),
+                                                   "' has an empty KV pool (", layout.num_blocks,
+                                                   " blocks of ", layout.block_size, " tokens)"));
+  }
+  if (backend->config().vocab_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("backend '", std::string(backend->name()),
+                                                   "' reports vocab_size ",
+                                                   backend->config().vocab_size));
+  }
+  return std::unique_ptr<Engine>(new Engine(backend, options, clock));
+}
+
+Engine::Engine(Backend* backend, const EngineOptions& options, Clock* clock)
+    : backend_(backend),
+      options_(options),
+      clock_(clock),
+      vocab_size_(backend->config().vocab_size),
+      max_context_tokens_(MaxContextTokens(backend->config(), backend->kv_layout())),
+      block_manager_(backend->kv_layout().num_blocks, backend->kv_layout().block_size,
+                     options.enable_prefix_caching),
+      scheduler_(options.scheduler, &block_manager_, clock) {
+  PublishStats();
+}
+
+Engine::~Engine() { Stop(); }
+
+absl::Status Engine::ValidateRequest(const GenerateRequest& request) const {
+  const std::vector<TokenId>& prompt = request.prompt;
+  if (prompt.empty()) return absl::InvalidArgumentError("prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", prompt[i], " at index ", i,
+                                                     " is outside the vocabulary [0, ", vocab_size_,
+                                                     ")"));
+    }
+  }
+  const int max_positions = backend_->config().max_position_embeddings;
+  if (max_positions > 0 && prompt.size() > static_cast<size_t>(max_positions)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt has ", prompt.size(), " tokens but the model's context length is ", max_positions));
+  }
+  const int64_t blocks = block_manager_.BlocksForTokens(static_cast<int64_t>(prompt.size()));
+  if (blocks > block_manager_.num_blocks()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt has ", prompt.size(), " tokens and needs ", blocks, " KV blocks of ",
+                     block_manager_.block_size(), " tokens, but the whole pool has ",
+                     block_manager_.num_blocks()));
+  }
+  return request.params.Validate(vocab_size_);
+}
+
+absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request) {
+  RETURN_IF_ERROR(ValidateRequest(request));
+  const RequestId id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  const SamplingParams& params = request.params;
+  const uint64_t seed = params.seed.has_value() ? *params.seed : RandomSeed();
+  const int64_t expected_length = static_cast<int64_t>(request.prompt.size()) + params.max_tokens;
+  auto seq = std::make_unique<Sequence>(
+      id, std::move(request.prompt), params, seed,
+      static_cast<int32_t>(std::min<int64_t>(expected_length, max_context_tokens_)));
+  absl::MutexLock lock(&mu_);
+  if (stop_requested_) return absl::UnavailableError("engine is stopped");
+  inbox_.push_back(Pending{std::move(seq), std::move(request.on_event)});
+  return id;
+}
+
+void Engine::Cancel(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  cancel_inbox_.push_back(id);
+}
+
+bool Engine::InboxReady() const {
+  return stop_requested_ || !inbox_.empty() || !cancel_inbox_.empty();
+}
+
+void Engine::Start() {
+  absl::MutexLock lock(&mu_);
+  if (thread_started_ || stop_requested_) {
+    spdlog::error("engine: Start() called twice or after Stop(); ignored");
+    return;
+  }
+  thread_started_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Engine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_requested_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  // Nothing runs the loop any more: end whatever is left so that every waiter wakes up.
+  DrainInbox();
+  for (RequestId id : scheduler_.UnfinishedIds()) {
+    FinishWithoutToken(id, FinishReason::kAborted, absl::UnavailableError("engine stopped"));
+  }
+  PublishStats();
+}
+
+void Engine::Loop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!scheduler_.HasUnfinished()) mu_.Await(absl::Condition(this, &Engine::InboxReady));
+      if (stop_requested_) return;
+    }
+    DrainInbox();
+    if (scheduler_.HasUnfinished()) {
+      absl::Status status = Step();
+      if (!status.ok()) spdlog::error("engine: step failed: {}", status.ToString());
+    }
+  }
+}
+
+absl::Status Engine::RunUntilIdle() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (thread_started_) {
+      return absl::FailedPreconditionError("RunUntilIdle() while the engine thread runs");
+    }
+  }
+  absl::Status first_error;
+  while (true) {
+    DrainInbox();
+    if (!scheduler_.HasUnfinished()) break;
+    absl::Status status = Step();
+    if (!status.ok() && first_error.ok()) first_error = status;
+  }
+  return first_error;
+}
+
+void Engine::DrainInbox() {
+  std::vector<Pending> submitted;
+  std::vector<RequestId> cancelled;
+  {
+    absl::MutexLock lock(&mu_);
+    submitted.swap(inbox_);
+    cancelled.swap(cancel_inbox_);
+  }
+  for (Pending& pending : submitted) {
+    const RequestId id = pending.seq->id;
+    if (pending.on_event) callbacks_.emplace(id, std::move(pending.on_event));
+    scheduler_.Add(std::move(pending.seq));
+  }
+  for (RequestId id : cancelled) {
+    FinishWithoutToken(id, FinishReason::kAborted, absl::OkStatus());
+  }
+  if (!submitted.empty() || !cancelled.empty()) PublishStats();
+}
+
+FinishReason Engine::CheckStop(const Sequence& seq) const {
+  if (seq.num_output_tokens() >= seq.params.max_tokens || seq.num_tokens() >= max_context_tokens_) {
+    return FinishReason::kLength;
+  }
+  const TokenId last = seq.tokens.back();
+  if (!seq.params.ignore_eos && Contains(backend_->config().eos_token_ids, last)) {
+    return FinishReason::kStop;
+  }
+  if (std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), last) !=
+      seq.params.stop_token_ids.end()) {
+    return FinishReason::kStop;
+  }
+  return FinishReason::kNone;
+}
+
+absl::Status Engine::Step() {
+  scheduler_.Schedule(&step_);
+  if (step_.empty()) {
+    if (step_.preempted.empty()) {
+      // Nothing can run and nothing was freed: the queue head can never fit. Submit's checks
+      // should make this unreachable; fail the head rather than spin.
+      const std::vector<RequestId> ids = scheduler_.UnfinishedIds();
+      absl::Status status = absl::ResourceExhaustedError(
+          absl::StrCat("request ", ids.front(), " cannot be scheduled: the KV pool is too small"));
+      FinishWithoutToken(ids.front(), FinishReason::kError, status);
+      PublishStats();
+      return status;
+    }
+    PublishStats();
+    return absl::OkStatus();
+  }
+
+  items_.clear();
+  size_t num_logits = 0;
+  for (const ScheduledChunk& chunk : step_.chunks) {
+    const Sequence& seq = *chunk.seq;
+    ForwardItem item;
+    item.tokens = std::span<const TokenId>(seq.tokens).subspan(chunk.start_pos, chunk.num_tokens);
+    item.start_pos = chunk.start_pos;
+    item.block_table = seq.block_table.blocks;
+    item.want_logits = chunk.want_logits;
+    items_.push_back(item);
+    if (chunk.want_logits) ++num_logits;
+  }
+  const size_t vocab = static_cast<size_t>(vocab_size_);
+  if (logits_.size() < num_logits * vocab) logits_.resize(num_logits * vocab);
+  ++num_steps_;
+  num_batched_tokens_ += step_.num_batched_tokens;
+
+  absl::Status status = backend_->Forward(
+      ForwardBatch{items_}, LogitsOutput{std::span<float>(logits_.data(), num_logits * vocab)});
+  if (!status.ok()) {
+    spdlog::warn("engine: backend '{}' failed a step of {} sequences: {}", backend_->name(),
+                 step_.chunks.size(), status.ToString());
+    std::vector<RequestId> ids;
+    for (const ScheduledChunk& chunk : step_.chunks) ids.push_back(chunk.seq->id);
+    for (RequestId id : ids) FinishWithoutToken(id, FinishReason::kError, status);
+    PublishStats();
+    return status;
+  }
+  scheduler_.CompleteStep(step_);
+
+  size_t row = 0;
+  for (const ScheduledChunk& chunk : step_.chunks) {
+    if (!chunk.want_logits) continue;
+    Sequence* seq = chunk.seq;
+    std::span<const float> logits(logits_.data() + row * vocab, vocab);
+    ++row;
+    sampler_.Sample(logits, seq->params, seq->prompt(), seq->output(), &seq->rng, &sample_);
+    seq->tokens.push_back(sample_.token);
+    ++num_generated_tokens_;
+    if (seq->first_token_nanos < 0) seq->first_token_nanos = clock_->NowNanos();
+
+    GenerationEvent event;
+    event.request_id = seq->id;
+    event.token = sample_.token;
+    if (seq->params.logprobs >= 0) {
+      event.logprob = sample_.logprob;
+      event.top_logprobs = sample_.top_logprobs;
+    }
+    event.usage = seq->usage();
+    event.finish_reason = CheckStop(*seq);
+    event.finished = event.finish_reason != FinishReason::kNone;
+    if (event.finished) {
+      scheduler_.Finish(seq->id, event.finish_reason);  // frees the blocks; `seq` is gone
+      ++num_finished_requests_;
+    }
+    Deliver(event);
+  }
+  PublishStats();
+  return absl::OkStatus();
+}
+
+void Engine::FinishWithoutToken(RequestId id, FinishReason reason, const absl::Status& status) {
+  std::unique_ptr<Sequence> seq = scheduler_.Finish(id, reason);
+  if (seq == nullptr) return;  // already finished, or never existed
+  ++num_finished_requests_;
+  GenerationEvent event;
+  event.request_id = id;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.usage = seq->usage();
+  event.status = status;
+  Deliver(event);
+}
+
+void Engine::Deliver(const GenerationEvent& event) {
+  auto it = callbacks_.find(event.request_id);
+  if (it == callbacks_.end()) return;
+  if (!event.finished) {
+    it->second(event);
+    return;
+  }
+  EventCallback callback = std::move(it->second);
+  callbacks_.erase(it);
+  callback(event);
+}
+
+void Engine::PublishStats() {
+  absl::MutexLock lock(&stats_mu_);
+  stats_.num_waiting = scheduler_.num_waiting();
+  stats_.num_running = scheduler_.num_running();
+  stats_.num_kv_blocks = block_manager_.num_blocks();
+  stats_.num_free_kv_blocks = block_manager_.num_free_blocks();
+  stats_.prefix_cache_queries = block_manager_.prefix_cache_queries();
+  stats_.prefix_cache_hits = block_manager_.prefix_cache_hits();
+  stats_.num_preemptions = scheduler_.num_preemptions();
+  stats_.num_steps = num_steps_;
+  stats_.num_batched_tokens = num_batched_tokens_;
+  stats_.num_generated_tokens = num_generated_tokens_;
+  stats_.num_finished_requests = num_finished_requests_;
+}
+
+EngineStats Engine::Stats() const {
+  absl::MutexLock lock(&stats_mu_);
+  return stats_;
+}
+
+}  // namespace tandem

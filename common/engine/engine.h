@@ -1,0 +1,150 @@
+// One node's generation loop: requests in, tokens out, one engine thread driving a Backend.
+//
+// Thread model (llama.cpp server's queue pattern): Submit() and Cancel() may be called from any
+// thread; they validate and post to an inbox, nothing more. One engine thread (Start()/Stop(), or
+// the caller of RunUntilIdle()) drains the inbox and runs steps:
+//   schedule (Scheduler) -> build ForwardBatch -> Backend::Forward -> sample (Sampler) ->
+//   append tokens, check stop conditions -> deliver events (GenerationEvent via the request's
+//   callback, on the engine thread).
+// Stop conditions, checked after each token in vLLM's order: max_tokens or the context limit
+// (min(max_position_embeddings, KV pool capacity) tokens) -> "length"; then the model's EOS ids
+// (config.eos_token_ids, unless ignore_eos) or stop_token_ids -> "stop".
+#ifndef TANDEM_COMMON_ENGINE_ENGINE_H_
+#define TANDEM_COMMON_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/backend/backend.h"
+#include "common/engine/request.h"
+#include "common/engine/scheduler.h"
+#include "common/engine/sequence.h"
+#include "common/kv/block_manager.h"
+#include "common/sampling/sampler.h"
+#include "common/util/clock.h"
+
+namespace tandem {
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  bool enable_prefix_caching = true;
+};
+
+// A snapshot for metrics and tests; counters are totals since construction.
+struct EngineStats {
+  int32_t num_waiting = 0;  // includes preempted sequences
+  int32_t num_running = 0;
+  int32_t num_kv_blocks = 0;
+  int32_t num_free_kv_blocks = 0;
+  int64_t prefix_cache_queries = 0;  // tokens
+  int64_t prefix_cache_hits = 0;     // tokens
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;
+  int64_t num_batched_tokens = 0;  // tokens sent to the backend
+  int64_t num_generated_tokens = 0;
+  int64_t num_finished_requests = 0;  // any reason, aborts included
+};
+
+class Engine {
+ public:
+  // `backend` and `clock` are borrowed and must outlive the engine. The KV pool's geometry
+  // (blocks, block size) comes from backend->kv_layout(). InvalidArgument for bad options.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(Backend* backend,
+                                                        const EngineOptions& options,
+                                                        Clock* clock = Clock::Real());
+  // Stops the engine thread (see Stop()).
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Thread-safe. Validates and queues a request; its events go to request.on_event.
+  // InvalidArgument: empty prompt, a token id outside the vocabulary, a prompt longer than the
+  // model's context, a prompt needing more KV blocks than the whole pool, or invalid sampling
+  // params (max_tokens < 1 among them). Unavailable after Stop().
+  absl::StatusOr<RequestId> Submit(GenerateRequest request);
+  // Thread-safe. Asks to end a request: it finishes with kAborted (its blocks are released) at the
+  // engine thread's next turn. Unknown or already finished ids are ignored.
+  void Cancel(RequestId id);
+
+  // Starts the engine thread. At most once; not together with RunUntilIdle().
+  void Start();
+  // Stops and joins the engine thread (if started), then aborts every unfinished request (final
+  // event kAborted with an Unavailable status) so that no waiter hangs. Later Submits fail.
+  // Idempotent.
+  void Stop();
+  // Without an engine thread: runs the loop on the calling thread until every submitted request
+  // has finished. Returns the first backend error (the affected requests already finished with
+  // kError); FailedPrecondition when the engine thread is running.
+  absl::Status RunUntilIdle();
+
+  EngineStats Stats() const;  // thread-safe
+  const ModelConfig& model_config() const { return backend_->config(); }
+  // Longest sequence (prompt + output) the engine will run: min(max_position_embeddings, KV pool
+  // capacity in tokens).
+  int32_t max_context_tokens() const { return max_context_tokens_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  struct Pending {
+    std::unique_ptr<Sequence> seq;
+    EventCallback on_event;
+  };
+
+  Engine(Backend* backend, const EngineOptions& options, Clock* clock);
+
+  absl::Status ValidateRequest(const GenerateRequest& request) const;
+  bool InboxReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Loop();
+
+  // Engine-thread work.
+  void DrainInbox();
+  absl::Status Step();
+  FinishReason CheckStop(const Sequence& seq) const;
+  // Ends `id` with `reason`, delivering a final event without a token.
+  void FinishWithoutToken(RequestId id, FinishReason reason, const absl::Status& status);
+  void Deliver(const GenerationEvent& event);
+  void PublishStats();
+
+  Backend* const backend_;
+  const EngineOptions options_;
+  Clock* const clock_;
+  const int32_t vocab_size_;
+  const int32_t max_context_tokens_;
+  std::atomic<RequestId> next_id_{1};
+
+  mutable absl::Mutex mu_;
+  std::vector<Pending> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> cancel_inbox_ ABSL_GUARDED_BY(mu_);
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool thread_started_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+
+  mutable absl::Mutex stats_mu_;
+  EngineStats stats_ ABSL_GUARDED_BY(stats_mu_);
+
+  // Owned by whichever thread runs the loop (the engine thread, or RunUntilIdle's caller).
+  BlockManager block_manager_;
+  Scheduler scheduler_;
+  Sampler sampler_;
+  absl::flat_hash_map<RequestId, EventCallback> callbacks_;
+  SchedulerOutput step_;
+  std::vector<ForwardItem> items_;
+  std::vector<float> logits_;
+  SampleResult sample_;
+  int64_t num_steps_ = 0;
+  int64_t num_batched_tokens_ = 0;
+  int64_t num_generated_tokens_ = 0;
+  int64_t num_finished_requests_ = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_ENGINE_ENGINE_H_

@@ -1,0 +1,69 @@
+// What callers hand the engine and what they get back, one event per generated token.
+#ifndef TANDEM_COMMON_ENGINE_REQUEST_H_
+#define TANDEM_COMMON_ENGINE_REQUEST_H_
+
+#include <cstdint>
+#include <functional>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/sampling/sampler.h"
+#include "common/sampling/sampling_params.h"
+#include "common/types/dtype.h"
+
+namespace tandem {
+
+using RequestId = uint64_t;
+
+enum class FinishReason {
+  kNone,     // still running
+  kStop,     // an EOS token (unless ignore_eos) or one of stop_token_ids was generated
+  kLength,   // max_tokens reached, or the context (model or KV pool) is full
+  kAborted,  // cancelled, or the engine stopped
+  kError,    // the backend failed; GenerationEvent::status says why
+};
+
+// OpenAI / vLLM spelling: "stop", "length", "abort", "error" ("" for kNone).
+std::string_view FinishReasonName(FinishReason reason);
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  // Prompt tokens served from the prefix cache at the request's first admission.
+  int32_t cached_tokens = 0;
+  bool operator==(const Usage&) const = default;
+};
+
+struct GenerationEvent {
+  RequestId request_id = 0;
+  // The newly generated token, or -1 on a final event that carries no token (abort, error).
+  // Stop tokens (EOS, stop_token_ids) are delivered like any other token.
+  TokenId token = -1;
+  // Raw logprob of `token` (see sampler.h) when the request asked for logprobs (>= 0), else 0.
+  float logprob = 0.0f;
+  // The request's `logprobs` most likely tokens at this step, most likely first.
+  std::vector<TokenLogprob> top_logprobs;
+  // True on the request's last event; finish_reason and usage are final then.
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  Usage usage;  // counts so far
+  // Why, when finish_reason is kError (or kAborted by an engine stop); OK otherwise.
+  absl::Status status;
+
+  bool has_token() const { return token >= 0; }
+};
+
+// Receives a request's events in order, on the engine thread: must be quick and must not block
+// (hand the event to another thread, e.g. through RequestStream). May call Engine::Submit/Cancel.
+using EventCallback = std::function<void(const GenerationEvent&)>;
+
+struct GenerateRequest {
+  std::vector<TokenId> prompt;
+  SamplingParams params;
+  EventCallback on_event;  // may be empty (fire and forget)
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_ENGINE_REQUEST_H_

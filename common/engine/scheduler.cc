@@ -1,0 +1,173 @@
+#include "common/engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace tandem {
+
+absl::Status SchedulerOptions::Validate() const {
+  if (max_num_seqs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_num_seqs must be >= 1, got ", max_num_seqs));
+  }
+  if (max_num_batched_tokens < max_num_seqs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_num_batched_tokens (", max_num_batched_tokens,
+                     ") must be >= max_num_seqs (", max_num_seqs, ")"));
+  }
+  return absl::OkStatus();
+}
+
+void SchedulerOutput::Clear() {
+  chunks.clear();
+  num_decodes = 0;
+  num_batched_tokens = 0;
+  preempted.clear();
+}
+
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager* block_manager, Clock* clock)
+    : options_(options), block_manager_(block_manager), clock_(clock) {}
+
+void Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  Sequence* raw = seq.get();
+  raw->status = SequenceStatus::kWaiting;
+  raw->arrival_nanos = clock_->NowNanos();
+  auto [it, inserted] = sequences_.emplace(raw->id, std::move(seq));
+  assert(inserted);
+  (void)it;
+  (void)inserted;
+  waiting_.push_back(raw);
+}
+
+Sequence* Scheduler::Find(RequestId id) {
+  auto it = sequences_.find(id);
+  return it == sequences_.end() ? nullptr : it->second.get();
+}
+
+std::vector<RequestId> Scheduler::UnfinishedIds() const {
+  std::vector<RequestId> ids;
+  ids.reserve(sequences_.size());
+  for (const Sequence* seq : running_) ids.push_back(seq->id);
+  for (const Sequence* seq : waiting_) ids.push_back(seq->id);
+  return ids;
+}
+
+void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+  block_manager_->Free(&seq->block_table);
+  seq->num_computed_tokens = 0;
+  seq->status = SequenceStatus::kPreempted;
+  ++seq->num_preemptions;
+  ++num_preemptions_;
+  waiting_.push_front(seq);
+  out->preempted.push_back(seq->id);
+  spdlog::debug("scheduler: preempted request {} ({} tokens) to free KV blocks", seq->id,
+                seq->num_tokens());
+}
+
+bool Scheduler::ReserveSlots(Sequence* seq, int32_t num_tokens, SchedulerOutput* out) {
+  const int32_t missing = seq->num_computed_tokens + num_tokens - seq->block_table.num_tokens;
+  if (missing <= 0) return true;
+  while (!block_manager_->CanAppend(seq->block_table, missing)) {
+    Sequence* victim = running_.back();
+    running_.pop_back();
+    Preempt(victim, out);
+    if (victim == seq) return false;
+  }
+  const bool appended = block_manager_->Append(&seq->block_table, missing);
+  assert(appended);
+  (void)appended;
+  return true;
+}
+
+void Scheduler::AddChunk(Sequence* seq, int32_t num_tokens, SchedulerOutput* out) {
+  ScheduledChunk chunk;
+  chunk.seq = seq;
+  chunk.start_pos = seq->num_computed_tokens;
+  chunk.num_tokens = num_tokens;
+  chunk.want_logits = seq->num_computed_tokens + num_tokens == seq->num_tokens();
+  out->chunks.push_back(chunk);
+  out->num_batched_tokens += num_tokens;
+}
+
+void Scheduler::Schedule(SchedulerOutput* out) {
+  out->Clear();
+  int32_t budget = options_.max_num_batched_tokens;
+
+  // 1. Decodes, oldest first; preempt from the newest end when blocks run out.
+  for (size_t i = 0; i < running_.size();) {
+    Sequence* seq = running_[i];
+    if (seq->num_uncomputed_tokens() != 1) {
+      ++i;
+      continue;
+    }
+    if (budget < 1) break;
+    if (!ReserveSlots(seq, 1, out)) break;  // seq was the newest left: nothing after it
+    AddChunk(seq, 1, out);
+    --budget;
+    ++i;
+  }
+  out->num_decodes = static_cast<int32_t>(out->chunks.size());
+
+  // 2. Prefill chunks of admitted sequences (their blocks were reserved at admission).
+  for (Sequence* seq : running_) {
+    const int32_t remaining = seq->num_uncomputed_tokens();
+    if (remaining <= 1) continue;
+    if (budget < 1) break;
+    const int32_t n = std::min(remaining, budget);
+    const int32_t missing = seq->num_computed_tokens + n - seq->block_table.num_tokens;
+    if (missing > 0 && !block_manager_->Append(&seq->block_table, missing)) {
+      continue;  // not expected: admission reserved the whole sequence
+    }
+    AddChunk(seq, n, out);
+    budget -= n;
+  }
+
+  // 3. Admissions, first come first served (preempted sequences sit at the front).
+  if (!out->preempted.empty()) return;
+  while (!waiting_.empty() && budget >= 1 &&
+         static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    std::optional<int32_t> cached = block_manager_->Allocate(seq->tokens, &seq->block_table);
+    if (!cached.has_value()) break;  // the head waits for blocks; nobody overtakes it
+    waiting_.pop_front();
+    seq->num_computed_tokens = *cached;
+    if (seq->num_cached_tokens < 0) seq->num_cached_tokens = *cached;
+    if (seq->first_scheduled_nanos < 0) seq->first_scheduled_nanos = clock_->NowNanos();
+    seq->status = SequenceStatus::kRunning;
+    running_.push_back(seq);
+    const int32_t n = std::min(seq->num_uncomputed_tokens(), budget);
+    AddChunk(seq, n, out);
+    budget -= n;
+  }
+}
+
+void Scheduler::CompleteStep(const SchedulerOutput& out) {
+  for (const ScheduledChunk& chunk : out.chunks) {
+    Sequence* seq = chunk.seq;
+    assert(seq->num_computed_tokens == chunk.start_pos);
+    seq->num_computed_tokens += chunk.num_tokens;
+    block_manager_->CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
+  }
+}
+
+std::unique_ptr<Sequence> Scheduler::Finish(RequestId id, FinishReason reason) {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) return nullptr;
+  std::unique_ptr<Sequence> seq = std::move(it->second);
+  sequences_.erase(it);
+  if (seq->status == SequenceStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq.get()));
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq.get()));
+  }
+  block_manager_->Free(&seq->block_table);
+  seq->status = SequenceStatus::kFinished;
+  seq->finish_reason = reason;
+  return seq;
+}
+
+}  // namespace tandem

@@ -1,0 +1,68 @@
+// One request as the scheduler sees it: its tokens, its KV blocks, how much of it is computed.
+#ifndef TANDEM_COMMON_ENGINE_SEQUENCE_H_
+#define TANDEM_COMMON_ENGINE_SEQUENCE_H_
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/engine/request.h"
+#include "common/kv/block_manager.h"
+#include "common/sampling/rng.h"
+#include "common/sampling/sampling_params.h"
+#include "common/types/dtype.h"
+
+namespace tandem {
+
+enum class SequenceStatus {
+  kWaiting,    // queued, never admitted
+  kRunning,    // admitted: holds KV blocks, prefilling or decoding
+  kPreempted,  // was running, lost its blocks, queued again to recompute prompt + output so far
+  kFinished,
+};
+
+std::string_view SequenceStatusName(SequenceStatus status);
+
+struct Sequence {
+  // `reserve_tokens`: expected final length, so `tokens` never reallocates mid-generation.
+  Sequence(RequestId id, std::vector<TokenId> prompt, const SamplingParams& params, uint64_t seed,
+           int32_t reserve_tokens = 0);
+
+  RequestId id;
+  // The prompt followed by the generated tokens. Forward items point into it.
+  std::vector<TokenId> tokens;
+  int32_t num_prompt_tokens;
+  SamplingParams params;
+  SamplingRng rng;
+
+  SequenceStatus status = SequenceStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+  BlockTable block_table;
+  // Positions [0, num_computed_tokens) have their KV written (chunked prefill advances this).
+  int32_t num_computed_tokens = 0;
+  // Prompt tokens found in the prefix cache at first admission; -1 before admission.
+  int32_t num_cached_tokens = -1;
+  int32_t num_preemptions = 0;
+
+  // Clock readings (Clock::NowNanos); -1 until they happen.
+  int64_t arrival_nanos = -1;
+  int64_t first_scheduled_nanos = -1;
+  int64_t first_token_nanos = -1;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens whose KV is not written yet (1 for a decoding sequence).
+  int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  std::span<const TokenId> prompt() const {
+    return std::span<const TokenId>(tokens).first(num_prompt_tokens);
+  }
+  std::span<const TokenId> output() const {
+    return std::span<const TokenId>(tokens).subspan(num_prompt_tokens);
+  }
+  Usage usage() const;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_ENGINE_SEQUENCE_H_

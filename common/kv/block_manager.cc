@@ -1,0 +1,213 @@
+#include "common/kv/block_manager.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "xxhash.h"
+
+namespace tandem {
+namespace {
+
+// Seed of the first block's hash ("tandemkv").
+constexpr uint64_t kRootHash = 0x74616e64656d6b76ULL;
+
+}  // namespace
+
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+    : num_blocks_(num_blocks),
+      block_size_(block_size),
+      enable_prefix_caching_(enable_prefix_caching),
+      blocks_(static_cast<size_t>(num_blocks) + 1) {
+  assert(num_blocks >= 1 && block_size >= 1);
+  if (enable_prefix_caching_) {
+    block_tokens_.resize(static_cast<size_t>(num_blocks) * block_size);
+  }
+  const int32_t sentinel = num_blocks_;
+  blocks_[sentinel].prev = sentinel;
+  blocks_[sentinel].next = sentinel;
+  for (int32_t b = 0; b < num_blocks_; ++b) PushFreeBack(b);
+}
+
+int32_t BlockManager::BlocksForTokens(int64_t num_tokens) const {
+  return static_cast<int32_t>((num_tokens + block_size_ - 1) / block_size_);
+}
+
+uint64_t BlockManager::HashBlock(uint64_t parent_hash,
+                                 std::span<const TokenId> block_tokens) const {
+  return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size_bytes(), parent_hash);
+}
+
+int32_t BlockManager::FindCached(uint64_t hash, uint64_t parent_hash,
+                                 std::span<const TokenId> block_tokens) const {
+  auto it = cached_.find(hash);
+  if (it == cached_.end()) return -1;
+  const int32_t block = it->second;
+  const BlockInfo& info = blocks_[block];
+  const TokenId* stored = &block_tokens_[static_cast<size_t>(block) * block_size_];
+  if (info.parent_hash != parent_hash ||
+      std::memcmp(stored, block_tokens.data(), block_tokens.size_bytes()) != 0) {
+    return -1;  // a hash collision: treat as a miss
+  }
+  return block;
+}
+
+int32_t BlockManager::CachedPrefixTokens(std::span<const TokenId> tokens) const {
+  std::vector<int32_t> hit_blocks;
+  std::vector<uint64_t> hit_hashes;
+  LookupPrefix(tokens, &hit_blocks, &hit_hashes);
+  return static_cast<int32_t>(hit_blocks.size()) * block_size_;
+}
+
+void BlockManager::LookupPrefix(std::span<const TokenId> tokens, std::vector<int32_t>* hit_blocks,
+                                std::vector<uint64_t>* hit_hashes) const {
+  hit_blocks->clear();
+  hit_hashes->clear();
+  if (!enable_prefix_caching_ || tokens.empty()) return;
+  // At most (n - 1) tokens may be cached, so only blocks ending at or before n - 1 count.
+  const size_t max_blocks = (tokens.size() - 1) / block_size_;
+  uint64_t parent = kRootHash;
+  for (size_t i = 0; i < max_blocks; ++i) {
+    auto block_tokens = tokens.subspan(i * block_size_, block_size_);
+    const uint64_t hash = HashBlock(parent, block_tokens);
+    const int32_t block = FindCached(hash, parent, block_tokens);
+    if (block < 0) break;
+    hit_blocks->push_back(block);
+    hit_hashes->push_back(hash);
+    parent = hash;
+  }
+}
+
+int32_t BlockManager::FreeBlocksNeeded(std::span<const TokenId> tokens,
+                                       std::span<const int32_t> hit_blocks) const {
+  // Hits on blocks in use cost nothing; hits on free blocks take that block off the free list;
+  // misses take any free block.
+  int32_t shared = 0;
+  for (int32_t block : hit_blocks) {
+    if (blocks_[block].ref_count > 0) ++shared;
+  }
+  return BlocksForTokens(static_cast<int64_t>(tokens.size())) - shared;
+}
+
+bool BlockManager::CanAllocate(std::span<const TokenId> tokens) const {
+  std::vector<int32_t> hit_blocks;
+  std::vector<uint64_t> hit_hashes;
+  LookupPrefix(tokens, &hit_blocks, &hit_hashes);
+  return FreeBlocksNeeded(tokens, hit_blocks) <= num_free_;
+}
+
+std::optional<int32_t> BlockManager::Allocate(std::span<const TokenId> tokens, BlockTable* table) {
+  assert(table->empty() && table->num_tokens == 0);
+  std::vector<int32_t> hit_blocks;
+  std::vector<uint64_t> hit_hashes;
+  LookupPrefix(tokens, &hit_blocks, &hit_hashes);
+  if (FreeBlocksNeeded(tokens, hit_blocks) > num_free_) return std::nullopt;
+
+  const int32_t total_blocks = BlocksForTokens(static_cast<int64_t>(tokens.size()));
+  table->blocks.reserve(total_blocks);
+  // Revive or share the hits first, so that taking fresh blocks cannot evict them.
+  for (int32_t block : hit_blocks) {
+    BlockInfo& info = blocks_[block];
+    if (info.ref_count == 0) RemoveFromFreeList(block);
+    ++info.ref_count;
+    table->blocks.push_back(block);
+  }
+  table->hashes = hit_hashes;
+  while (static_cast<int32_t>(table->blocks.size()) < total_blocks) {
+    const int32_t block = PopFreeFront();
+    blocks_[block].ref_count = 1;
+    table->blocks.push_back(block);
+  }
+  table->num_tokens = static_cast<int32_t>(tokens.size());
+
+  const int32_t cached_tokens = static_cast<int32_t>(hit_blocks.size()) * block_size_;
+  queries_ += static_cast<int64_t>(tokens.size());
+  hits_ += cached_tokens;
+  return cached_tokens;
+}
+
+bool BlockManager::CanAppend(const BlockTable& table, int32_t num_new_tokens) const {
+  const int32_t needed = BlocksForTokens(int64_t{table.num_tokens} + num_new_tokens) -
+                         static_cast<int32_t>(table.blocks.size());
+  return needed <= num_free_;
+}
+
+bool BlockManager::Append(BlockTable* table, int32_t num_new_tokens) {
+  if (!CanAppend(*table, num_new_tokens)) return false;
+  const int32_t total_blocks = BlocksForTokens(int64_t{table->num_tokens} + num_new_tokens);
+  while (static_cast<int32_t>(table->blocks.size()) < total_blocks) {
+    const int32_t block = PopFreeFront();
+    blocks_[block].ref_count = 1;
+    table->blocks.push_back(block);
+  }
+  table->num_tokens += num_new_tokens;
+  return true;
+}
+
+void BlockManager::CacheComputedBlocks(std::span<const TokenId> tokens, int32_t num_computed,
+                                       BlockTable* table) {
+  if (!enable_prefix_caching_) return;
+  assert(num_computed <= table->num_tokens && static_cast<size_t>(num_computed) <= tokens.size());
+  const size_t full_blocks = static_cast<size_t>(num_computed) / block_size_;
+  while (table->hashes.size() < full_blocks) {
+    const size_t i = table->hashes.size();
+    const uint64_t parent = i == 0 ? kRootHash : table->hashes[i - 1];
+    auto block_tokens = tokens.subspan(i * block_size_, block_size_);
+    const uint64_t hash = HashBlock(parent, block_tokens);
+    table->hashes.push_back(hash);
+    const int32_t block = table->blocks[i];
+    BlockInfo& info = blocks_[block];
+    // Another block may already hold this content (computed twice, e.g. a never-all-cached
+    // prompt's last block): keep the first; this one stays unnamed and is simply freed later.
+    if (info.has_hash || cached_.contains(hash)) continue;
+    info.has_hash = true;
+    info.hash = hash;
+    info.parent_hash = parent;
+    std::copy(block_tokens.begin(), block_tokens.end(),
+              block_tokens_.begin() + static_cast<size_t>(block) * block_size_);
+    cached_.emplace(hash, block);
+  }
+}
+
+void BlockManager::Free(BlockTable* table) {
+  for (auto it = table->blocks.rbegin(); it != table->blocks.rend(); ++it) {
+    BlockInfo& info = blocks_[*it];
+    assert(info.ref_count > 0);
+    if (--info.ref_count == 0) PushFreeBack(*it);
+  }
+  table->blocks.clear();
+  table->hashes.clear();
+  table->num_tokens = 0;
+}
+
+void BlockManager::PushFreeBack(int32_t block) {
+  const int32_t sentinel = num_blocks_;
+  const int32_t last = blocks_[sentinel].prev;
+  blocks_[block].prev = last;
+  blocks_[block].next = sentinel;
+  blocks_[last].next = block;
+  blocks_[sentinel].prev = block;
+  ++num_free_;
+}
+
+void BlockManager::RemoveFromFreeList(int32_t block) {
+  BlockInfo& info = blocks_[block];
+  blocks_[info.prev].next = info.next;
+  blocks_[info.next].prev = info.prev;
+  info.prev = info.next = -1;
+  --num_free_;
+}
+
+int32_t BlockManager::PopFreeFront() {
+  const int32_t block = blocks_[num_blocks_].next;
+  assert(block != num_blocks_);
+  RemoveFromFreeList(block);
+  BlockInfo& info = blocks_[block];
+  if (info.has_hash) {
+    cached_.erase(info.hash);
+    info.has_hash = false;
+  }
+  return block;
+}
+
+}  // namespace tandem

@@ -1,0 +1,131 @@
+// Paged KV block accounting: which pool blocks hold which sequence's positions, shared prefixes,
+// and which freed blocks still hold reusable content.
+//
+// A sequence's KV lives in fixed-size blocks (KvLayout::block_size tokens each) listed in its
+// BlockTable. Blocks are reference counted: sequences with a common prompt prefix share the blocks
+// of that prefix. Prefix caching works on *full, computed* blocks only: each such block is named by
+// a chained hash, XXH3-64 of its token ids seeded with the hash of the block before it, so the same
+// tokens after a different prefix get a different name. A block whose last reference goes away
+// returns to the free list but keeps its name and content until it is handed out again; free
+// blocks are handed out least recently freed first (LRU), so recently used prefixes survive
+// longest. Freed tables return their blocks last-to-first, so a prefix's tail is evicted before its
+// head.
+//
+// Deterministic (no randomness, no iteration over hash containers) and single-threaded: the engine
+// thread owns it.
+#ifndef TANDEM_COMMON_KV_BLOCK_MANAGER_H_
+#define TANDEM_COMMON_KV_BLOCK_MANAGER_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/types/dtype.h"
+
+namespace tandem {
+
+// One sequence's view of the pool; the caller owns it and passes it to BlockManager calls.
+struct BlockTable {
+  // blocks[i] holds positions [i * block_size, (i + 1) * block_size).
+  std::vector<int32_t> blocks;
+  // hashes[i] is the chained hash of blocks[i]; only full blocks whose KV is computed have one,
+  // so hashes.size() <= blocks.size().
+  std::vector<uint64_t> hashes;
+  // Positions [0, num_tokens) have a reserved slot.
+  int32_t num_tokens = 0;
+
+  bool empty() const { return blocks.empty(); }
+};
+
+class BlockManager {
+ public:
+  // `num_blocks` >= 1 and `block_size` >= 1 (programmer invariants).
+  BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching = true);
+  BlockManager(const BlockManager&) = delete;
+  BlockManager& operator=(const BlockManager&) = delete;
+
+  int32_t num_blocks() const { return num_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  bool prefix_caching_enabled() const { return enable_prefix_caching_; }
+  // Blocks with no reference (including ones that still hold cached content).
+  int32_t num_free_blocks() const { return num_free_; }
+  int32_t num_used_blocks() const { return num_blocks_ - num_free_; }
+  // Blocks currently findable by hash (in use or free).
+  int32_t num_cached_blocks() const { return static_cast<int32_t>(cached_.size()); }
+  int32_t ref_count(int32_t block) const { return blocks_[block].ref_count; }
+  // Blocks needed to hold `num_tokens` positions.
+  int32_t BlocksForTokens(int64_t num_tokens) const;
+
+  // Prefix-cache counters, in tokens: queries = prompt tokens passed to Allocate, hits = the part
+  // of them served from cache.
+  int64_t prefix_cache_queries() const { return queries_; }
+  int64_t prefix_cache_hits() const { return hits_; }
+
+  // Tokens of `tokens` whose KV is already cached: a whole number of blocks, and never all of
+  // `tokens` (the last token is always computed so its logits exist).
+  int32_t CachedPrefixTokens(std::span<const TokenId> tokens) const;
+
+  // Whether Allocate(tokens) would succeed now.
+  bool CanAllocate(std::span<const TokenId> tokens) const;
+  // Reserves slots for all of `tokens` in the empty `table`, reusing cached prefix blocks. Returns
+  // the number of leading tokens whose KV is already there (see CachedPrefixTokens), or nullopt
+  // with nothing changed when the pool is too full.
+  std::optional<int32_t> Allocate(std::span<const TokenId> tokens, BlockTable* table);
+
+  // Whether `table` can grow by `num_new_tokens` slots now.
+  bool CanAppend(const BlockTable& table, int32_t num_new_tokens) const;
+  // Grows `table` by `num_new_tokens` slots; false with nothing changed when the pool is too full.
+  bool Append(BlockTable* table, int32_t num_new_tokens);
+
+  // Records that KV of positions [0, num_computed) of `table` is written, where `tokens` are the
+  // sequence's token ids (at least num_computed of them): every newly full block gets its hash and
+  // becomes findable by later Allocate calls. Only computed blocks are shared, so a reader never
+  // sees a block that a writer has not finished.
+  void CacheComputedBlocks(std::span<const TokenId> tokens, int32_t num_computed,
+                           BlockTable* table);
+
+  // Drops `table`'s references (last block first) and clears it.
+  void Free(BlockTable* table);
+
+ private:
+  struct BlockInfo {
+    int32_t ref_count = 0;
+    bool has_hash = false;
+    uint64_t hash = 0;
+    uint64_t parent_hash = 0;  // checked on lookup, with the tokens, against hash collisions
+    int32_t prev = -1;         // free-list links (the sentinel is index num_blocks_)
+    int32_t next = -1;
+  };
+
+  uint64_t HashBlock(uint64_t parent_hash, std::span<const TokenId> block_tokens) const;
+  // The cached block holding exactly these tokens after this parent, or -1.
+  int32_t FindCached(uint64_t hash, uint64_t parent_hash,
+                     std::span<const TokenId> block_tokens) const;
+  // Cached blocks that serve a prefix of `tokens` (at most CachedPrefixTokens worth), in order.
+  void LookupPrefix(std::span<const TokenId> tokens, std::vector<int32_t>* hit_blocks,
+                    std::vector<uint64_t>* hit_hashes) const;
+  // Free blocks needed to allocate `tokens` given its prefix hits.
+  int32_t FreeBlocksNeeded(std::span<const TokenId> tokens,
+                           std::span<const int32_t> hit_blocks) const;
+
+  void PushFreeBack(int32_t block);
+  void RemoveFromFreeList(int32_t block);
+  // Takes the least recently freed block, evicting its cached content.
+  int32_t PopFreeFront();
+
+  const int32_t num_blocks_;
+  const int32_t block_size_;
+  const bool enable_prefix_caching_;
+  std::vector<BlockInfo> blocks_;      // num_blocks_ + 1 (the last is the free-list sentinel)
+  std::vector<TokenId> block_tokens_;  // num_blocks_ * block_size_: content of hashed blocks
+  int32_t num_free_ = 0;
+  absl::flat_hash_map<uint64_t, int32_t> cached_;  // hash -> block
+  int64_t queries_ = 0;
+  int64_t hits_ = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_KV_BLOCK_MANAGER_H_

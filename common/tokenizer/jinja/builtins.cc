@@ -1,0 +1,468 @@
+// Jinja filters, tests and global functions.
+#include "common/tokenizer/jinja/builtins.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/tokenizer/unicode/str_util.h"
+#include "common/tokenizer/unicode/unicode_util.h"
+#include "common/util/status_macros.h"
+
+namespace tandem::jinja {
+namespace {
+
+absl::Status Error(std::string_view what) { return absl::InvalidArgumentError(std::string(what)); }
+
+// Arguments after the first `skip` positional ones, as a new CallArgs.
+CallArgs Rest(const CallArgs& args, size_t skip) {
+  CallArgs rest;
+  for (size_t i = skip; i < args.positional.size(); ++i) rest.positional.push_back(args.positional[i]);
+  rest.keyword = args.keyword;
+  return rest;
+}
+
+// Calls a bound method of `v` (e.g. "upper") with no arguments.
+absl::StatusOr<Value> CallMethod(const Value& v, std::string_view name, const CallArgs& args = {}) {
+  auto m = GetMethod(v, name);
+  if (!m) return Error(Cat("'", v.TypeName(), "' object has no attribute '", name, "'"));
+  return m->as_function()(args);
+}
+
+// Jinja's attribute lookup for filters such as map(attribute="a.b") and selectattr.
+Value Attribute(const Value& v, const std::string& path) {
+  Value cur = v;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (cur.is_dict()) {
+      const Value* f = cur.as_dict().Find(part);
+      cur = f != nullptr ? *f : Value::MakeUndefined(part);
+    } else if (cur.is_list() && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
+      const size_t i = std::stoul(part);
+      cur = i < cur.as_list().size() ? cur.as_list()[i] : Value::MakeUndefined(part);
+    } else {
+      cur = Value::MakeUndefined(part);
+    }
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return cur;
+}
+
+std::string HtmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Jinja's title filter: capitalizes words separated by whitespace, '-', and opening brackets.
+std::string Title(const std::string& s) {
+  const std::u32string cps = unicode::Utf8ToCodePoints(s);
+  std::string out;
+  bool word_start = true;
+  for (char32_t c : cps) {
+    const bool separator = unicode::IsWhitespace(c) || c == '-' || c == '(' || c == '{' ||
+                           c == '[' || c == '<';
+    std::string one;
+    unicode::AppendUtf8(c, &one);
+    if (separator) {
+      out += one;
+      word_start = true;
+      continue;
+    }
+    auto mapped = CallMethod(Value(one), word_start ? "upper" : "lower");
+    out += mapped.ok() ? mapped->as_string() : one;
+    word_start = false;
+  }
+  return out;
+}
+
+absl::StatusOr<Value> SortList(ValueList items, bool reverse, bool case_sensitive,
+                               const std::optional<std::string>& attribute) {
+  absl::Status error;
+  auto key = [&](const Value& v) -> Value {
+    Value k = attribute ? Attribute(v, *attribute) : v;
+    if (!case_sensitive && k.is_string()) {
+      auto lower = CallMethod(k, "lower");
+      if (lower.ok()) return *lower;
+    }
+    return k;
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
+    auto less = reverse ? key(b).Less(key(a)) : key(a).Less(key(b));
+    if (!less.ok()) {
+      error = less.status();
+      return false;
+    }
+    return *less;
+  });
+  if (!error.ok()) return error;
+  return Value(std::move(items));
+}
+
+std::optional<std::string> OptStringArg(const CallArgs& args, size_t i, std::string_view name) {
+  const Value* v = args.Get(i, name);
+  if (v == nullptr || !v->is_string()) return std::nullopt;
+  return v->as_string();
+}
+
+bool BoolArg(const CallArgs& args, size_t i, std::string_view name, bool dflt) {
+  const Value* v = args.Get(i, name);
+  return v == nullptr ? dflt : v->Truthy();
+}
+
+// select / reject / selectattr / rejectattr.
+absl::StatusOr<Value> SelectFilter(const Value& input, const CallArgs& args, bool by_attr,
+                                   bool keep_if) {
+  ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+  size_t next = 0;
+  std::optional<std::string> attr;
+  if (by_attr) {
+    attr = OptStringArg(args, next++, "attribute");
+    if (!attr) return Error("selectattr/rejectattr need an attribute name");
+  }
+  std::optional<std::string> test = OptStringArg(args, next, "");
+  if (test) ++next;
+  CallArgs test_args;
+  for (size_t i = next; i < args.positional.size(); ++i) test_args.positional.push_back(args.positional[i]);
+  ValueList out;
+  for (const Value& item : items) {
+    const Value subject = attr ? Attribute(item, *attr) : item;
+    bool ok;
+    if (test) {
+      ASSIGN_OR_RETURN(ok, ApplyTest(*test, subject, test_args));
+    } else {
+      ok = subject.Truthy();
+    }
+    if (ok == keep_if) out.push_back(item);
+  }
+  return Value(std::move(out));
+}
+
+absl::StatusOr<Value> MapFilter(const Value& input, const CallArgs& args) {
+  ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+  ValueList out;
+  if (auto attr = OptStringArg(args, 999, "attribute")) {
+    const Value* dflt = args.Get(999, "default");
+    for (const Value& item : items) {
+      Value v = Attribute(item, *attr);
+      out.push_back(v.is_undefined() && dflt != nullptr ? *dflt : v);
+    }
+    return Value(std::move(out));
+  }
+  auto filter = OptStringArg(args, 0, "");
+  if (!filter) return Error("map needs a filter name or attribute=");
+  const CallArgs rest = Rest(args, 1);
+  for (const Value& item : items) {
+    ASSIGN_OR_RETURN(Value v, ApplyFilter(*filter, item, rest));
+    out.push_back(std::move(v));
+  }
+  return Value(std::move(out));
+}
+
+absl::StatusOr<Value> ToNumber(const Value& input, const CallArgs& args, bool integer) {
+  const Value* dflt = args.Get(0, "default");
+  const Value fallback = dflt != nullptr ? *dflt : (integer ? Value(0) : Value(0.0));
+  if (input.is_int() || input.is_bool()) {
+    return integer ? Value(static_cast<int64_t>(input.as_double())) : Value(input.as_double());
+  }
+  if (input.is_float()) {
+    return integer ? Value(static_cast<int64_t>(std::trunc(input.as_double()))) : input;
+  }
+  if (input.is_string()) {
+    const std::string s = input.as_string();
+    char* end = nullptr;
+    if (integer) {
+      const long long v = std::strtoll(s.c_str(), &end, 10);
+      if (end != s.c_str() && *end == '\0') return Value(static_cast<int64_t>(v));
+      const double d = std::strtod(s.c_str(), &end);
+      if (end != s.c_str() && *end == '\0') return Value(static_cast<int64_t>(d));
+    } else {
+      const double d = std::strtod(s.c_str(), &end);
+      if (end != s.c_str() && *end == '\0') return Value(d);
+    }
+  }
+  return fallback;
+}
+
+}  // namespace
+
+absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, const CallArgs& args) {
+  if (name == "default" || name == "d") {
+    const Value* dflt = args.Get(0, "default_value");
+    const bool boolean = BoolArg(args, 1, "boolean", false);
+    if (input.is_undefined() || (boolean && !input.Truthy())) return dflt ? *dflt : Value("");
+    return input;
+  }
+  if (name == "tojson") {
+    const Value* indent = args.Get(0, "indent");
+    std::optional<int> ind;
+    if (indent != nullptr && indent->is_int()) ind = static_cast<int>(indent->as_int());
+    ASSIGN_OR_RETURN(std::string json, input.ToJson(ind, BoolArg(args, 999, "sort_keys", false)));
+    return Value(std::move(json));
+  }
+  if (name == "length" || name == "count") {
+    if (input.is_string()) return Value(static_cast<int64_t>(CodePointLength(input.as_string())));
+    if (input.is_list()) return Value(static_cast<int64_t>(input.as_list().size()));
+    if (input.is_dict()) return Value(static_cast<int64_t>(input.as_dict().size()));
+    if (input.is_undefined()) return Value(0);
+    return Error(Cat("object of type '", input.TypeName(), "' has no len()"));
+  }
+  if (name == "string") return Value(input.Str());
+  if (name == "safe") return input;
+  if (name == "escape" || name == "e") return Value(HtmlEscape(input.Str()));
+  if (name == "list") {
+    ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+    return Value(std::move(items));
+  }
+  if (name == "int" || name == "float") return ToNumber(input, args, name == "int");
+  if (name == "abs") {
+    if (input.is_int()) return Value(input.as_int() < 0 ? -input.as_int() : input.as_int());
+    if (input.is_float()) return Value(std::fabs(input.as_double()));
+    return Error("abs needs a number");
+  }
+  if (name == "round") {
+    if (!input.is_number()) return Error("round needs a number");
+    const Value* p = args.Get(0, "precision");
+    const int64_t precision = p != nullptr && p->is_int() ? p->as_int() : 0;
+    const std::string method = OptStringArg(args, 1, "method").value_or("common");
+    const double scale = std::pow(10.0, static_cast<double>(precision));
+    const double x = input.as_double() * scale;
+    // "common" is Python's round(): halves go to the even neighbour.
+    const double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::nearbyint(x);
+    return Value(r / scale);
+  }
+  if (name == "first" || name == "last") {
+    ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+    if (items.empty()) return Value::MakeUndefined(std::string(name));
+    return name == "first" ? items.front() : items.back();
+  }
+  if (name == "join") {
+    ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+    const std::string sep = OptStringArg(args, 0, "d").value_or("");
+    const auto attr = OptStringArg(args, 1, "attribute");
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i > 0) out += sep;
+      out += (attr ? Attribute(items[i], *attr) : items[i]).Str();
+    }
+    return Value(std::move(out));
+  }
+  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title" ||
+      name == "trim") {
+    if (!input.is_string() && !input.is_undefined()) {
+      return ApplyFilter(name, Value(input.Str()), args);
+    }
+    const std::string s = input.Str();
+    if (name == "trim") return CallMethod(Value(s), "strip", args);
+    if (name == "upper" || name == "lower") return CallMethod(Value(s), name);
+    if (name == "title") return Value(Title(s));
+    // capitalize: first character upper-cased, the rest lower-cased.
+    if (s.empty()) return Value(s);
+    size_t first_end = 0;
+    unicode::DecodeUtf8(s, &first_end);
+    ASSIGN_OR_RETURN(Value head, CallMethod(Value(s.substr(0, first_end)), "upper"));
+    ASSIGN_OR_RETURN(Value tail, CallMethod(Value(s.substr(first_end)), "lower"));
+    return Value(head.as_string() + tail.as_string());
+  }
+  if (name == "replace") {
+    if (!input.is_string()) return ApplyFilter(name, Value(input.Str()), args);
+    return CallMethod(input, "replace", args);
+  }
+  if (name == "items") {
+    if (input.is_undefined()) return Value(ValueList{});
+    if (!input.is_dict()) return Error("items filter needs a mapping");
+    return CallMethod(input, "items");
+  }
+  if (name == "dictsort") {
+    if (!input.is_dict()) return Error("dictsort needs a mapping");
+    ASSIGN_OR_RETURN(Value items, CallMethod(input, "items"));
+    ValueList list = items.as_list();
+    const bool case_sensitive = BoolArg(args, 0, "case_sensitive", false);
+    const bool by_value = OptStringArg(args, 1, "by").value_or("key") == "value";
+    const bool reverse = BoolArg(args, 2, "reverse", false);
+    return SortList(std::move(list), reverse, case_sensitive, std::string(by_value ? "1" : "0"));
+  }
+  if (name == "sort") {
+    ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+    return SortList(std::move(items), BoolArg(args, 0, "reverse", false),
+                    BoolArg(args, 1, "case_sensitive", false), OptStringArg(args, 2, "attribute"));
+  }
+  if (name == "reverse") {
+    if (input.is_string()) return SliceValue(input, std::nullopt, std::nullopt, -1);
+    ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+    std::reverse(items.begin(), items.end());
+    return Value(std::move(items));
+  }
+  if (name == "unique") {
+    ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+    ValueList out;
+    for (const Value& v : items) {
+      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return o.Equals(v); })) out.push_back(v);
+    }
+    return Value(std::move(out));
+  }
+  if (name == "sum" || name == "min" || name == "max") {
+    ASSIGN_OR_RETURN(ValueList items, Iterate(input));
+    const auto attr = OptStringArg(args, name == "sum" ? 0 : 999, "attribute");
+    if (name == "sum") {
+      const Value* start = args.Get(1, "start");
+      Value total = start != nullptr ? *start : Value(0);
+      for (const Value& v : items) {
+        const Value x = attr ? Attribute(v, *attr) : v;
+        if (!x.is_number() || !total.is_number()) return Error("sum needs numbers");
+        total = total.is_int() && x.is_int() ? Value(total.as_int() + x.as_int())
+                                             : Value(total.as_double() + x.as_double());
+      }
+      return total;
+    }
+    if (items.empty()) return Value::MakeUndefined(std::string(name));
+    Value best = items[0];
+    for (const Value& v : items) {
+      ASSIGN_OR_RETURN(bool less, name == "min" ? v.Less(best) : best.Less(v));
+      if (less) best = v;
+    }
+    return best;
+  }
+  if (name == "select" || name == "reject") return SelectFilter(input, args, false, name == "select");
+  if (name == "selectattr" || name == "rejectattr") {
+    return SelectFilter(input, args, true, name == "selectattr");
+  }
+  if (name == "map") return MapFilter(input, args);
+  if (name == "attr") {
+    const auto attr = OptStringArg(args, 0, "name");
+    if (!attr) return Error("attr needs a name");
+    return input.is_dict() && input.as_dict().Find(*attr) ? *input.as_dict().Find(*attr)
+                                                          : Value::MakeUndefined(*attr);
+  }
+  if (name == "indent") {
+    const Value* w = args.Get(0, "width");
+    const std::string pad = w != nullptr && w->is_string() ? w->as_string()
+                                                           : std::string(w != nullptr && w->is_int() ? static_cast<size_t>(w->as_int()) : 4, ' ');
+    const bool first = BoolArg(args, 1, "first", false), blank = BoolArg(args, 2, "blank", false);
+    const std::string s = input.Str();
+    std::string out;
+    size_t start = 0;
+    bool is_first = true;
+    while (start <= s.size()) {
+      const size_t nl = s.find('\n', start);
+      const std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      if ((is_first ? first : true) && (blank || !line.empty())) out += pad;
+      out += line;
+      if (nl == std::string::npos) break;
+      out += '\n';
+      start = nl + 1;
+      is_first = false;
+    }
+    return Value(std::move(out));
+  }
+  return Error(Cat("unknown filter '", name, "'"));
+}
+
+absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& v, const CallArgs& args) {
+  const Value* arg = args.Get(0, "");
+  auto need_arg = [&]() -> absl::Status {
+    if (arg == nullptr) return Error(Cat("test '", name, "' needs an argument"));
+    return absl::OkStatus();
+  };
+  if (name == "defined") return !v.is_undefined();
+  if (name == "undefined") return v.is_undefined();
+  if (name == "none") return v.is_none();
+  if (name == "boolean") return v.is_bool();
+  if (name == "true") return v.is_bool() && v.as_bool();
+  if (name == "false") return v.is_bool() && !v.as_bool();
+  if (name == "integer") return v.is_int();
+  if (name == "float") return v.is_float();
+  if (name == "number") return v.is_number() || v.is_bool();
+  if (name == "string") return v.is_string();
+  if (name == "mapping") return v.is_dict();
+  if (name == "iterable") return v.is_list() || v.is_dict() || v.is_string();
+  if (name == "sequence") return v.is_list() || v.is_dict() || v.is_string();
+  if (name == "callable") return v.is_callable();
+  if (name == "odd" || name == "even") {
+    if (!v.is_int()) return Error(Cat("test '", name, "' needs an integer"));
+    return (v.as_int() % 2 != 0) == (name == "odd");
+  }
+  if (name == "divisibleby") {
+    RETURN_IF_ERROR(need_arg());
+    if (!v.is_int() || !arg->is_int() || arg->as_int() == 0) return Error("divisibleby needs integers");
+    return v.as_int() % arg->as_int() == 0;
+  }
+  if (name == "lower" || name == "upper") {
+    if (!v.is_string()) return false;
+    ASSIGN_OR_RETURN(Value r, CallMethod(v, name == "lower" ? "islower" : "isupper"));
+    return r.as_bool();
+  }
+  if (name == "eq" || name == "equalto" || name == "==" || name == "sameas") {
+    RETURN_IF_ERROR(need_arg());
+    return v.Equals(*arg);
+  }
+  if (name == "ne" || name == "!=") {
+    RETURN_IF_ERROR(need_arg());
+    return !v.Equals(*arg);
+  }
+  if (name == "lt" || name == "<" || name == "gt" || name == ">" || name == "le" || name == "<=" ||
+      name == "ge" || name == ">=") {
+    RETURN_IF_ERROR(need_arg());
+    const bool greater = name[0] == 'g' || name[0] == '>';
+    const bool or_equal = name.size() == 2 && (name[1] == 'e' || name[1] == '=');
+    ASSIGN_OR_RETURN(bool less, greater ? arg->Less(v) : v.Less(*arg));
+    return less || (or_equal && v.Equals(*arg));
+  }
+  if (name == "in") {
+    RETURN_IF_ERROR(need_arg());
+    if (arg->is_string() && v.is_string()) return arg->as_string().find(v.as_string()) != std::string::npos;
+    if (arg->is_dict()) return v.is_string() && arg->as_dict().Find(v.as_string()) != nullptr;
+    ASSIGN_OR_RETURN(ValueList items, Iterate(*arg));
+    return std::any_of(items.begin(), items.end(), [&](const Value& x) { return x.Equals(v); });
+  }
+  return Error(Cat("unknown test '", name, "'"));
+}
+
+void AddDefaultGlobals(ValueDict* globals) {
+  auto add = [&](const char* name, Function fn) {
+    if (globals->Find(name) == nullptr) globals->Set(name, Value(std::move(fn)));
+  };
+  add("range", [](const CallArgs& args) -> absl::StatusOr<Value> {
+    std::vector<int64_t> a;
+    for (const Value& v : args.positional) {
+      if (!v.is_int()) return Error("range() needs integers");
+      a.push_back(v.as_int());
+    }
+    if (a.empty() || a.size() > 3) return Error("range() takes 1 to 3 arguments");
+    const int64_t start = a.size() == 1 ? 0 : a[0];
+    const int64_t stop = a.size() == 1 ? a[0] : a[1];
+    const int64_t step = a.size() == 3 ? a[2] : 1;
+    if (step == 0) return Error("range() step must not be zero");
+    if ((stop - start) / step > 100000) return Error("range() too large");
+    ValueList out;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+    return Value(std::move(out));
+  });
+  auto make_dict = [](bool is_namespace) {
+    return [is_namespace](const CallArgs& args) -> absl::StatusOr<Value> {
+      ValueDict d;
+      d.is_namespace = is_namespace;
+      for (const Value& v : args.positional) {
+        if (!v.is_dict()) return Error("expected a mapping argument");
+        for (const auto& [k, x] : v.as_dict().items()) d.Set(k, x);
+      }
+      for (const auto& [k, x] : args.keyword) d.Set(k, x);
+      return Value(std::move(d));
+    };
+  };
+  add("namespace", make_dict(true));
+  add("dict", make_dict(false));
+}
+
+}  // namespace tandem::jinja

@@ -1,0 +1,34 @@
+// What tandem-generate is asked to do; filled from flags in main.cc.
+#ifndef TANDEM_TOOLS_GENERATE_GENERATE_OPTIONS_H_
+#define TANDEM_TOOLS_GENERATE_GENERATE_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/sampling/sampling_params.h"
+
+namespace tandem {
+
+struct GenerateOptions {
+  std::string model_dir;
+  // Exactly one of prompt / prompts_file.
+  std::optional<std::string> prompt;
+  std::optional<std::string> prompts_file;  // one JSON value per line (see RunGenerate)
+  bool chat = false;                        // apply the model's chat template
+  bool add_special_tokens = true;           // the tokenizer's post-processor (BOS) for text
+  SamplingParams sampling;
+  bool include_logprobs = false;            // print per-token logprobs (sampling.logprobs >= 0)
+  // Engine.
+  int num_threads = 0;          // 0: all cores
+  int block_size = 16;
+  int num_kv_blocks = 0;        // 0: from kv_cache_mib
+  int kv_cache_mib = 256;
+  int max_num_batched_tokens = 512;
+  int max_num_seqs = 64;
+  bool enable_prefix_caching = true;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_TOOLS_GENERATE_GENERATE_OPTIONS_H_
