@@ -23,6 +23,9 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelWeight
   if (options.num_kv_blocks < 0 || options.max_batch_tokens < 0) {
     return absl::InvalidArgumentError("num_kv_blocks and max_batch_tokens must not be negative");
   }
+  if (options.num_kv_blocks == 0 && options.kv_cache_bytes == 0) {
+    return absl::InvalidArgumentError("KV pool has no blocks: set num_kv_blocks or kv_cache_bytes");
+  }
   auto threads = std::make_unique<ThreadPool>(options.num_threads);
   ASSIGN_OR_RETURN(CpuWeights packed, PackCpuWeights(weights, *threads));
 

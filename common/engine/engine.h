@@ -78,11 +78,11 @@ class Engine {
   void Start();
   // Stops and joins the engine thread (if started), then aborts every unfinished request (final
   // event kAborted with an Unavailable status) so that no waiter hangs. Later Submits fail.
-  // Idempotent.
+  // Idempotent, but not to be called concurrently with itself or RunUntilIdle().
   void Stop();
   // Without an engine thread: runs the loop on the calling thread until every submitted request
   // has finished. Returns the first backend error (the affected requests already finished with
-  // kError); FailedPrecondition when the engine thread is running.
+  // kError); FailedPrecondition when the engine thread is running. One caller at a time.
   absl::Status RunUntilIdle();
 
   EngineStats Stats() const;  // thread-safe

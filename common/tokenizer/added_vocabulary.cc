@@ -20,20 +20,25 @@ char32_t LastCharBefore(std::string_view text, size_t end) {
 
 }  // namespace
 
-AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
+AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens,
+                                 const std::function<std::string(std::string_view)>& normalize)
+    : tokens_(std::move(tokens)) {
   for (int i = 0; i < static_cast<int>(tokens_.size()); ++i) {
     const AddedToken& t = tokens_[i];
     by_id_[t.id] = i;
     by_content_[t.content] = i;
-    if (t.content.empty()) continue;
+    std::string pattern = t.normalized && normalize ? normalize(t.content) : t.content;
+    if (pattern.empty()) continue;
     Matcher& m = t.normalized ? normalized_ : raw_;
-    m.by_first_byte[static_cast<unsigned char>(t.content[0])].push_back(i);
+    m.by_first_byte[static_cast<unsigned char>(pattern[0])].push_back(
+        static_cast<int>(m.patterns.size()));
+    m.patterns.emplace_back(std::move(pattern), i);
     m.empty = false;
   }
   for (Matcher* m : {&raw_, &normalized_}) {
     for (auto& bucket : m->by_first_byte) {
-      std::stable_sort(bucket.begin(), bucket.end(), [this](int a, int b) {
-        return tokens_[a].content.size() > tokens_[b].content.size();
+      std::stable_sort(bucket.begin(), bucket.end(), [m](int a, int b) {
+        return m->patterns[a].first.size() > m->patterns[b].first.size();
       });
     }
   }
@@ -51,8 +56,8 @@ const AddedToken* AddedVocabulary::FindByContent(std::string_view content) const
 
 int AddedVocabulary::LongestAt(const Matcher& m, std::string_view text, size_t pos) const {
   for (int idx : m.by_first_byte[static_cast<unsigned char>(text[pos])]) {
-    const std::string& c = tokens_[idx].content;
-    if (text.compare(pos, c.size(), c) == 0) return idx;
+    const std::string& p = m.patterns[idx].first;
+    if (text.compare(pos, p.size(), p) == 0) return idx;
   }
   return -1;
 }
@@ -73,15 +78,16 @@ std::vector<AddedVocabulary::Piece> AddedVocabulary::Split(std::string_view text
       ++pos;
       continue;
     }
-    const AddedToken& tok = tokens_[idx];
+    const AddedToken& tok = tokens_[m.patterns[idx].second];
     size_t start = pos;
-    size_t stop = pos + tok.content.size();
+    size_t stop = pos + m.patterns[idx].first.size();
     pos = stop;
     if (tok.single_word) {
-      const bool word_before = start > 0 && unicode::IsAlphanumeric(LastCharBefore(text, start));
+      // Hugging Face checks for a \w character on either side.
+      const bool word_before = start > 0 && unicode::IsWordChar(LastCharBefore(text, start));
       size_t after = stop;
       const bool word_after =
-          stop < text.size() && unicode::IsAlphanumeric(unicode::DecodeUtf8(text, &after));
+          stop < text.size() && unicode::IsWordChar(unicode::DecodeUtf8(text, &after));
       if (word_before || word_after) continue;  // not a whole word: leave it to the model
     }
     if (tok.lstrip) {
@@ -103,7 +109,8 @@ std::vector<AddedVocabulary::Piece> AddedVocabulary::Split(std::string_view text
       }
       pos = stop;
     }
-    if (emitted < start) out.push_back({text.substr(emitted, start - emitted), emitted, std::nullopt});
+    if (emitted < start)
+      out.push_back({text.substr(emitted, start - emitted), emitted, std::nullopt});
     out.push_back({text.substr(start, stop - start), start, tok.id});
     emitted = stop;
   }

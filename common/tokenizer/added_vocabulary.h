@@ -5,6 +5,7 @@
 #ifndef TANDEM_COMMON_TOKENIZER_ADDED_VOCABULARY_H_
 #define TANDEM_COMMON_TOKENIZER_ADDED_VOCABULARY_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,7 +31,11 @@ struct AddedToken {
 class AddedVocabulary {
  public:
   AddedVocabulary() = default;
-  explicit AddedVocabulary(std::vector<AddedToken> tokens);
+  // `normalize` maps the content of tokens with normalized=true to the form they are matched
+  // in (Hugging Face matches them in normalized text by their normalized content).
+  explicit AddedVocabulary(
+      std::vector<AddedToken> tokens,
+      const std::function<std::string(std::string_view)>& normalize = nullptr);
 
   // A piece of text: either an added token (id set) or text for the normal pipeline.
   struct Piece {
@@ -47,11 +52,12 @@ class AddedVocabulary {
 
  private:
   struct Matcher {
-    // Token indices by first byte, longest content first.
+    // Indices into `patterns`, by first byte, longest pattern first.
     std::vector<std::vector<int>> by_first_byte = std::vector<std::vector<int>>(256);
+    std::vector<std::pair<std::string, int>> patterns;  // matched text, token index
     bool empty = true;
   };
-  // Index of the longest token of `m` that matches at text[pos], or -1.
+  // Index into m.patterns of the longest pattern matching at text[pos], or -1.
   int LongestAt(const Matcher& m, std::string_view text, size_t pos) const;
 
   std::vector<AddedToken> tokens_;

@@ -39,9 +39,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Build(
   if (model->options_.unk_token) {
     auto it = model->vocab_.find(*model->options_.unk_token);
     if (it == model->vocab_.end()) {
-      return absl::InvalidArgumentError(Cat(where, ".unk_token: '",
-                                                     *model->options_.unk_token,
-                                                     "' is not in the vocabulary"));
+      return absl::InvalidArgumentError(
+          Cat(where, ".unk_token: '", *model->options_.unk_token, "' is not in the vocabulary"));
     }
     model->unk_id_ = it->second;
   }
@@ -59,8 +58,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Build(
     auto a = model->vocab_.find(left);
     auto b = model->vocab_.find(right);
     if (a == model->vocab_.end() || b == model->vocab_.end()) {
-      return absl::InvalidArgumentError(Cat(where, ".merges[", rank, "]: '", left, " ",
-                                                     right, "' uses a token not in the vocabulary"));
+      return absl::InvalidArgumentError(Cat(where, ".merges[", rank, "]: '", left, " ", right,
+                                            "' uses a token not in the vocabulary"));
     }
     std::string_view right_part = right;
     if (!prefix.empty() && right_part.substr(0, prefix.size()) == prefix) {
@@ -70,9 +69,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Build(
     merged.append(right_part);
     auto m = model->vocab_.find(merged);
     if (m == model->vocab_.end()) {
-      return absl::InvalidArgumentError(Cat(where, ".merges[", rank, "]: the merge of '",
-                                                     left, "' and '", right,
-                                                     "' is not in the vocabulary"));
+      return absl::InvalidArgumentError(Cat(where, ".merges[", rank, "]: the merge of '", left,
+                                            "' and '", right, "' is not in the vocabulary"));
     }
     // The first occurrence of a pair keeps its (lower) rank.
     model->merges_.try_emplace(PairKey(a->second, b->second),

@@ -84,8 +84,8 @@ class BpeModel {
   static constexpr size_t kCacheCapacity = 50000;
   static constexpr size_t kMaxCachedWordBytes = 256;
   mutable absl::Mutex cache_mu_;
-  mutable absl::flat_hash_map<std::string, std::vector<TokenId>, StringViewHash, StringViewEq> cache_
-      ABSL_GUARDED_BY(cache_mu_);
+  mutable absl::flat_hash_map<std::string, std::vector<TokenId>, StringViewHash, StringViewEq>
+      cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace tandem

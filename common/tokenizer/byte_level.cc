@@ -18,7 +18,8 @@ struct Tables {
     int extra = 0;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-      const char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + extra++);
+      const char32_t c =
+          printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + extra++);
       byte_to_char[b] = c;
       char_to_byte[c] = b;
       unicode::AppendUtf8(c, &byte_to_utf8[b]);

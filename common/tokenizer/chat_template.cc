@@ -40,12 +40,12 @@ absl::StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInputs& input
   globals.Set("add_generation_prompt", Value(inputs.add_generation_prompt));
   globals.Set("bos_token", Value(inputs.bos_token));
   globals.Set("eos_token", Value(inputs.eos_token));
-  globals.Set("raise_exception", Value(jinja::Function(
-                                     [](const jinja::CallArgs& args) -> absl::StatusOr<Value> {
-                                       const Value* msg = args.Get(0, "message");
-                                       return absl::InvalidArgumentError(
-                                           "chat template raised: " + (msg ? msg->Str() : ""));
-                                     })));
+  globals.Set(
+      "raise_exception",
+      Value(jinja::Function([](const jinja::CallArgs& args) -> absl::StatusOr<Value> {
+        const Value* msg = args.Get(0, "message");
+        return absl::InvalidArgumentError("chat template raised: " + (msg ? msg->Str() : ""));
+      })));
   const std::time_t now = inputs.now.value_or(std::time(nullptr));
   globals.Set("strftime_now",
               Value(jinja::Function([now](const jinja::CallArgs& args) -> absl::StatusOr<Value> {

@@ -65,8 +65,7 @@ absl::Status Decoder::Parse(const nlohmann::json& config, std::string_view where
     step.kind = K::kReplace;
     auto it = config.find("pattern");
     if (it == config.end()) return json_util::FieldError(where, "missing 'pattern'");
-    ASSIGN_OR_RETURN(auto pattern,
-                     TextPattern::FromJson(*it, json_util::Field(where, "pattern")));
+    ASSIGN_OR_RETURN(auto pattern, TextPattern::FromJson(*it, json_util::Field(where, "pattern")));
     step.pattern.push_back(std::move(pattern));
     ASSIGN_OR_RETURN(step.content, json_util::GetString(config, "content", "", where));
   } else if (type == "Strip") {
@@ -139,7 +138,9 @@ void Decoder::ApplyStep(const Step& step, bool raw, std::vector<std::string>* to
       *tokens = std::move(out);
       return;
     }
-    case K::kFuse: tokens->assign(1, absl::StrJoin(*tokens, "")); return;
+    case K::kFuse:
+      tokens->assign(1, absl::StrJoin(*tokens, ""));
+      return;
     case K::kStrip: {
       const std::string& c = step.content;
       if (c.empty()) return;
@@ -148,9 +149,8 @@ void Decoder::ApplyStep(const Step& step, bool raw, std::vector<std::string>* to
         for (int64_t i = 0; i < step.start && t.compare(b, c.size(), c) == 0 && b < e; ++i) {
           b += c.size();
         }
-        for (int64_t i = 0; i < step.stop && e >= b + c.size() &&
-                            t.compare(e - c.size(), c.size(), c) == 0;
-             ++i) {
+        for (int64_t i = 0;
+             i < step.stop && e >= b + c.size() && t.compare(e - c.size(), c.size(), c) == 0; ++i) {
           e -= c.size();
         }
         t = t.substr(b, e - b);

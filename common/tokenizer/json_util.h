@@ -39,8 +39,8 @@ inline absl::StatusOr<std::string> GetString(const nlohmann::json& obj, std::str
   return it->get<std::string>();
 }
 
-inline absl::StatusOr<int64_t> GetInt(const nlohmann::json& obj, std::string_view key,
-                                      int64_t dflt, std::string_view where) {
+inline absl::StatusOr<int64_t> GetInt(const nlohmann::json& obj, std::string_view key, int64_t dflt,
+                                      std::string_view where) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return dflt;
   if (!it->is_number_integer()) return FieldError(Field(where, key), "expected an integer");

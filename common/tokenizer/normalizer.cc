@@ -57,8 +57,10 @@ absl::Status Normalizer::Parse(const nlohmann::json& config, std::string_view wh
   Step step;
   if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     step.kind = K::kUnicode;
-    step.form = type == "NFC" ? F::kNFC : type == "NFD" ? F::kNFD : type == "NFKC" ? F::kNFKC
-                                                                                     : F::kNFKD;
+    step.form = type == "NFC"    ? F::kNFC
+                : type == "NFD"  ? F::kNFD
+                : type == "NFKC" ? F::kNFKC
+                                 : F::kNFKD;
   } else if (type == "Prepend") {
     step.kind = K::kPrepend;
     ASSIGN_OR_RETURN(step.text, json_util::GetString(config, "prepend", "", where));
@@ -66,8 +68,7 @@ absl::Status Normalizer::Parse(const nlohmann::json& config, std::string_view wh
     step.kind = K::kReplace;
     auto it = config.find("pattern");
     if (it == config.end()) return json_util::FieldError(where, "missing 'pattern'");
-    ASSIGN_OR_RETURN(auto pattern,
-                     TextPattern::FromJson(*it, json_util::Field(where, "pattern")));
+    ASSIGN_OR_RETURN(auto pattern, TextPattern::FromJson(*it, json_util::Field(where, "pattern")));
     step.pattern.push_back(std::move(pattern));
     ASSIGN_OR_RETURN(step.text, json_util::GetString(config, "content", "", where));
   } else if (type == "Lowercase") {
@@ -96,9 +97,15 @@ std::string Normalizer::Apply(std::string_view text) const {
       case Step::Kind::kPrepend:
         if (!s.empty()) s = step.text + s;
         break;
-      case Step::Kind::kReplace: s = step.pattern[0].ReplaceAll(s, step.text); break;
-      case Step::Kind::kLowercase: s = Lowercase(s); break;
-      case Step::Kind::kStrip: s = Strip(s, step.strip_left, step.strip_right); break;
+      case Step::Kind::kReplace:
+        s = step.pattern[0].ReplaceAll(s, step.text);
+        break;
+      case Step::Kind::kLowercase:
+        s = Lowercase(s);
+        break;
+      case Step::Kind::kStrip:
+        s = Strip(s, step.strip_left, step.strip_right);
+        break;
     }
   }
   return s;

@@ -27,7 +27,7 @@ class Normalizer {
     enum class Kind { kUnicode, kPrepend, kReplace, kLowercase, kStrip };
     Kind kind;
     unicode::NormalizationForm form{};
-    std::string text;  // Prepend: prefix; Replace: content
+    std::string text;                  // Prepend: prefix; Replace: content
     std::vector<TextPattern> pattern;  // Replace (zero or one)
     bool strip_left = false, strip_right = false;
   };

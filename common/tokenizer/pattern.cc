@@ -13,7 +13,8 @@ absl::StatusOr<TextPattern> TextPattern::FromJson(const nlohmann::json& config,
   }
   if (auto it = config.find("Regex"); it != config.end() && it->is_string()) {
     auto re = Regex::Compile(it->get<std::string>());
-    if (!re.ok()) return json_util::FieldError(json_util::Field(where, "Regex"), ToStd(re.status().message()));
+    if (!re.ok())
+      return json_util::FieldError(json_util::Field(where, "Regex"), ToStd(re.status().message()));
     TextPattern p;
     p.regex_ = std::move(*re);
     return p;

@@ -71,8 +71,9 @@ absl::Status PostProcessor::Parse(const nlohmann::json& config, std::string_view
     }
     auto st = piece.find("SpecialToken");
     if (st == piece.end() || !st->is_object() || !st->contains("id") || !(*st)["id"].is_string()) {
-      return json_util::FieldError(piece_where, "expected {\"SpecialToken\": {\"id\": ...}} or "
-                                                "{\"Sequence\": ...}");
+      return json_util::FieldError(piece_where,
+                                   "expected {\"SpecialToken\": {\"id\": ...}} or "
+                                   "{\"Sequence\": ...}");
     }
     const std::string name = (*st)["id"].get<std::string>();
     if (specials == nullptr || !specials->contains(name) || !(*specials)[name].contains("ids") ||

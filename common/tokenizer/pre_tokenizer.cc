@@ -72,8 +72,7 @@ absl::Status PreTokenizer::Parse(const nlohmann::json& config, std::string_view 
     step.kind = K::kSplit;
     auto it = config.find("pattern");
     if (it == config.end()) return json_util::FieldError(where, "missing 'pattern'");
-    ASSIGN_OR_RETURN(auto pattern,
-                     TextPattern::FromJson(*it, json_util::Field(where, "pattern")));
+    ASSIGN_OR_RETURN(auto pattern, TextPattern::FromJson(*it, json_util::Field(where, "pattern")));
     step.pattern.push_back(std::move(pattern));
     ASSIGN_OR_RETURN(const std::string behavior,
                      json_util::GetString(config, "behavior", "Isolated", where));
@@ -104,7 +103,8 @@ absl::Status PreTokenizer::Parse(const nlohmann::json& config, std::string_view 
     }
   } else if (type == "Metaspace") {
     step.kind = K::kMetaspace;
-    ASSIGN_OR_RETURN(step.replacement, json_util::GetString(config, "replacement", "\u2581", where));
+    ASSIGN_OR_RETURN(step.replacement,
+                     json_util::GetString(config, "replacement", "\u2581", where));
     if (unicode::Utf8ToCodePoints(step.replacement).size() != 1) {
       return json_util::FieldError(json_util::Field(where, "replacement"),
                                    "expected a single character");
@@ -207,8 +207,8 @@ void PreTokenizer::ApplyStep(const Step& step, PreToken piece, std::vector<PreTo
       const bool invert = step.kind == K::kWhitespace ? true : step.invert;
       const SplitBehavior behavior =
           step.kind == K::kWhitespace ? SplitBehavior::kRemoved : step.behavior;
-      EmitSpans(piece, text, ToSpans(step.pattern[0].FindAll(text), text.size(), invert),
-                behavior, out);
+      EmitSpans(piece, text, ToSpans(step.pattern[0].FindAll(text), text.size(), invert), behavior,
+                out);
       return;
     }
     case K::kDigits:
@@ -216,7 +216,8 @@ void PreTokenizer::ApplyStep(const Step& step, PreToken piece, std::vector<PreTo
       const std::u32string text = unicode::Utf8ToCodePoints(piece.text);
       if (step.kind == K::kDigits) {
         EmitSpans(piece, text, ToSpans(CharMatches(text, unicode::IsNumber), text.size(), false),
-                  step.individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, out);
+                  step.individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+                  out);
       } else {
         EmitSpans(piece, text,
                   ToSpans(CharMatches(text, unicode::IsWhitespace), text.size(), false),
@@ -256,10 +257,10 @@ void PreTokenizer::ApplyStep(const Step& step, PreToken piece, std::vector<PreTo
       const std::u32string cps = unicode::Utf8ToCodePoints(text);
       const char32_t rep = unicode::Utf8ToCodePoints(step.replacement)[0];
       PreToken whole{std::string(), piece.at_origin};
-      EmitSpans(whole, cps,
-                ToSpans(CharMatches(cps, [rep](char32_t c) { return c == rep; }), cps.size(),
-                        false),
-                SplitBehavior::kMergedWithNext, out);
+      EmitSpans(
+          whole, cps,
+          ToSpans(CharMatches(cps, [rep](char32_t c) { return c == rep; }), cps.size(), false),
+          SplitBehavior::kMergedWithNext, out);
       return;
     }
   }

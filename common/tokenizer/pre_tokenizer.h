@@ -43,11 +43,11 @@ class PreTokenizer {
     std::vector<TextPattern> pattern;  // kSplit (one), kByteLevel with regex (one)
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool invert = false;
-    bool add_prefix_space = false;     // kByteLevel
-    std::string replacement;           // kMetaspace
+    bool add_prefix_space = false;  // kByteLevel
+    std::string replacement;        // kMetaspace
     enum class Prepend { kAlways, kFirst, kNever } prepend = Prepend::kAlways;
-    bool split = true;                 // kMetaspace
-    bool individual_digits = false;    // kDigits
+    bool split = true;               // kMetaspace
+    bool individual_digits = false;  // kDigits
   };
   static absl::Status Parse(const nlohmann::json& config, std::string_view where,
                             std::vector<Step>* steps);

@@ -4,6 +4,8 @@
 #include <unicode/uchar.h>
 #include <unicode/uscript.h>
 
+#include <deque>
+
 #include "common/tokenizer/unicode/unicode_util.h"
 
 namespace tandem {
@@ -13,16 +15,26 @@ bool ItemMatches(const Regex::ClassItem& item, char32_t c) {
   using K = Regex::ClassItem::Kind;
   bool m = false;
   switch (item.kind) {
-    case K::kRange: m = c >= item.lo && c <= item.hi; break;
-    case K::kCategoryMask: m = (unicode::GeneralCategoryMask(c) & item.value) != 0; break;
+    case K::kRange:
+      m = c >= item.lo && c <= item.hi;
+      break;
+    case K::kCategoryMask:
+      m = (unicode::GeneralCategoryMask(c) & item.value) != 0;
+      break;
     case K::kScript: {
       UErrorCode err = U_ZERO_ERROR;
       m = static_cast<uint32_t>(uscript_getScript(static_cast<UChar32>(c), &err)) == item.value;
       break;
     }
-    case K::kWhitespace: m = unicode::IsWhitespace(c); break;
-    case K::kWord: m = unicode::IsWordChar(c); break;
-    case K::kDigit: m = unicode::IsDecimalDigit(c); break;
+    case K::kWhitespace:
+      m = unicode::IsWhitespace(c);
+      break;
+    case K::kWord:
+      m = unicode::IsWordChar(c);
+      break;
+    case K::kDigit:
+      m = unicode::IsDecimalDigit(c);
+      break;
   }
   return m != item.negated;
 }
@@ -38,6 +50,16 @@ struct Frame {
   int pc;
   size_t pos;
 };
+
+// Backtracking stacks reused across calls, one per look-ahead nesting depth (a deque keeps
+// references to existing stacks valid when a deeper one is added).
+std::vector<Frame>& StackForDepth(int depth) {
+  thread_local std::deque<std::vector<Frame>> stacks;
+  while (static_cast<int>(stacks.size()) <= depth) stacks.emplace_back();
+  std::vector<Frame>& stack = stacks[static_cast<size_t>(depth)];
+  stack.clear();
+  return stack;
+}
 
 }  // namespace
 
@@ -57,9 +79,9 @@ bool Regex::CharClass::Matches(char32_t c) const {
   return m != negated;
 }
 
-bool Regex::MatchAt(std::u32string_view text, int start_pc, size_t start_pos,
-                    size_t* end) const {
-  std::vector<Frame> stack;
+bool Regex::MatchAt(std::u32string_view text, int start_pc, size_t start_pos, size_t* end,
+                    int depth) const {
+  std::vector<Frame>& stack = StackForDepth(depth);
   stack.push_back({start_pc, start_pos});
   const size_t n = text.size();
   while (!stack.empty()) {
@@ -98,11 +120,15 @@ bool Regex::MatchAt(std::u32string_view text, int start_pc, size_t start_pos,
           stack.push_back({inst.y, pos});
           pc = inst.x;
           break;
-        case Op::kJmp: pc = inst.x; break;
-        case Op::kMatch: *end = pos; return true;
+        case Op::kJmp:
+          pc = inst.x;
+          break;
+        case Op::kMatch:
+          *end = pos;
+          return true;
         case Op::kLook: {
           size_t ignored;
-          const bool matched = MatchAt(text, pc + 2, pos, &ignored);
+          const bool matched = MatchAt(text, pc + 2, pos, &ignored, depth + 1);
           if (matched != inst.flag) {
             ++pc;  // continues at the kJmp that skips the sub-program
           } else {
@@ -141,7 +167,7 @@ bool Regex::Find(std::u32string_view text, size_t start, size_t* match_begin,
                  size_t* match_end) const {
   for (size_t p = start; p <= text.size(); ++p) {
     size_t end;
-    if (MatchAt(text, 0, p, &end)) {
+    if (MatchAt(text, 0, p, &end, 0)) {
       *match_begin = p;
       *match_end = end;
       return true;
@@ -157,7 +183,7 @@ std::vector<std::pair<size_t, size_t>> Regex::FindAll(std::u32string_view text) 
     size_t b, e;
     if (!Find(text, pos, &b, &e)) break;
     if (e == b) {
-      // Oniguruma's find_iter skips empty matches for splitting purposes; advance.
+      // Empty matches would only produce empty pieces, which Hugging Face drops.
       pos = b + 1;
       continue;
     }

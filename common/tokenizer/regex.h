@@ -55,18 +55,18 @@ class Regex {
     bool Matches(char32_t c) const;
   };
   enum class Op : uint8_t {
-    kChar,      // ch (folded when `flag`)
-    kClass,     // x = class index
-    kAny,       // any code point except '\n'
-    kSplit,     // try x first, then y
-    kJmp,       // x
-    kMatch,     // success
-    kLook,      // look-ahead; sub-program at pc + 2 (ends with kMatch); flag = negative
-    kLineStart, // ^
-    kLineEnd,   // $
-    kTextStart, // \A
-    kTextEnd,   // \z
-    kTextEndNl, // \Z
+    kChar,       // ch (folded when `flag`)
+    kClass,      // x = class index
+    kAny,        // any code point except '\n'
+    kSplit,      // try x first, then y
+    kJmp,        // x
+    kMatch,      // success
+    kLook,       // look-ahead; sub-program at pc + 2 (ends with kMatch); flag = negative
+    kLineStart,  // ^
+    kLineEnd,    // $
+    kTextStart,  // \A
+    kTextEnd,    // \z
+    kTextEndNl,  // \Z
   };
   struct Inst {
     Op op = Op::kMatch;
@@ -77,7 +77,8 @@ class Regex {
 
  private:
   Regex() = default;
-  bool MatchAt(std::u32string_view text, int pc, size_t pos, size_t* end) const;
+  // Runs the program from `pc` at `pos`; `depth` is the look-ahead nesting level.
+  bool MatchAt(std::u32string_view text, int pc, size_t pos, size_t* end, int depth) const;
 
   std::string pattern_;
   std::vector<Inst> program_;

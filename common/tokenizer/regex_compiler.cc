@@ -1,11 +1,12 @@
 // Parses a regular expression into a syntax tree and compiles it into the backtracking program
 // run by regex.cc.
-#include <memory>
 #include <unicode/uchar.h>
 #include <unicode/uscript.h>
 
-#include "common/tokenizer/unicode/str_util.h"
+#include <memory>
+
 #include "common/tokenizer/regex.h"
+#include "common/tokenizer/unicode/str_util.h"
 #include "common/tokenizer/unicode/unicode_util.h"
 
 namespace tandem {
@@ -15,12 +16,12 @@ struct Node {
   enum class Kind { kEmpty, kChar, kClass, kAny, kConcat, kAlt, kRepeat, kLook, kAssert };
   Kind kind = Kind::kEmpty;
   char32_t ch = 0;
-  bool fold = false;    // kChar
-  int class_index = 0;  // kClass
-  int min = 0, max = 0; // kRepeat; max < 0 means unbounded
+  bool fold = false;     // kChar
+  int class_index = 0;   // kClass
+  int min = 0, max = 0;  // kRepeat; max < 0 means unbounded
   bool greedy = true;
-  bool negate = false;              // kLook
-  Regex::Op assert_op{};            // kAssert
+  bool negate = false;    // kLook
+  Regex::Op assert_op{};  // kAssert
   std::vector<std::unique_ptr<Node>> children;
 };
 using NodePtr = std::unique_ptr<Node>;
@@ -83,8 +84,7 @@ class Parser {
           value = false;
           ++p;
         }
-        if (p < text_.size() && text_[p] == 'i' && p + 1 < text_.size() &&
-            text_[p + 1] == ')') {
+        if (p < text_.size() && text_[p] == 'i' && p + 1 < text_.size() && text_[p + 1] == ')') {
           *fold = value;
           pos_ = p + 2;
           continue;
@@ -169,16 +169,25 @@ class Parser {
     const char32_t c = Peek();
     ++pos_;
     switch (c) {
-      case '(': return ParseGroup(fold);
-      case '[': return ParseClass(fold);
-      case '.': return MakeNode(Node::Kind::kAny);
-      case '^': return MakeAssert(Regex::Op::kLineStart);
-      case '$': return MakeAssert(Regex::Op::kLineEnd);
-      case '\\': return ParseEscape(fold);
+      case '(':
+        return ParseGroup(fold);
+      case '[':
+        return ParseClass(fold);
+      case '.':
+        return MakeNode(Node::Kind::kAny);
+      case '^':
+        return MakeAssert(Regex::Op::kLineStart);
+      case '$':
+        return MakeAssert(Regex::Op::kLineEnd);
+      case '\\':
+        return ParseEscape(fold);
       case '*':
       case '+':
-      case '?': --pos_; return Error("nothing to repeat");
-      default: return MakeChar(c, fold);
+      case '?':
+        --pos_;
+        return Error("nothing to repeat");
+      default:
+        return MakeChar(c, fold);
     }
   }
 
@@ -260,26 +269,56 @@ class Parser {
     *is_char = false;
     using K = Regex::ClassItem::Kind;
     switch (c) {
-      case 's': item->kind = K::kWhitespace; return absl::OkStatus();
-      case 'S': item->kind = K::kWhitespace, item->negated = true; return absl::OkStatus();
-      case 'd': item->kind = K::kDigit; return absl::OkStatus();
-      case 'D': item->kind = K::kDigit, item->negated = true; return absl::OkStatus();
-      case 'w': item->kind = K::kWord; return absl::OkStatus();
-      case 'W': item->kind = K::kWord, item->negated = true; return absl::OkStatus();
+      case 's':
+        item->kind = K::kWhitespace;
+        return absl::OkStatus();
+      case 'S':
+        item->kind = K::kWhitespace, item->negated = true;
+        return absl::OkStatus();
+      case 'd':
+        item->kind = K::kDigit;
+        return absl::OkStatus();
+      case 'D':
+        item->kind = K::kDigit, item->negated = true;
+        return absl::OkStatus();
+      case 'w':
+        item->kind = K::kWord;
+        return absl::OkStatus();
+      case 'W':
+        item->kind = K::kWord, item->negated = true;
+        return absl::OkStatus();
       case 'p':
-      case 'P': return ParseProperty(c == 'P', item);
-      default: break;
+      case 'P':
+        return ParseProperty(c == 'P', item);
+      default:
+        break;
     }
     *is_char = true;
     switch (c) {
-      case 't': *ch = '\t'; break;
-      case 'n': *ch = '\n'; break;
-      case 'r': *ch = '\r'; break;
-      case 'f': *ch = '\f'; break;
-      case 'v': *ch = '\v'; break;
-      case 'a': *ch = 0x07; break;
-      case 'e': *ch = 0x1B; break;
-      case '0': *ch = 0; break;
+      case 't':
+        *ch = '\t';
+        break;
+      case 'n':
+        *ch = '\n';
+        break;
+      case 'r':
+        *ch = '\r';
+        break;
+      case 'f':
+        *ch = '\f';
+        break;
+      case 'v':
+        *ch = '\v';
+        break;
+      case 'a':
+        *ch = 0x07;
+        break;
+      case 'e':
+        *ch = 0x1B;
+        break;
+      case '0':
+        *ch = 0;
+        break;
       case 'x': {
         absl::StatusOr<uint32_t> v;
         if (Consume('{')) {
@@ -415,10 +454,12 @@ bool CanMatchEmpty(const Node& n) {
   switch (n.kind) {
     case Node::Kind::kEmpty:
     case Node::Kind::kLook:
-    case Node::Kind::kAssert: return true;
+    case Node::Kind::kAssert:
+      return true;
     case Node::Kind::kChar:
     case Node::Kind::kClass:
-    case Node::Kind::kAny: return false;
+    case Node::Kind::kAny:
+      return false;
     case Node::Kind::kConcat:
       for (const auto& c : n.children) {
         if (!CanMatchEmpty(*c)) return false;
@@ -429,7 +470,8 @@ bool CanMatchEmpty(const Node& n) {
         if (CanMatchEmpty(*c)) return true;
       }
       return n.children.empty();
-    case Node::Kind::kRepeat: return n.min == 0 || CanMatchEmpty(*n.children[0]);
+    case Node::Kind::kRepeat:
+      return n.min == 0 || CanMatchEmpty(*n.children[0]);
   }
   return true;
 }
@@ -441,11 +483,20 @@ class CodeGen {
   absl::Status Emit(const Node& n) {
     using Op = Regex::Op;
     switch (n.kind) {
-      case Node::Kind::kEmpty: return absl::OkStatus();
-      case Node::Kind::kChar: Add({Op::kChar, n.fold, n.ch, 0, 0}); return absl::OkStatus();
-      case Node::Kind::kClass: Add({Op::kClass, false, 0, n.class_index, 0}); return absl::OkStatus();
-      case Node::Kind::kAny: Add({Op::kAny, false, 0, 0, 0}); return absl::OkStatus();
-      case Node::Kind::kAssert: Add({n.assert_op, false, 0, 0, 0}); return absl::OkStatus();
+      case Node::Kind::kEmpty:
+        return absl::OkStatus();
+      case Node::Kind::kChar:
+        Add({Op::kChar, n.fold, n.ch, 0, 0});
+        return absl::OkStatus();
+      case Node::Kind::kClass:
+        Add({Op::kClass, false, 0, n.class_index, 0});
+        return absl::OkStatus();
+      case Node::Kind::kAny:
+        Add({Op::kAny, false, 0, 0, 0});
+        return absl::OkStatus();
+      case Node::Kind::kAssert:
+        Add({n.assert_op, false, 0, 0, 0});
+        return absl::OkStatus();
       case Node::Kind::kConcat:
         for (const auto& c : n.children) {
           if (auto s = Emit(*c); !s.ok()) return s;
@@ -475,7 +526,8 @@ class CodeGen {
         prog_[jump].x = Pc();
         return absl::OkStatus();
       }
-      case Node::Kind::kRepeat: return EmitRepeat(n);
+      case Node::Kind::kRepeat:
+        return EmitRepeat(n);
     }
     return absl::OkStatus();
   }

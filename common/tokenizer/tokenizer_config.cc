@@ -74,8 +74,8 @@ absl::StatusOr<TokenizerConfig> ParseTokenizerConfig(std::string_view json,
   ASSIGN_OR_RETURN(config.add_eos_token, OptBool(doc, "add_eos_token", path));
   ASSIGN_OR_RETURN(auto cleanup, OptBool(doc, "clean_up_tokenization_spaces", path));
   config.clean_up_tokenization_spaces = cleanup.value_or(false);
-  ASSIGN_OR_RETURN(config.tokenizer_class,
-                   json_util::GetString(doc, "tokenizer_class", "", Cat(path, ": tokenizer_class")));
+  ASSIGN_OR_RETURN(config.tokenizer_class, json_util::GetString(doc, "tokenizer_class", "",
+                                                                Cat(path, ": tokenizer_class")));
   if (auto it = doc.find("chat_template"); it != doc.end() && !it->is_null()) {
     RETURN_IF_ERROR(ReadTemplates(*it, Cat(path, ": chat_template"), &config));
   }
@@ -100,7 +100,8 @@ absl::StatusOr<TokenizerConfig> LoadTokenizerConfig(const std::string& model_dir
       if (doc.is_discarded() || !doc.is_object() || !doc.contains("chat_template")) {
         return absl::InvalidArgumentError(Cat(json_path, ": expected {\"chat_template\": ...}"));
       }
-      RETURN_IF_ERROR(ReadTemplates(doc["chat_template"], Cat(json_path, ": chat_template"), &config));
+      RETURN_IF_ERROR(
+          ReadTemplates(doc["chat_template"], Cat(json_path, ": chat_template"), &config));
     }
   }
   return config;

@@ -2,9 +2,9 @@
 // Llama 3 file are ~9 MB); the small component objects are handed to nlohmann::json.
 #include <simdjson.h>
 
-#include "common/tokenizer/unicode/str_util.h"
 #include "common/tokenizer/json_util.h"
 #include "common/tokenizer/tokenizer.h"
+#include "common/tokenizer/unicode/str_util.h"
 #include "common/util/mapped_file.h"
 #include "common/util/status_macros.h"
 
@@ -29,7 +29,8 @@ absl::Status Error(const std::string& path, std::string_view field, std::string_
 absl::StatusOr<nlohmann::json> Small(const element& doc, std::string_view key) {
   element e;
   if (doc[key].get(e) != simdjson::SUCCESS) return nlohmann::json();
-  nlohmann::json j = nlohmann::json::parse(simdjson::minify(e), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j =
+      nlohmann::json::parse(simdjson::minify(e), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InternalError(Cat("cannot re-read '", key, "'"));
   return j;
 }
@@ -44,8 +45,9 @@ absl::StatusOr<std::vector<AddedToken>> ParseAddedTokens(const nlohmann::json& l
     const std::string where = Cat(path, ": added_tokens[", i, "]");
     if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
         !t.contains("content") || !t["content"].is_string()) {
-      return json_util::FieldError(where, "expected an object with integer 'id' and string "
-                                          "'content'");
+      return json_util::FieldError(where,
+                                   "expected an object with integer 'id' and string "
+                                   "'content'");
     }
     AddedToken tok;
     tok.id = t["id"].get<TokenId>();
@@ -73,7 +75,8 @@ absl::StatusOr<std::optional<std::string>> ModelString(const element& model, std
   return std::string(s);
 }
 
-absl::StatusOr<bool> ModelBool(const element& model, std::string_view key, const std::string& path) {
+absl::StatusOr<bool> ModelBool(const element& model, std::string_view key,
+                               const std::string& path) {
   element e;
   if (model[key].get(e) != simdjson::SUCCESS || e.is_null()) return false;
   bool b;
@@ -91,8 +94,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> ParseModel(const element& doc, const s
     return Error(path, "model.type", "expected a string");
   }
   if (type != "BPE") {
-    return Error(path, "model.type",
-                 Cat("model type '", type, "' is not supported (only BPE)"));
+    return Error(path, "model.type", Cat("model type '", type, "' is not supported (only BPE)"));
   }
   if (element d; model["dropout"].get(d) == simdjson::SUCCESS && !d.is_null()) {
     double p = 0;
@@ -128,7 +130,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> ParseModel(const element& doc, const s
   std::vector<std::pair<std::string_view, std::string_view>> merges;
   simdjson::dom::array merges_arr;
   if (element m; model["merges"].get(m) == simdjson::SUCCESS && !m.is_null()) {
-    if (m.get(merges_arr) != simdjson::SUCCESS) return Error(path, "model.merges", "expected an array");
+    if (m.get(merges_arr) != simdjson::SUCCESS)
+      return Error(path, "model.merges", "expected an array");
     merges.reserve(merges_arr.size());
     size_t i = 0;
     for (element entry : merges_arr) {
@@ -161,7 +164,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> ParseModel(const element& doc, const s
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerLoader::Load(std::string_view json,
-                                                                  const std::string& path) {
+                                                                 const std::string& path) {
   simdjson::dom::parser parser;
   const simdjson::padded_string padded(json);
   element doc;
@@ -173,19 +176,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerLoader::Load(std::string_vie
   auto tok = std::unique_ptr<Tokenizer>(new Tokenizer());
   ASSIGN_OR_RETURN(tok->model_, ParseModel(doc, path));
 
+  ASSIGN_OR_RETURN(const nlohmann::json normalizer, Small(doc, "normalizer"));
+  ASSIGN_OR_RETURN(tok->normalizer_, Normalizer::FromJson(normalizer, Cat(path, ": normalizer")));
   ASSIGN_OR_RETURN(const nlohmann::json added_json, Small(doc, "added_tokens"));
   ASSIGN_OR_RETURN(auto added, ParseAddedTokens(added_json, path));
   int vocab_size = tok->model_->id_limit();
   for (const AddedToken& t : added) vocab_size = std::max(vocab_size, t.id + 1);
   tok->vocab_size_ = vocab_size;
-  tok->added_ = AddedVocabulary(std::move(added));
-
-  ASSIGN_OR_RETURN(const nlohmann::json normalizer, Small(doc, "normalizer"));
-  ASSIGN_OR_RETURN(tok->normalizer_,
-                   Normalizer::FromJson(normalizer, Cat(path, ": normalizer")));
+  const Normalizer& norm = tok->normalizer_;
+  tok->added_ = AddedVocabulary(std::move(added),
+                                [&norm](std::string_view s) { return norm.Apply(s); });
   ASSIGN_OR_RETURN(const nlohmann::json pre, Small(doc, "pre_tokenizer"));
-  ASSIGN_OR_RETURN(tok->pre_tokenizer_,
-                   PreTokenizer::FromJson(pre, Cat(path, ": pre_tokenizer")));
+  ASSIGN_OR_RETURN(tok->pre_tokenizer_, PreTokenizer::FromJson(pre, Cat(path, ": pre_tokenizer")));
   ASSIGN_OR_RETURN(const nlohmann::json post, Small(doc, "post_processor"));
   ASSIGN_OR_RETURN(tok->post_processor_,
                    PostProcessor::FromJson(post, Cat(path, ": post_processor")));

@@ -2,9 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model/safetensors.h"
@@ -100,14 +100,19 @@ std::string GenerationConfigJson(const ModelConfig& c) {
   return j.dump(2) + "\n";
 }
 
+// "model-00001-of-00003.safetensors" and the like.
+bool IsShardFileName(const std::string& name) {
+  return absl::StartsWith(name, "model-") && absl::EndsWith(name, ".safetensors") &&
+         absl::StrContains(name, "-of-");
+}
+
 // Removes weights a previous run left in `dir`.
 absl::Status RemoveOldWeights(const std::string& dir) {
-  static const std::regex kShard(R"(model-\d+-of-\d+\.safetensors)");
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name == kSafetensorsFileName || name == kSafetensorsIndexFileName ||
-        std::regex_match(name, kShard)) {
+        IsShardFileName(name)) {
       fs::remove(e.path(), ec);
       if (ec)
         return absl::PermissionDeniedError(absl::StrCat(e.path().string(), ": cannot remove"));

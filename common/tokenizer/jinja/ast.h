@@ -33,7 +33,7 @@ struct Expr {
     kAnd,
     kOr,
     kNot,
-    kCond,     // children[0] if children[1] else children[2] (null: undefined)
+    kCond,  // children[0] if children[1] else children[2] (null: undefined)
   };
   Kind kind = Kind::kLiteral;
   int line = 0;
@@ -62,7 +62,7 @@ struct Stmt {
     kMacro,     // name(params): body
     kBreak,
     kContinue,
-    kBlock,     // a body rendered in place ({% generation %})
+    kBlock,  // a body rendered in place ({% generation %})
   };
   Kind kind = Kind::kText;
   int line = 0;

@@ -16,7 +16,8 @@ absl::Status Error(std::string_view what) { return absl::InvalidArgumentError(st
 // Arguments after the first `skip` positional ones, as a new CallArgs.
 CallArgs Rest(const CallArgs& args, size_t skip) {
   CallArgs rest;
-  for (size_t i = skip; i < args.positional.size(); ++i) rest.positional.push_back(args.positional[i]);
+  for (size_t i = skip; i < args.positional.size(); ++i)
+    rest.positional.push_back(args.positional[i]);
   rest.keyword = args.keyword;
   return rest;
 }
@@ -34,7 +35,8 @@ Value Attribute(const Value& v, const std::string& path) {
   size_t start = 0;
   while (start <= path.size()) {
     const size_t dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (cur.is_dict()) {
       const Value* f = cur.as_dict().Find(part);
       cur = f != nullptr ? *f : Value::MakeUndefined(part);
@@ -54,12 +56,23 @@ std::string HtmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -71,8 +84,8 @@ std::string Title(const std::string& s) {
   std::string out;
   bool word_start = true;
   for (char32_t c : cps) {
-    const bool separator = unicode::IsWhitespace(c) || c == '-' || c == '(' || c == '{' ||
-                           c == '[' || c == '<';
+    const bool separator =
+        unicode::IsWhitespace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
     std::string one;
     unicode::AppendUtf8(c, &one);
     if (separator) {
@@ -134,7 +147,8 @@ absl::StatusOr<Value> SelectFilter(const Value& input, const CallArgs& args, boo
   std::optional<std::string> test = OptStringArg(args, next, "");
   if (test) ++next;
   CallArgs test_args;
-  for (size_t i = next; i < args.positional.size(); ++i) test_args.positional.push_back(args.positional[i]);
+  for (size_t i = next; i < args.positional.size(); ++i)
+    test_args.positional.push_back(args.positional[i]);
   ValueList out;
   for (const Value& item : items) {
     const Value subject = attr ? Attribute(item, *attr) : item;
@@ -239,7 +253,9 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, con
     const double scale = std::pow(10.0, static_cast<double>(precision));
     const double x = input.as_double() * scale;
     // "common" is Python's round(): halves go to the even neighbour.
-    const double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::nearbyint(x);
+    const double r = method == "floor"  ? std::floor(x)
+                     : method == "ceil" ? std::ceil(x)
+                                        : std::nearbyint(x);
     return Value(r / scale);
   }
   if (name == "first" || name == "last") {
@@ -308,7 +324,8 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, con
     ASSIGN_OR_RETURN(ValueList items, Iterate(input));
     ValueList out;
     for (const Value& v : items) {
-      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return o.Equals(v); })) out.push_back(v);
+      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return o.Equals(v); }))
+        out.push_back(v);
     }
     return Value(std::move(out));
   }
@@ -334,7 +351,8 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, con
     }
     return best;
   }
-  if (name == "select" || name == "reject") return SelectFilter(input, args, false, name == "select");
+  if (name == "select" || name == "reject")
+    return SelectFilter(input, args, false, name == "select");
   if (name == "selectattr" || name == "rejectattr") {
     return SelectFilter(input, args, true, name == "selectattr");
   }
@@ -347,8 +365,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, con
   }
   if (name == "indent") {
     const Value* w = args.Get(0, "width");
-    const std::string pad = w != nullptr && w->is_string() ? w->as_string()
-                                                           : std::string(w != nullptr && w->is_int() ? static_cast<size_t>(w->as_int()) : 4, ' ');
+    const std::string pad =
+        w != nullptr && w->is_string()
+            ? w->as_string()
+            : std::string(w != nullptr && w->is_int() ? static_cast<size_t>(w->as_int()) : 4, ' ');
     const bool first = BoolArg(args, 1, "first", false), blank = BoolArg(args, 2, "blank", false);
     const std::string s = input.Str();
     std::string out;
@@ -356,7 +376,8 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, con
     bool is_first = true;
     while (start <= s.size()) {
       const size_t nl = s.find('\n', start);
-      const std::string line = s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      const std::string line =
+          s.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
       if ((is_first ? first : true) && (blank || !line.empty())) out += pad;
       out += line;
       if (nl == std::string::npos) break;
@@ -395,7 +416,8 @@ absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& v, const Call
   }
   if (name == "divisibleby") {
     RETURN_IF_ERROR(need_arg());
-    if (!v.is_int() || !arg->is_int() || arg->as_int() == 0) return Error("divisibleby needs integers");
+    if (!v.is_int() || !arg->is_int() || arg->as_int() == 0)
+      return Error("divisibleby needs integers");
     return v.as_int() % arg->as_int() == 0;
   }
   if (name == "lower" || name == "upper") {
@@ -421,7 +443,8 @@ absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& v, const Call
   }
   if (name == "in") {
     RETURN_IF_ERROR(need_arg());
-    if (arg->is_string() && v.is_string()) return arg->as_string().find(v.as_string()) != std::string::npos;
+    if (arg->is_string() && v.is_string())
+      return arg->as_string().find(v.as_string()) != std::string::npos;
     if (arg->is_dict()) return v.is_string() && arg->as_dict().Find(v.as_string()) != nullptr;
     ASSIGN_OR_RETURN(ValueList items, Iterate(*arg));
     return std::any_of(items.begin(), items.end(), [&](const Value& x) { return x.Equals(v); });

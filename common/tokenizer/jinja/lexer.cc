@@ -8,7 +8,9 @@
 namespace tandem::jinja {
 namespace {
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 // Python str.isspace() over a UTF-8 string (empty is false).
 bool AllWhitespace(std::string_view s) {
@@ -47,7 +49,8 @@ class Lexer {
     bool line_starting = true;
     while (true) {
       const size_t open = FindOpen(pos_);
-      std::string text = src_.substr(pos_, open == std::string::npos ? std::string::npos : open - pos_);
+      std::string text =
+          src_.substr(pos_, open == std::string::npos ? std::string::npos : open - pos_);
       if (lstrip_next) text = LStrip(text);
       lstrip_next = false;
       if (open == std::string::npos) {
@@ -60,7 +63,8 @@ class Lexer {
         text = RStrip(text);
       } else if (mod != '+' && kind != '{') {  // lstrip_blocks
         const size_t line_start = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-        if ((line_start > 0 || line_starting) && AllWhitespace(std::string_view(text).substr(line_start))) {
+        if ((line_start > 0 || line_starting) &&
+            AllWhitespace(std::string_view(text).substr(line_start))) {
           text.resize(line_start);
         }
       }
@@ -131,7 +135,9 @@ class Lexer {
     out_.push_back(std::move(tok));
   }
 
-  bool StartsWith(std::string_view s) const { return std::string_view(src_).substr(pos_, s.size()) == s; }
+  bool StartsWith(std::string_view s) const {
+    return std::string_view(src_).substr(pos_, s.size()) == s;
+  }
 
   absl::Status LexExpression(char kind, std::vector<ExprToken>* out, bool* strip_after,
                              bool* keep_newline) {
@@ -221,26 +227,50 @@ class Lexer {
             return Error("bad escape in string literal");
           }
           const char h = src_[pos_++];
-          v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h))
-                                                 ? h - '0'
-                                                 : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10);
+          v = v * 16 +
+              static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h))
+                                        ? h - '0'
+                                        : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10);
         }
         unicode::AppendUtf8(v, &tok->text);
         return absl::OkStatus();
       };
       switch (e) {
-        case 'n': tok->text.push_back('\n'); break;
-        case 't': tok->text.push_back('\t'); break;
-        case 'r': tok->text.push_back('\r'); break;
-        case 'b': tok->text.push_back('\b'); break;
-        case 'f': tok->text.push_back('\f'); break;
-        case 'v': tok->text.push_back('\v'); break;
-        case 'a': tok->text.push_back('\a'); break;
-        case '0': tok->text.push_back('\0'); break;
-        case '\\': tok->text.push_back('\\'); break;
-        case '\'': tok->text.push_back('\''); break;
-        case '"': tok->text.push_back('"'); break;
-        case '\n': break;  // line continuation
+        case 'n':
+          tok->text.push_back('\n');
+          break;
+        case 't':
+          tok->text.push_back('\t');
+          break;
+        case 'r':
+          tok->text.push_back('\r');
+          break;
+        case 'b':
+          tok->text.push_back('\b');
+          break;
+        case 'f':
+          tok->text.push_back('\f');
+          break;
+        case 'v':
+          tok->text.push_back('\v');
+          break;
+        case 'a':
+          tok->text.push_back('\a');
+          break;
+        case '0':
+          tok->text.push_back('\0');
+          break;
+        case '\\':
+          tok->text.push_back('\\');
+          break;
+        case '\'':
+          tok->text.push_back('\'');
+          break;
+        case '"':
+          tok->text.push_back('"');
+          break;
+        case '\n':
+          break;  // line continuation
         case 'x':
           if (auto s = hex(2); !s.ok()) return s;
           break;
@@ -262,13 +292,15 @@ class Lexer {
     std::string digits;
     bool is_float = false;
     auto take_digits = [&] {
-      while (pos_ < src_.size() && (std::isdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) {
+      while (pos_ < src_.size() &&
+             (std::isdigit(static_cast<unsigned char>(src_[pos_])) || src_[pos_] == '_')) {
         if (src_[pos_] != '_') digits.push_back(src_[pos_]);
         ++pos_;
       }
     };
     take_digits();
-    if (pos_ + 1 < src_.size() && src_[pos_] == '.' && std::isdigit(static_cast<unsigned char>(src_[pos_ + 1]))) {
+    if (pos_ + 1 < src_.size() && src_[pos_] == '.' &&
+        std::isdigit(static_cast<unsigned char>(src_[pos_ + 1]))) {
       is_float = true;
       digits.push_back(src_[pos_++]);
       take_digits();

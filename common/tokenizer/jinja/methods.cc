@@ -10,7 +10,9 @@
 namespace tandem::jinja {
 namespace {
 
-absl::Status TypeError(std::string_view what) { return absl::InvalidArgumentError(std::string(what)); }
+absl::Status TypeError(std::string_view what) {
+  return absl::InvalidArgumentError(std::string(what));
+}
 
 // Optional string argument (None counts as absent).
 absl::StatusOr<std::optional<std::string>> OptString(const CallArgs& args, size_t index,
@@ -70,7 +72,8 @@ absl::StatusOr<Value> Split(const std::string& s, const std::optional<std::strin
         words.erase(words.begin(), words.begin() + static_cast<long>(keep));
         words.insert(words.begin(), head);
       } else {
-        const std::pair<size_t, size_t> tail{words[static_cast<size_t>(maxsplit)].first, cps.size()};
+        const std::pair<size_t, size_t> tail{words[static_cast<size_t>(maxsplit)].first,
+                                             cps.size()};
         words.resize(static_cast<size_t>(maxsplit));
         words.push_back(tail);
       }
@@ -114,7 +117,8 @@ absl::StatusOr<Value> Split(const std::string& s, const std::optional<std::strin
 absl::StatusOr<bool> AffixMatch(const std::string& s, const Value& affix, bool prefix) {
   auto one = [&](const std::string& a) {
     if (a.size() > s.size()) return false;
-    return prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
+    return prefix ? s.compare(0, a.size(), a) == 0
+                  : s.compare(s.size() - a.size(), a.size(), a) == 0;
   };
   if (affix.is_string()) return one(affix.as_string());
   if (affix.is_list()) {
@@ -124,11 +128,13 @@ absl::StatusOr<bool> AffixMatch(const std::string& s, const Value& affix, bool p
     }
     return false;
   }
-  return TypeError(Cat("startswith/endswith argument must be str or tuple, not ", affix.TypeName()));
+  return TypeError(
+      Cat("startswith/endswith argument must be str or tuple, not ", affix.TypeName()));
 }
 
 std::string CaseMap(const std::string& s, bool upper) {
-  icu::UnicodeString u = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
+  icu::UnicodeString u =
+      icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
   if (upper) {
     u.toUpper(icu::Locale::getRoot());
   } else {
@@ -173,7 +179,8 @@ std::string Replace(const std::string& s, const std::string& from, const std::st
 
 std::optional<Value> StringMethod(const std::string& s, std::string_view name) {
   auto bind = [&](auto fn) -> std::optional<Value> {
-    return Value(Function([s, fn](const CallArgs& args) -> absl::StatusOr<Value> { return fn(s, args); }));
+    return Value(
+        Function([s, fn](const CallArgs& args) -> absl::StatusOr<Value> { return fn(s, args); }));
   };
   if (name == "startswith" || name == "endswith") {
     const bool prefix = name == "startswith";
@@ -193,10 +200,11 @@ std::optional<Value> StringMethod(const std::string& s, std::string_view name) {
   }
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     const bool left = name != "rstrip", right = name != "lstrip";
-    return bind([left, right](const std::string& str, const CallArgs& args) -> absl::StatusOr<Value> {
-      ASSIGN_OR_RETURN(auto chars, OptString(args, 0, "chars"));
-      return Value(Strip(str, chars, left, right));
-    });
+    return bind(
+        [left, right](const std::string& str, const CallArgs& args) -> absl::StatusOr<Value> {
+          ASSIGN_OR_RETURN(auto chars, OptString(args, 0, "chars"));
+          return Value(Strip(str, chars, left, right));
+        });
   }
   if (name == "upper" || name == "lower") {
     const bool upper = name == "upper";
@@ -341,9 +349,11 @@ absl::StatusOr<Value> SliceValue(const Value& seq, std::optional<int64_t> start,
   if (st == 0) return TypeError("slice step cannot be zero");
   std::u32string cps;
   const bool is_str = seq.is_string();
-  if (!is_str && !seq.is_list()) return TypeError(Cat("'", seq.TypeName(), "' object is not subscriptable"));
+  if (!is_str && !seq.is_list())
+    return TypeError(Cat("'", seq.TypeName(), "' object is not subscriptable"));
   if (is_str) cps = unicode::Utf8ToCodePoints(seq.as_string());
-  const int64_t n = is_str ? static_cast<int64_t>(cps.size()) : static_cast<int64_t>(seq.as_list().size());
+  const int64_t n =
+      is_str ? static_cast<int64_t>(cps.size()) : static_cast<int64_t>(seq.as_list().size());
   // Python's slice.indices().
   auto clamp = [&](std::optional<int64_t> v, int64_t dflt) {
     if (!v) return dflt;

@@ -41,7 +41,8 @@ class ExprParser {
 
   absl::Status Error(std::string_view what) const {
     const std::string near = AtEnd() ? "end of tag" : Cat("'", Cur().text, "'");
-    return absl::InvalidArgumentError(Cat("template line ", Cur().line, ": ", what, " near ", near));
+    return absl::InvalidArgumentError(
+        Cat("template line ", Cur().line, ": ", what, " near ", near));
   }
   absl::Status ExpectOp(std::string_view op) {
     if (!SkipOp(op)) return Error(Cat("expected '", op, "'"));
@@ -138,9 +139,8 @@ class ExprParser {
     ExprPtr node;
     while (true) {
       std::string op;
-      if (Cur().kind == K::kOp &&
-          (Cur().text == "==" || Cur().text == "!=" || Cur().text == "<" || Cur().text == "<=" ||
-           Cur().text == ">" || Cur().text == ">=")) {
+      if (Cur().kind == K::kOp && (Cur().text == "==" || Cur().text == "!=" || Cur().text == "<" ||
+                                   Cur().text == "<=" || Cur().text == ">" || Cur().text == ">=")) {
         op = Cur().text;
         ++i_;
       } else if (IsName("in")) {
@@ -388,8 +388,8 @@ class ExprParser {
           RETURN_IF_ERROR(CallArgs(test.get()));
         } else if ((Cur().kind == K::kName && !IsName("else") && !IsName("or") && !IsName("and") &&
                     !IsName("if") && !IsName("is")) ||
-                   Cur().kind == K::kString || Cur().kind == K::kInt ||
-                   Cur().kind == K::kFloat || IsOp("[") || IsOp("{")) {
+                   Cur().kind == K::kString || Cur().kind == K::kInt || Cur().kind == K::kFloat ||
+                   IsOp("[") || IsOp("{")) {
           ASSIGN_OR_RETURN(ExprPtr arg, Primary());
           ASSIGN_OR_RETURN(arg, Postfix(std::move(arg)));
           test->children.push_back(std::move(arg));
@@ -466,8 +466,7 @@ class TemplateParser {
       body.push_back(std::move(stmt));
     }
     if (ends.size() != 0) {
-      return Error(t_.empty() ? 0 : t_.back().line,
-                   Cat("missing {% ", *ends.begin(), " %}"));
+      return Error(t_.empty() ? 0 : t_.back().line, Cat("missing {% ", *ends.begin(), " %}"));
     }
     return body;
   }

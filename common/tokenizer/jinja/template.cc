@@ -62,7 +62,8 @@ class Interpreter {
       return absl::OkStatus();
     }
     if (!value.is_list() || value.as_list().size() != targets.size()) {
-      return LineError(line, Cat("cannot unpack ", value.TypeName(), " into ", targets.size(), " names"));
+      return LineError(line,
+                       Cat("cannot unpack ", value.TypeName(), " into ", targets.size(), " names"));
     }
     for (size_t i = 0; i < targets.size(); ++i) scopes_.back()[targets[i]] = value.as_list()[i];
     return absl::OkStatus();
@@ -70,7 +71,9 @@ class Interpreter {
 
   absl::Status ExecOne(const Stmt& s, std::string* out) {
     switch (s.kind) {
-      case Stmt::Kind::kText: out->append(s.text); return absl::OkStatus();
+      case Stmt::Kind::kText:
+        out->append(s.text);
+        return absl::OkStatus();
       case Stmt::Kind::kOutput: {
         ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
         out->append(v.Str());
@@ -82,14 +85,15 @@ class Interpreter {
           if (c.Truthy()) return Exec(body, out);
         }
         return Exec(s.else_body, out);
-      case Stmt::Kind::kFor: return ExecFor(s, out);
+      case Stmt::Kind::kFor:
+        return ExecFor(s, out);
       case Stmt::Kind::kSet: {
         ASSIGN_OR_RETURN(Value v, Eval(*s.expr));
         if (s.attr_object.empty()) return Assign(s.targets, v, s.line);
         Value ns = Lookup(s.attr_object);
         if (!ns.is_dict() || !ns.as_dict().is_namespace) {
-          return LineError(s.line, Cat("cannot assign attribute on non-namespace object '",
-                                       s.attr_object, "'"));
+          return LineError(
+              s.line, Cat("cannot assign attribute on non-namespace object '", s.attr_object, "'"));
         }
         ns.mutable_dict().Set(s.attr_name, std::move(v));
         return absl::OkStatus();
@@ -100,10 +104,17 @@ class Interpreter {
         scopes_.back()[s.targets[0]] = Value(std::move(captured));
         return absl::OkStatus();
       }
-      case Stmt::Kind::kMacro: scopes_.back()[s.name] = MakeMacro(s); return absl::OkStatus();
-      case Stmt::Kind::kBreak: flow_ = Flow::kBreak; return absl::OkStatus();
-      case Stmt::Kind::kContinue: flow_ = Flow::kContinue; return absl::OkStatus();
-      case Stmt::Kind::kBlock: return Exec(s.body, out);
+      case Stmt::Kind::kMacro:
+        scopes_.back()[s.name] = MakeMacro(s);
+        return absl::OkStatus();
+      case Stmt::Kind::kBreak:
+        flow_ = Flow::kBreak;
+        return absl::OkStatus();
+      case Stmt::Kind::kContinue:
+        flow_ = Flow::kContinue;
+        return absl::OkStatus();
+      case Stmt::Kind::kBlock:
+        return Exec(s.body, out);
     }
     return absl::OkStatus();
   }
@@ -139,7 +150,8 @@ class Interpreter {
       loop.Set("previtem", i > 0 ? items[i - 1] : Value::MakeUndefined("previtem"));
       loop.Set("nextitem", i + 1 < n ? items[i + 1] : Value::MakeUndefined("nextitem"));
       loop.Set("cycle", Value(Function([i](const CallArgs& args) -> absl::StatusOr<Value> {
-                 if (args.positional.empty()) return absl::InvalidArgumentError("cycle() needs arguments");
+                 if (args.positional.empty())
+                   return absl::InvalidArgumentError("cycle() needs arguments");
                  return args.positional[static_cast<size_t>(i) % args.positional.size()];
                })));
       scopes_.back()["loop"] = Value(std::move(loop));
@@ -223,7 +235,8 @@ class Interpreter {
         if (i < 0 || i >= n) return Value::MakeUndefined(Cat("[", key.as_int(), "]"));
         return obj.as_list()[static_cast<size_t>(i)];
       }
-      ASSIGN_OR_RETURN(Value ch, SliceValue(obj, i, i == -1 ? std::nullopt : std::optional<int64_t>(i + 1), 1));
+      ASSIGN_OR_RETURN(
+          Value ch, SliceValue(obj, i, i == -1 ? std::nullopt : std::optional<int64_t>(i + 1), 1));
       if (ch.as_string().empty()) return Value::MakeUndefined(Cat("[", key.as_int(), "]"));
       return ch;
     }
@@ -231,7 +244,8 @@ class Interpreter {
     return Value::MakeUndefined(key.Str());
   }
 
-  absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b, int line) {
+  absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b,
+                                   int line) {
     if (op == "~") return Value(a.Str() + b.Str());
     if (a.is_undefined()) return UndefinedError(a, line);
     if (b.is_undefined()) return UndefinedError(b, line);
@@ -244,13 +258,16 @@ class Interpreter {
         l.insert(l.end(), b.as_list().begin(), b.as_list().end());
         return Value(std::move(l));
       }
-      if (ints) return Value(static_cast<int64_t>(a.as_double()) + static_cast<int64_t>(b.as_double()));
+      if (ints)
+        return Value(static_cast<int64_t>(a.as_double()) + static_cast<int64_t>(b.as_double()));
       if (nums) return Value(a.as_double() + b.as_double());
     } else if (op == "-") {
-      if (ints) return Value(static_cast<int64_t>(a.as_double()) - static_cast<int64_t>(b.as_double()));
+      if (ints)
+        return Value(static_cast<int64_t>(a.as_double()) - static_cast<int64_t>(b.as_double()));
       if (nums) return Value(a.as_double() - b.as_double());
     } else if (op == "*") {
-      if (ints) return Value(static_cast<int64_t>(a.as_double()) * static_cast<int64_t>(b.as_double()));
+      if (ints)
+        return Value(static_cast<int64_t>(a.as_double()) * static_cast<int64_t>(b.as_double()));
       if (nums) return Value(a.as_double() * b.as_double());
       const Value* seq = a.is_int() ? &b : &a;
       const Value* count = a.is_int() ? &a : &b;
@@ -263,7 +280,8 @@ class Interpreter {
           return Value(std::move(s));
         }
         ValueList l;
-        for (int64_t i = 0; i < k; ++i) l.insert(l.end(), seq->as_list().begin(), seq->as_list().end());
+        for (int64_t i = 0; i < k; ++i)
+          l.insert(l.end(), seq->as_list().begin(), seq->as_list().end());
         return Value(std::move(l));
       }
     } else if (op == "/" || op == "//" || op == "%") {
@@ -271,7 +289,8 @@ class Interpreter {
         if (b.as_double() == 0) return LineError(line, "division by zero");
         if (op == "/") return Value(a.as_double() / b.as_double());
         if (ints) {
-          const int64_t x = static_cast<int64_t>(a.as_double()), y = static_cast<int64_t>(b.as_double());
+          const int64_t x = static_cast<int64_t>(a.as_double()),
+                        y = static_cast<int64_t>(b.as_double());
           int64_t q = x / y, r = x % y;
           if (r != 0 && ((r < 0) != (y < 0))) {
             --q;
@@ -285,13 +304,14 @@ class Interpreter {
     } else if (op == "**") {
       if (ints && b.as_double() >= 0) {
         int64_t r = 1;
-        for (int64_t i = 0; i < static_cast<int64_t>(b.as_double()); ++i) r *= static_cast<int64_t>(a.as_double());
+        for (int64_t i = 0; i < static_cast<int64_t>(b.as_double()); ++i)
+          r *= static_cast<int64_t>(a.as_double());
         return Value(r);
       }
       if (nums) return Value(std::pow(a.as_double(), b.as_double()));
     }
-    return LineError(line, Cat("unsupported operand type(s) for ", op, ": '", a.TypeName(), "' and '",
-                               b.TypeName(), "'"));
+    return LineError(line, Cat("unsupported operand type(s) for ", op, ": '", a.TypeName(),
+                               "' and '", b.TypeName(), "'"));
   }
 
   absl::StatusOr<bool> CompareOp(const std::string& op, const Value& a, const Value& b, int line) {
@@ -301,14 +321,17 @@ class Interpreter {
       CallArgs args;
       args.positional.push_back(b);
       if (b.is_string() && !a.is_string()) {
-        return LineError(line, Cat("'in <string>' requires string as left operand, not ", a.TypeName()));
+        return LineError(line,
+                         Cat("'in <string>' requires string as left operand, not ", a.TypeName()));
       }
       ASSIGN_OR_RETURN(bool in, ApplyTest("in", a, args));
       return op == "in" ? in : !in;
     }
     if (a.is_undefined()) return UndefinedError(a, line);
     if (b.is_undefined()) return UndefinedError(b, line);
-    absl::StatusOr<bool> r = op == "<" ? a.Less(b) : op == ">" ? b.Less(a) : absl::StatusOr<bool>(false);
+    absl::StatusOr<bool> r = op == "<"   ? a.Less(b)
+                             : op == ">" ? b.Less(a)
+                                         : absl::StatusOr<bool>(false);
     if (op == "<=" || op == ">=") {
       ASSIGN_OR_RETURN(bool strict, op == "<=" ? a.Less(b) : b.Less(a));
       return strict || a.Equals(b);
@@ -319,8 +342,10 @@ class Interpreter {
 
   absl::StatusOr<Value> Eval(const Expr& e) {
     switch (e.kind) {
-      case Expr::Kind::kLiteral: return e.literal;
-      case Expr::Kind::kName: return Lookup(e.name);
+      case Expr::Kind::kLiteral:
+        return e.literal;
+      case Expr::Kind::kName:
+        return Lookup(e.name);
       case Expr::Kind::kList:
       case Expr::Kind::kTuple: {
         ValueList items;
@@ -365,7 +390,8 @@ class Interpreter {
       case Expr::Kind::kCall: {
         ASSIGN_OR_RETURN(Value fn, Eval(*e.children[0]));
         if (fn.is_undefined()) return UndefinedError(fn, e.line);
-        if (!fn.is_callable()) return LineError(e.line, Cat("'", fn.TypeName(), "' object is not callable"));
+        if (!fn.is_callable())
+          return LineError(e.line, Cat("'", fn.TypeName(), "' object is not callable"));
         ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e, 1));
         auto result = fn.as_function()(args);
         if (!result.ok()) return WithLine(result.status(), e.line);
@@ -393,7 +419,8 @@ class Interpreter {
           return Value(e.name == "-" ? -x : x);
         }
         if (v.is_float()) return Value(e.name == "-" ? -v.as_double() : v.as_double());
-        return LineError(e.line, Cat("bad operand type for unary ", e.name, ": '", v.TypeName(), "'"));
+        return LineError(e.line,
+                         Cat("bad operand type for unary ", e.name, ": '", v.TypeName(), "'"));
       }
       case Expr::Kind::kBinary: {
         ASSIGN_OR_RETURN(Value a, Eval(*e.children[0]));

@@ -40,12 +40,17 @@ const Value* CallArgs::Get(size_t index, std::string_view name) const {
 
 Value Value::FromJson(const nlohmann::ordered_json& json) {
   switch (json.type()) {
-    case nlohmann::ordered_json::value_t::null: return MakeNone();
-    case nlohmann::ordered_json::value_t::boolean: return Value(json.get<bool>());
+    case nlohmann::ordered_json::value_t::null:
+      return MakeNone();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value(json.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
-    case nlohmann::ordered_json::value_t::number_unsigned: return Value(json.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_float: return Value(json.get<double>());
-    case nlohmann::ordered_json::value_t::string: return Value(json.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_unsigned:
+      return Value(json.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value(json.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value(json.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       ValueList list;
       for (const auto& e : json) list.push_back(FromJson(e));
@@ -56,7 +61,8 @@ Value Value::FromJson(const nlohmann::ordered_json& json) {
       for (const auto& [k, v] : json.items()) dict.Set(k, FromJson(v));
       return Value(std::move(dict));
     }
-    default: return MakeNone();
+    default:
+      return MakeNone();
   }
 }
 
@@ -100,7 +106,8 @@ std::string FormatFloat(double d) {
     } else if (static_cast<size_t>(decpt) >= digits.size()) {
       out += digits + std::string(static_cast<size_t>(decpt) - digits.size(), '0') + ".0";
     } else {
-      out += digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
+      out += digits.substr(0, static_cast<size_t>(decpt)) + "." +
+             digits.substr(static_cast<size_t>(decpt));
     }
     return out;
   }
@@ -150,13 +157,27 @@ void JsonString(const std::string& s, std::string* out) {
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': *out += "\\\""; break;
-      case '\\': *out += "\\\\"; break;
-      case '\n': *out += "\\n"; break;
-      case '\r': *out += "\\r"; break;
-      case '\t': *out += "\\t"; break;
-      case '\b': *out += "\\b"; break;
-      case '\f': *out += "\\f"; break;
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -185,7 +206,9 @@ absl::Status JsonDump(const Value& v, std::optional<int> indent, bool sort_keys,
     *out += std::to_string(v.as_int());
   } else if (v.is_float()) {
     const double d = v.as_double();
-    *out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : FormatFloat(d);
+    *out += std::isnan(d)   ? "NaN"
+            : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity")
+                            : FormatFloat(d);
   } else if (v.is_string()) {
     JsonString(v.as_string(), out);
   } else if (v.is_list()) {
@@ -333,8 +356,8 @@ absl::StatusOr<bool> Value::Less(const Value& other) const {
     }
     return a.size() < b.size();
   }
-  return absl::InvalidArgumentError(
-      Cat("'<' not supported between instances of '", TypeName(), "' and '", other.TypeName(), "'"));
+  return absl::InvalidArgumentError(Cat("'<' not supported between instances of '", TypeName(),
+                                        "' and '", other.TypeName(), "'"));
 }
 
 }  // namespace tandem::jinja

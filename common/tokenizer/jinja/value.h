@@ -57,21 +57,21 @@ class Value {
   Value() : v_(Undefined{}) {}
   static Value MakeUndefined(std::string name) { return Value(Undefined{std::move(name)}); }
   static Value MakeNone() { return Value(None{}); }
-  Value(bool b) : v_(b) {}                                   // NOLINT
-  Value(int64_t i) : v_(i) {}                                // NOLINT
-  Value(int i) : v_(static_cast<int64_t>(i)) {}              // NOLINT
-  Value(double d) : v_(d) {}                                 // NOLINT
-  Value(std::string s) : v_(std::move(s)) {}                 // NOLINT
-  Value(const char* s) : v_(std::string(s)) {}               // NOLINT
-  Value(ValueList list) : v_(std::make_shared<ValueList>(std::move(list))) {}   // NOLINT
+  Value(bool b) : v_(b) {}                                                     // NOLINT
+  Value(int64_t i) : v_(i) {}                                                  // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}                                // NOLINT
+  Value(double d) : v_(d) {}                                                   // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}                                   // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}                                 // NOLINT
+  Value(ValueList list) : v_(std::make_shared<ValueList>(std::move(list))) {}  // NOLINT
   // A Python tuple: a list that prints as (a, b) and never equals a list.
   static Value MakeTuple(ValueList items) {
     Value v(std::move(items));
     v.tuple_ = true;
     return v;
   }
-  Value(ValueDict dict) : v_(std::make_shared<ValueDict>(std::move(dict))) {}   // NOLINT
-  Value(Function fn) : v_(std::make_shared<Function>(std::move(fn))) {}         // NOLINT
+  Value(ValueDict dict) : v_(std::make_shared<ValueDict>(std::move(dict))) {}  // NOLINT
+  Value(Function fn) : v_(std::make_shared<Function>(std::move(fn))) {}        // NOLINT
 
   // From JSON (objects keep their key order).
   static Value FromJson(const nlohmann::ordered_json& json);
@@ -118,9 +118,9 @@ class Value {
   absl::StatusOr<bool> Less(const Value& other) const;
 
  private:
-  using Storage = std::variant<Undefined, None, bool, int64_t, double, std::string,
-                               std::shared_ptr<ValueList>, std::shared_ptr<ValueDict>,
-                               std::shared_ptr<Function>>;
+  using Storage =
+      std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<ValueList>,
+                   std::shared_ptr<ValueDict>, std::shared_ptr<Function>>;
   explicit Value(Storage v) : v_(std::move(v)) {}
   Storage v_;
   bool tuple_ = false;

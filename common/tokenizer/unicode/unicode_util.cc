@@ -62,9 +62,12 @@ char32_t DecodeUtf8(std::string_view s, size_t* i) {
   *i += n;
   if (!valid) return kReplacementChar;
   switch (n) {
-    case 1: return p[0];
-    case 2: return ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
-    case 3: return ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+    case 1:
+      return p[0];
+    case 2:
+      return ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
+    case 3:
+      return ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
     default:
       return ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) |
              (p[3] & 0x3Fu);
@@ -129,8 +132,7 @@ bool IsDecimalDigit(char32_t c) {
 
 bool IsWordChar(char32_t c) {
   if (c < 0x80) return IsLetter(c) || IsDecimalDigit(c) || c == '_';
-  return (GeneralCategoryMask(c) & (U_GC_L_MASK | U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) !=
-         0;
+  return (GeneralCategoryMask(c) & (U_GC_L_MASK | U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0;
 }
 
 bool IsAlphanumeric(char32_t c) { return IsLetter(c) || IsNumber(c); }
@@ -143,10 +145,18 @@ absl::StatusOr<std::string> Normalize(std::string_view text, NormalizationForm f
   UErrorCode err = U_ZERO_ERROR;
   const icu::Normalizer2* norm = nullptr;
   switch (form) {
-    case NormalizationForm::kNFC: norm = icu::Normalizer2::getNFCInstance(err); break;
-    case NormalizationForm::kNFD: norm = icu::Normalizer2::getNFDInstance(err); break;
-    case NormalizationForm::kNFKC: norm = icu::Normalizer2::getNFKCInstance(err); break;
-    case NormalizationForm::kNFKD: norm = icu::Normalizer2::getNFKDInstance(err); break;
+    case NormalizationForm::kNFC:
+      norm = icu::Normalizer2::getNFCInstance(err);
+      break;
+    case NormalizationForm::kNFD:
+      norm = icu::Normalizer2::getNFDInstance(err);
+      break;
+    case NormalizationForm::kNFKC:
+      norm = icu::Normalizer2::getNFKCInstance(err);
+      break;
+    case NormalizationForm::kNFKD:
+      norm = icu::Normalizer2::getNFKDInstance(err);
+      break;
   }
   if (U_FAILURE(err) || norm == nullptr) {
     return absl::InternalError(Cat("ICU normalizer unavailable: ", u_errorName(err)));

@@ -29,12 +29,12 @@ std::string CodePointsToUtf8(std::u32string_view s);
 int Utf8SequenceLength(unsigned char lead);
 
 // Character classes with Oniguruma/Rust semantics.
-bool IsWhitespace(char32_t c);   // Unicode White_Space property (Rust char::is_whitespace, \s)
-bool IsLetter(char32_t c);       // General category L*   (\p{L})
-bool IsNumber(char32_t c);       // General category N*   (\p{N})
-bool IsDecimalDigit(char32_t c); // General category Nd   (\d)
-bool IsWordChar(char32_t c);     // L, M, Nd, Pc          (\w)
-bool IsAlphanumeric(char32_t c); // L or N (Rust char::is_alphanumeric)
+bool IsWhitespace(char32_t c);    // Unicode White_Space property (Rust char::is_whitespace, \s)
+bool IsLetter(char32_t c);        // General category L*   (\p{L})
+bool IsNumber(char32_t c);        // General category N*   (\p{N})
+bool IsDecimalDigit(char32_t c);  // General category Nd   (\d)
+bool IsWordChar(char32_t c);      // L, M, Nd, Pc          (\w)
+bool IsAlphanumeric(char32_t c);  // L or N (Rust char::is_alphanumeric)
 // ICU general-category mask bit set of `c` (U_GC_*_MASK values).
 uint32_t GeneralCategoryMask(char32_t c);
 // Simple (one-to-one) case folding, as used by case-insensitive regex matching.

@@ -13,7 +13,9 @@
 namespace tandem {
 namespace {
 
-std::string TestData() { return std::string(TANDEM_SOURCE_DIR) + "/tests/common/tokenizer/testdata"; }
+std::string TestData() {
+  return std::string(TANDEM_SOURCE_DIR) + "/tests/common/tokenizer/testdata";
+}
 
 // Loads testdata/<model>_tokenizer_config.json.
 TokenizerConfig LoadConfig(const std::string& model) {
@@ -41,7 +43,8 @@ ChatMessage Msg(std::string role, std::string content) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string RenderOrDie(const ChatTemplate& t, const ChatTemplateInputs& in) {
@@ -73,11 +76,12 @@ TEST(ChatTemplateTest, Llama3SystemUserAssistant) {
   in.messages = {Msg("system", "You are a bot."), Msg("user", "  Hi there!\n"),
                  Msg("assistant", "Hello.")};
   in.add_generation_prompt = true;
-  EXPECT_EQ(RenderOrDie(t, in),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a bot.<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi there!<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(
+      RenderOrDie(t, in),
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a bot.<|eot_id|>"
+      "<|start_header_id|>user<|end_header_id|>\n\nHi there!<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 TEST(ChatTemplateTest, Llama3AlwaysAddsAssistantHeader) {

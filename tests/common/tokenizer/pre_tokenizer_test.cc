@@ -23,7 +23,9 @@ std::vector<std::string> Split(const nlohmann::json& config, const std::string& 
 
 nlohmann::json RegexSplit(const char* pattern, const char* behavior = "Isolated",
                           bool invert = false) {
-  return {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", behavior},
+  return {{"type", "Split"},
+          {"pattern", {{"Regex", pattern}}},
+          {"behavior", behavior},
           {"invert", invert}};
 }
 
@@ -49,7 +51,8 @@ TEST(PreTokenizerTest, Llama3PatternWhitespace) {
 
 TEST(PreTokenizerTest, Llama3PatternWordsNumbersPunctuation) {
   const auto llama3 = RegexSplit(testing::kLlama3Pattern);
-  EXPECT_THAT(Split(llama3, "I'M don't they'Re"), ElementsAre("I", "'M", " don", "'t", " they", "'Re"));
+  EXPECT_THAT(Split(llama3, "I'M don't they'Re"),
+              ElementsAre("I", "'M", " don", "'t", " they", "'Re"));
   EXPECT_THAT(Split(llama3, "12345 1234567"), ElementsAre("123", "45", " ", "123", "456", "7"));
   EXPECT_THAT(Split(llama3, "Hi!!! ok"), ElementsAre("Hi", "!!!", " ok"));
   EXPECT_THAT(Split(llama3, "end.\n\nNext"), ElementsAre("end", ".\n\n", "Next"));
@@ -61,14 +64,16 @@ TEST(PreTokenizerTest, Llama3PatternWordsNumbersPunctuation) {
 }
 
 TEST(PreTokenizerTest, QwenPatternSplitsSingleDigits) {
-  EXPECT_THAT(Split(RegexSplit(testing::kQwenPattern), "12345"), ElementsAre("1", "2", "3", "4", "5"));
+  EXPECT_THAT(Split(RegexSplit(testing::kQwenPattern), "12345"),
+              ElementsAre("1", "2", "3", "4", "5"));
 }
 
 TEST(PreTokenizerTest, SplitBehaviors) {
   const nlohmann::json space = {{"String", " "}};
   auto split = [&](const char* behavior, bool invert = false) {
-    return Split({{"type", "Split"}, {"pattern", space}, {"behavior", behavior}, {"invert", invert}},
-                 "a b  c");
+    return Split(
+        {{"type", "Split"}, {"pattern", space}, {"behavior", behavior}, {"invert", invert}},
+        "a b  c");
   };
   EXPECT_THAT(split("Removed"), ElementsAre("a", "b", "c"));
   EXPECT_THAT(split("Isolated"), ElementsAre("a", " ", "b", " ", " ", "c"));
@@ -79,16 +84,20 @@ TEST(PreTokenizerTest, SplitBehaviors) {
 }
 
 TEST(PreTokenizerTest, ByteLevelWithGpt2Regex) {
-  const nlohmann::json config = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}};
+  const nlohmann::json config = {
+      {"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", true}};
   EXPECT_THAT(Split(config, "Hello world's 42"),
               ElementsAre(testing::Bl(" Hello"), testing::Bl(" world"), "'s", testing::Bl(" 42")));
-  EXPECT_THAT(Split({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}, "a b\n"),
-              ElementsAre(testing::Bl("a b\n")));
+  EXPECT_THAT(
+      Split({{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}, "a b\n"),
+      ElementsAre(testing::Bl("a b\n")));
 }
 
 TEST(PreTokenizerTest, Metaspace) {
-  nlohmann::json config = {{"type", "Metaspace"}, {"replacement", "\u2581"},
-                           {"prepend_scheme", "first"}, {"split", false}};
+  nlohmann::json config = {{"type", "Metaspace"},
+                           {"replacement", "\u2581"},
+                           {"prepend_scheme", "first"},
+                           {"split", false}};
   EXPECT_THAT(Split(config, "Hello world"), ElementsAre("\u2581Hello\u2581world"));
   EXPECT_THAT(Split(config, "Hello world", /*at_origin=*/false), ElementsAre("Hello\u2581world"));
   config["split"] = true;
@@ -111,18 +120,21 @@ TEST(PreTokenizerTest, DigitsAndWhitespace) {
 }
 
 TEST(PreTokenizerTest, SequenceAndNull) {
-  const nlohmann::json seq = {{"type", "Sequence"},
-                              {"pretokenizers",
-                               {{{"type", "WhitespaceSplit"}},
-                                {{"type", "Digits"}, {"individual_digits", true}}}}};
+  const nlohmann::json seq = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "WhitespaceSplit"}}, {{"type", "Digits"}, {"individual_digits", true}}}}};
   EXPECT_THAT(Split(seq, "ab12 c3"), ElementsAre("ab", "1", "2", "c", "3"));
   EXPECT_THAT(Split(nullptr, " any text "), ElementsAre(" any text "));
 }
 
 TEST(PreTokenizerTest, Errors) {
-  EXPECT_FALSE(PreTokenizer::FromJson({{"type", "Split"}, {"pattern", {{"Regex", "("}}}}, "p").ok());
-  EXPECT_FALSE(PreTokenizer::FromJson({{"type", "Split"}, {"pattern", {{"String", "x"}}},
-                                       {"behavior", "Sideways"}}, "p").ok());
+  EXPECT_FALSE(
+      PreTokenizer::FromJson({{"type", "Split"}, {"pattern", {{"Regex", "("}}}}, "p").ok());
+  EXPECT_FALSE(
+      PreTokenizer::FromJson(
+          {{"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Sideways"}}, "p")
+          .ok());
   EXPECT_FALSE(PreTokenizer::FromJson({{"type", "Metaspace"}, {"replacement", "ab"}}, "p").ok());
   EXPECT_FALSE(PreTokenizer::FromJson({{"no_type", 1}}, "p").ok());
 }

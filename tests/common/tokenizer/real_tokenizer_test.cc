@@ -39,10 +39,10 @@ const Tokenizer* Model(const std::string& model) {
   return (*cache)[model] = std::move(*tok), (*cache)[model].get();
 }
 
-#define LOAD_OR_SKIP(var, model)                                                       \
-  const Tokenizer* var = Model(model);                                                 \
-  if (var == nullptr) {                                                                \
-    GTEST_SKIP() << ModelPath(model) << " missing: run scripts/install-deps.sh";       \
+#define LOAD_OR_SKIP(var, model)                                                 \
+  const Tokenizer* var = Model(model);                                           \
+  if (var == nullptr) {                                                          \
+    GTEST_SKIP() << ModelPath(model) << " missing: run scripts/install-deps.sh"; \
   }
 
 TEST(RealTokenizerTest, Llama3KnownIds) {

@@ -17,7 +17,8 @@ std::vector<std::string> Matches(const std::string& pattern, const std::string& 
   if (!re.ok()) return {};
   const std::u32string cps = unicode::Utf8ToCodePoints(text);
   std::vector<std::string> out;
-  for (auto [b, e] : re->FindAll(cps)) out.push_back(unicode::CodePointsToUtf8(cps.substr(b, e - b)));
+  for (auto [b, e] : re->FindAll(cps))
+    out.push_back(unicode::CodePointsToUtf8(cps.substr(b, e - b)));
   return out;
 }
 
@@ -52,9 +53,15 @@ TEST(RegexTest, UnicodeClasses) {
               ElementsAre("1", "\xD9\xA3", "\xC2\xB2", "\xE2\x85\xAB"));
   EXPECT_THAT(Matches(R"([^\s\p{L}\p{N}]+)", "ab!?  --x"), ElementsAre("!?", "--"));
   // \s is Unicode White_Space, including NBSP and U+3000, not just ASCII.
-  EXPECT_THAT(Matches(R"(\s+)", "a\xC2\xA0\xE3\x80\x80" "b\tc"), ElementsAre("\xC2\xA0\xE3\x80\x80", "\t"));
+  EXPECT_THAT(Matches(R"(\s+)",
+                      "a\xC2\xA0\xE3\x80\x80"
+                      "b\tc"),
+              ElementsAre("\xC2\xA0\xE3\x80\x80", "\t"));
   EXPECT_THAT(Matches(R"(\p{Lu}\p{Ll}+)", "Hello World"), ElementsAre("Hello", "World"));
-  EXPECT_THAT(Matches(R"(\p{Han}+)", "ab\xE4\xB8\xAD\xE6\x96\x87" "cd"), ElementsAre("\xE4\xB8\xAD\xE6\x96\x87"));
+  EXPECT_THAT(Matches(R"(\p{Han}+)",
+                      "ab\xE4\xB8\xAD\xE6\x96\x87"
+                      "cd"),
+              ElementsAre("\xE4\xB8\xAD\xE6\x96\x87"));
   EXPECT_THAT(Matches(R"(\d+|\w+)", "ab_1 23"), ElementsAre("ab_1", "23"));
   EXPECT_THAT(Matches(R"(\P{L}+)", "ab12cd"), ElementsAre("12"));
 }
@@ -68,7 +75,8 @@ TEST(RegexTest, CaseInsensitiveGroups) {
 TEST(RegexTest, ClassesEscapesAndAnchors) {
   EXPECT_THAT(Matches(R"([\r\n]+)", "a\r\n\nb"), ElementsAre("\r\n\n"));
   EXPECT_THAT(Matches(R"([a-c-])", "b-d"), ElementsAre("b", "-"));
-  EXPECT_THAT(Matches(R"(\x41\u00e9\x{4E2D}\.)", "A\xC3\xA9\xE4\xB8\xAD."), ElementsAre("A\xC3\xA9\xE4\xB8\xAD."));
+  EXPECT_THAT(Matches(R"(\x41\u00e9\x{4E2D}\.)", "A\xC3\xA9\xE4\xB8\xAD."),
+              ElementsAre("A\xC3\xA9\xE4\xB8\xAD."));
   EXPECT_THAT(Matches("^a", "a\na"), ElementsAre("a", "a"));
   EXPECT_THAT(Matches(R"(\Aa)", "a\na"), ElementsAre("a"));
   EXPECT_THAT(Matches("a$", "a\na"), ElementsAre("a", "a"));

@@ -1,7 +1,6 @@
 // SentencePiece-style BPE (Llama 2 / Mistral tokenizer.json layouts) on the synthetic vocabulary
 // of test_tokenizers.h; expected ids derived by hand.
 #include "common/tokenizer/tokenizer.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/tokenizer/test_tokenizers.h"
@@ -69,7 +68,8 @@ TEST_F(SpmTokenizerTest, InvalidByteRunsBecomeOneReplacementPerByte) {
 }
 
 TEST_F(SpmTokenizerTest, RoundTrip) {
-  for (const std::string text : {"Hello world", "  Hi", "H\xC3\xA9 w\xF0\x9F\x98\x80rld", "a  b   "}) {
+  for (const std::string text :
+       {"Hello world", "  Hi", "H\xC3\xA9 w\xF0\x9F\x98\x80rld", "a  b   "}) {
     EXPECT_EQ(tok_->Decode(tok_->Encode(text, true), true), text);
   }
 }

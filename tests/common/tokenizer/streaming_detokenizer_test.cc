@@ -37,18 +37,22 @@ TEST(StreamingDetokenizerTest, ByteLevelHoldsBackSplitCharacters) {
   auto tok = Load(testing::ByteLevelTokenizerJson());
   // "hi 😀中" in the test vocabulary: bytes of the emoji and of 中 are separate tokens.
   const std::vector<TokenId> ids = {'h', 'i', ' ', 0xF0, 0x9F, 0x98, 0x80, 0xE4, 0xB8, 0xAD};
-  EXPECT_THAT(Stream(*tok, ids), ElementsAre("h", "i", " ", "", "", "", "\xF0\x9F\x98\x80", "",
-                                             "", "\xE4\xB8\xAD", ""));
+  EXPECT_THAT(Stream(*tok, ids), ElementsAre("h", "i", " ", "", "", "", "\xF0\x9F\x98\x80", "", "",
+                                             "\xE4\xB8\xAD", ""));
   EXPECT_EQ(Join(Stream(*tok, ids)), tok->Decode(ids));
 }
 
 TEST(StreamingDetokenizerTest, InvalidAndTruncatedBytes) {
   auto tok = Load(testing::ByteLevelTokenizerJson());
   // E4 followed by 'a' can never complete: U+FFFD as soon as 'a' arrives.
-  EXPECT_THAT(Stream(*tok, {0xE4, 'a'}), ElementsAre("", "\xEF\xBF\xBD" "a", ""));
+  EXPECT_THAT(Stream(*tok, {0xE4, 'a'}), ElementsAre("",
+                                                     "\xEF\xBF\xBD"
+                                                     "a",
+                                                     ""));
   // A truncated character at the end is emitted as U+FFFD by Flush.
   EXPECT_THAT(Stream(*tok, {'a', 0xF0, 0x9F}), ElementsAre("a", "", "", "\xEF\xBF\xBD"));
-  EXPECT_EQ(Join(Stream(*tok, {'a', 0xF0, 0x9F})), tok->Decode(std::vector<TokenId>{'a', 0xF0, 0x9F}));
+  EXPECT_EQ(Join(Stream(*tok, {'a', 0xF0, 0x9F})),
+            tok->Decode(std::vector<TokenId>{'a', 0xF0, 0x9F}));
   // A stray continuation byte is invalid right away.
   EXPECT_THAT(Stream(*tok, {0x80, 'b'}), ElementsAre("\xEF\xBF\xBD", "b", ""));
 }

@@ -31,9 +31,9 @@ inline nlohmann::json ByteLevelTokenizerJson() {
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) vocab[Bl(std::string(1, static_cast<char>(b)))] = b;
   const std::pair<const char*, const char*> merges[] = {
-      {"h", "e"},   {"l", "l"},    {"he", "ll"},   {"hell", "o"},  {" ", "w"},
-      {"o", "r"},   {" w", "or"},  {" wor", "l"},  {" worl", "d"}, {" ", " "},
-      {"1", "2"},   {"12", "3"},   {"'", "s"}};
+      {"h", "e"}, {"l", "l"},   {"he", "ll"},  {"hell", "o"},  {" ", "w"},
+      {"o", "r"}, {" w", "or"}, {" wor", "l"}, {" worl", "d"}, {" ", " "},
+      {"1", "2"}, {"12", "3"},  {"'", "s"}};
   nlohmann::json merge_list = nlohmann::json::array();
   int id = 256;
   for (const auto& [a, b] : merges) {
@@ -43,34 +43,48 @@ inline nlohmann::json ByteLevelTokenizerJson() {
   vocab["abc"] = id++;
   auto added = [](int id, const char* content, bool special, bool lstrip = false,
                   bool rstrip = false, bool single_word = false, bool normalized = false) {
-    return nlohmann::json{{"id", id},           {"content", content}, {"special", special},
-                          {"lstrip", lstrip},   {"rstrip", rstrip},   {"single_word", single_word},
+    return nlohmann::json{{"id", id},
+                          {"content", content},
+                          {"special", special},
+                          {"lstrip", lstrip},
+                          {"rstrip", rstrip},
+                          {"single_word", single_word},
                           {"normalized", normalized}};
   };
   return {
       {"version", "1.0"},
       {"added_tokens",
        {added(300, "<|bos|>", true), added(301, "<|eot|>", true), added(302, "<think>", false),
-        added(303, "[lst]", true, /*lstrip=*/true), added(304, "[rst]", true, false, /*rstrip=*/true),
+        added(303, "[lst]", true, /*lstrip=*/true),
+        added(304, "[rst]", true, false, /*rstrip=*/true),
         added(305, "WORD", false, false, false, /*single_word=*/true),
         added(306, "~n~", false, false, false, false, /*normalized=*/true)}},
       {"normalizer", nullptr},
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", kLlama3Pattern}}}, {"behavior", "Isolated"},
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", kLlama3Pattern}}},
+           {"behavior", "Isolated"},
            {"invert", false}},
           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
-                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"single",
+         {{{"SpecialToken", {{"id", "<|bos|>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
         {"pair", nlohmann::json::array()},
-        {"special_tokens", {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {300}}, {"tokens", {"<|bos|>"}}}}}}}},
+        {"special_tokens",
+         {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {300}}, {"tokens", {"<|bos|>"}}}}}}}},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}}},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"byte_fallback", false},
-        {"ignore_merges", false}, {"vocab", vocab}, {"merges", merge_list}}},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", vocab},
+        {"merges", merge_list}}},
   };
 }
 
@@ -89,22 +103,23 @@ inline nlohmann::json SpmTokenizerJson() {
     vocab[name] = 3 + b;
   }
   int id = 259;
-  for (const std::string& t : {m, std::string("H"), std::string("e"), std::string("l"),
-                               std::string("o"), std::string("w"), std::string("r"), std::string("d")}) {
+  for (const std::string& t :
+       {m, std::string("H"), std::string("e"), std::string("l"), std::string("o"), std::string("w"),
+        std::string("r"), std::string("d")}) {
     vocab[t] = id++;
   }
   const std::pair<std::string, std::string> merges[] = {
-      {"l", "l"},          {m, "H"},     {m + "H", "e"}, {m + "He", "ll"}, {m + "Hell", "o"},
-      {m, "w"},            {"o", "r"},   {m + "w", "or"}, {m + "wor", "l"}, {m + "worl", "d"},
-      {m, m}};
+      {"l", "l"},        {m, "H"},          {m + "H", "e"}, {m + "He", "ll"},
+      {m + "Hell", "o"}, {m, "w"},          {"o", "r"},     {m + "w", "or"},
+      {m + "wor", "l"},  {m + "worl", "d"}, {m, m}};
   nlohmann::json merge_list = nlohmann::json::array();
   for (const auto& [a, b] : merges) {
     merge_list.push_back({a, b});  // the newer [left, right] form
     vocab[a + b] = id++;
   }
   auto special = [](int id, const char* content) {
-    return nlohmann::json{{"id", id},         {"content", content}, {"special", true},
-                          {"lstrip", false},  {"rstrip", false},    {"single_word", false},
+    return nlohmann::json{{"id", id},           {"content", content}, {"special", true},
+                          {"lstrip", false},    {"rstrip", false},    {"single_word", false},
                           {"normalized", false}};
   };
   return {
@@ -118,8 +133,9 @@ inline nlohmann::json SpmTokenizerJson() {
       {"pre_tokenizer", nullptr},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"single",
+         {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
         {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
       {"decoder",
        {{"type", "Sequence"},
@@ -129,8 +145,13 @@ inline nlohmann::json SpmTokenizerJson() {
           {{"type", "Fuse"}},
           {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"fuse_unk", true},
-        {"byte_fallback", true}, {"vocab", vocab}, {"merges", merge_list}}},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
+        {"merges", merge_list}}},
   };
 }
 
@@ -139,8 +160,10 @@ inline nlohmann::json SpmTokenizerJson() {
 inline nlohmann::json MetaspaceTokenizerJson() {
   nlohmann::json j = SpmTokenizerJson();
   j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"},
-                        {"prepend_scheme", "first"}, {"split", false}};
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", "\u2581"},
+                        {"prepend_scheme", "first"},
+                        {"split", false}};
   j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}};
   return j;
 }

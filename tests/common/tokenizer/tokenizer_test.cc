@@ -9,9 +9,9 @@
 namespace tandem {
 namespace {
 
+using testing::Bl;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::Bl;
 
 std::unique_ptr<Tokenizer> Load(const nlohmann::json& j) {
   auto tok = Tokenizer::FromJson(j.dump(), "test/tokenizer.json");
@@ -79,16 +79,25 @@ TEST_F(ByteLevelTokenizerTest, AddedTokenSingleWord) {
   EXPECT_THAT(tok_->Encode("a WORD b", false), ElementsAre('a', ' ', 305, ' ', 'b'));
   EXPECT_THAT(tok_->Encode("aWORD", false), ElementsAre('a', 'W', 'O', 'R', 'D'));
   EXPECT_THAT(tok_->Encode("WORDs", false), ElementsAre('W', 'O', 'R', 'D', 's'));
+  // \w includes '_' and combining marks.
+  EXPECT_THAT(tok_->Encode("_WORD", false), ElementsAre('_', 'W', 'O', 'R', 'D'));
+  EXPECT_THAT(tok_->Encode("(WORD)", false), ElementsAre('(', 305, ')'));
 }
 
 TEST_F(ByteLevelTokenizerTest, NormalizedAddedTokenMatchesAfterNormalization) {
   nlohmann::json j = testing::ByteLevelTokenizerJson();
   j["normalizer"] = {{"type", "Lowercase"}};
+  j["added_tokens"].push_back({{"id", 307}, {"content", "<UP>"}, {"special", false},
+                               {"normalized", true}});
   auto tok = Load(j);
-  // "~N~" lowercases to "~n~", which then matches the normalized added token; the
-  // non-normalized "<|EOT|>" does not match "<|eot|>".
+  // "~N~" lowercases to "~n~", which matches the normalized added token.
   EXPECT_THAT(tok->Encode("~N~", false), ElementsAre(306));
   EXPECT_THAT(tok->Encode("HELLO", false), ElementsAre(259));
+  // A normalized token is matched by its normalized content: "<UP>" is looked for as "<up>",
+  // so any casing of it in the input matches.
+  EXPECT_THAT(tok->Encode("a<Up>", false), ElementsAre('a', 307));
+  // Non-normalized tokens match the raw input only: "<|EOT|>" is not <|eot|>.
+  EXPECT_THAT(tok->Encode("<|EOT|>", false), ::testing::Not(::testing::Contains(301)));
 }
 
 TEST_F(ByteLevelTokenizerTest, IgnoreMerges) {
@@ -112,8 +121,9 @@ TEST_F(ByteLevelTokenizerTest, DecodeAndSkipSpecial) {
 }
 
 TEST_F(ByteLevelTokenizerTest, RoundTrip) {
-  for (const std::string text : {"hello world", "  leading and trailing  ", "tabs\tand\nnewlines\n\n",
-                                 "12345 it's <|eot|> WORD \xF0\x9F\x98\x80 \xE4\xB8\xAD\xE6\x96\x87"}) {
+  for (const std::string text :
+       {"hello world", "  leading and trailing  ", "tabs\tand\nnewlines\n\n",
+        "12345 it's <|eot|> WORD \xF0\x9F\x98\x80 \xE4\xB8\xAD\xE6\x96\x87"}) {
     EXPECT_EQ(tok_->Decode(tok_->Encode(text, false)), text);
   }
 }
@@ -145,7 +155,9 @@ TEST_F(ByteLevelTokenizerTest, LegacyMergeStrings) {
 }
 
 TEST(TokenizerErrorsTest, MalformedFilesNameFileAndField) {
-  auto status_of = [](const nlohmann::json& j) { return Tokenizer::FromJson(j.dump(), "m/tokenizer.json").status(); };
+  auto status_of = [](const nlohmann::json& j) {
+    return Tokenizer::FromJson(j.dump(), "m/tokenizer.json").status();
+  };
   auto expect_error = [](const absl::Status& s, const std::string& field) {
     EXPECT_FALSE(s.ok());
     EXPECT_THAT(std::string(s.message()), HasSubstr("m/tokenizer.json"));

@@ -44,13 +44,13 @@ int main(int argc, char** argv) {
             globals.Set(k, tandem::jinja::Value::FromJson(v));
           }
         }
-        globals.Set("raise_exception",
-                    tandem::jinja::Value(tandem::jinja::Function(
-                        [](const tandem::jinja::CallArgs& args)
-                            -> absl::StatusOr<tandem::jinja::Value> {
-                          const auto* m = args.Get(0, "message");
-                          return absl::InvalidArgumentError(m ? m->Str() : "");
-                        })));
+        globals.Set(
+            "raise_exception",
+            tandem::jinja::Value(tandem::jinja::Function(
+                [](const tandem::jinja::CallArgs& args) -> absl::StatusOr<tandem::jinja::Value> {
+                  const auto* m = args.Get(0, "message");
+                  return absl::InvalidArgumentError(m ? m->Str() : "");
+                })));
         auto r = t->Render(globals);
         if (r.ok()) {
           result["output"] = *r;

@@ -1,0 +1,199 @@
+// Jinja features one by one. Expected outputs are Python jinja2's (Hugging Face's chat-template
+// environment); tests/conformance/tokenizer/jinja_differential.py re-checks them against jinja2.
+#include "common/tokenizer/jinja/template.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::jinja {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<std::string> TryRender(const std::string& source,
+                                      const std::string& context_json = "{}") {
+  auto t = Template::Parse(source);
+  if (!t.ok()) return t.status();
+  ValueDict globals;
+  const nlohmann::ordered_json context = nlohmann::ordered_json::parse(context_json);
+  for (const auto& [k, v] : context.items()) {
+    globals.Set(k, Value::FromJson(v));
+  }
+  return t->Render(globals);
+}
+
+std::string Render(const std::string& source, const std::string& context_json = "{}") {
+  auto out = TryRender(source, context_json);
+  EXPECT_TRUE(out.ok()) << out.status() << "\n  template: " << source;
+  return out.ok() ? *out : "<error>";
+}
+
+constexpr char kMessages[] = R"({"messages": [{"role": "system", "content": "  Be nice. "},
+    {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nhmm\n</think>\n\nHello!"}]})";
+
+TEST(TemplateTest, LiteralsAndArithmetic) {
+  EXPECT_EQ(Render("{{ 1 }} {{ 1.5 }} {{ 2.0 }} {{ -3 }} {{ 1e3 }} {{ 10 / 4 }} {{ 10 // 4 }} "
+                   "{{ -7 // 2 }} {{ -7 % 3 }} {{ 2 ** 10 }}"),
+            "1 1.5 2.0 -3 1000.0 2.5 2 -4 2 1024");
+  EXPECT_EQ(Render("{{ true }} {{ none }} {{ undefined_thing }}|"), "True None |");
+  EXPECT_EQ(Render("{{ [1, 'a', none, true] }} {{ {'k': 'v'} }} {{ (1, 2) }}"),
+            "[1, 'a', None, True] {'k': 'v'} (1, 2)");
+  EXPECT_EQ(Render("{{ 'a' + 'b' ~ 1 ~ none }} {{ 'ab' * 3 }} {{ [1] + [2] }}"),
+            "ab1None ababab [1, 2]");
+  EXPECT_EQ(Render("{{ -2 ** 2 }} {{ 2 + 3 * 4 }} {{ 7 - 2 - 1 }} {{ 'a' ~ 1 * 2 }}"), "4 14 4 a2");
+  // `~` binds tighter than `+`: 1 + (2 ~ 3) adds an int and a string.
+  EXPECT_FALSE(TryRender("{{ 1 + 2 ~ 3 }}").ok());
+  EXPECT_EQ(Render("{{ 'it\\'s' }} {{ \"dq\" 'adj' }} {{ '\\u00e9\\x41' }}"),
+            "it's dqadj \xC3\xA9"
+            "A");
+}
+
+TEST(TemplateTest, ComparisonsAndLogic) {
+  EXPECT_EQ(Render("{{ 1 < 2 < 3 }} {{ 1 < 2 > 3 }} {{ [1,2] == [1,2] }} {{ 1 == 1.0 }}"),
+            "True False True True");
+  EXPECT_EQ(
+      Render("{{ 'x' in 'xyz' }} {{ 'q' not in 'xyz' }} {{ 2 in [1,2] }} {{ 'k' in {'k': 1} }}"),
+      "True True True True");
+  EXPECT_EQ(Render("{{ 0 or 'default' }} {{ 'a' and 'b' }} {{ not 0 }} {{ not 'a' == 'b' }}"),
+            "default b True True");
+  EXPECT_EQ(
+      Render("{{ 'y' if 1 > 0 else 'n' }} {{ 'y' if 0 }}| {{ 1 if false else 2 if true else 3 }}"),
+      "y | 2");
+}
+
+TEST(TemplateTest, AttributesItemsSlices) {
+  EXPECT_EQ(
+      Render("{{ messages[0].role }} {{ messages[-1]['role'] }} {{ messages[5] }}|", kMessages),
+      "system assistant |");
+  EXPECT_EQ(
+      Render("{{ messages[::-1] | map(attribute='role') | join(',') }} {{ messages[1:] | length }}",
+             kMessages),
+      "assistant,user,system 2");
+  EXPECT_EQ(
+      Render(
+          "{{ 'abcdef'[1:4] }} {{ 'abcdef'[::-2] }} {{ 'abcdef'[-2:] }} {{ 'h\xC3\xA9llo'[1] }}"),
+      "bcd fdb ef \xC3\xA9");
+  EXPECT_EQ(Render("{{ m.missing }}|{{ m.missing is defined }}", R"({"m": {"a": 1}})"), "|False");
+}
+
+TEST(TemplateTest, StringMethods) {
+  EXPECT_EQ(
+      Render("{{ '  a b  '.strip() }}|{{ 'xxaxx'.strip('x') }}|{{ '\\n\\nq\\n'.lstrip('\\n') }}|"
+             "{{ 'q\\n\\n'.rstrip() }}|"),
+      "a b|a|q\n|q|");
+  EXPECT_EQ(Render("{{ 'a,b,,c'.split(',') }} {{ '  a  b '.split() }} {{ 'a b c'.split(' ', 1) }} "
+                   "{{ 'a/b/c'.rsplit('/', 1) }}"),
+            "['a', 'b', '', 'c'] ['a', 'b'] ['a', 'b c'] ['a/b', 'c']");
+  EXPECT_EQ(Render("{{ 'Hello'.startswith('He') }} {{ 'Hello'.endswith(('x', 'lo')) }} "
+                   "{{ 'hello world'.title() }} {{ 'hELLO'.capitalize() }} {{ 'aaa'.replace('a', "
+                   "'b', 2) }}"),
+            "True True Hello World Hello bba");
+  EXPECT_EQ(Render("{{ 'hello'.find('l') }} {{ 'hello'.count('l') }} {{ ', '.join(['a', 'b']) }} "
+                   "{{ '12'.isdigit() }} {{ 'Hi'.upper() }}"),
+            "2 2 a, b True HI");
+}
+
+TEST(TemplateTest, Filters) {
+  EXPECT_EQ(
+      Render("{{ '  x  ' | trim }}|{{ 'hello world' | title }}|{{ 'hi there' | capitalize }}"),
+      "x|Hello World|Hi there");
+  EXPECT_EQ(Render("{{ [3,1,2] | length }} {{ 'h\xC3\xA9llo' | length }} {{ [3,1,2] | first }} "
+                   "{{ [3,1,2] | last }}"),
+            "3 5 3 2");
+  EXPECT_EQ(Render("{{ x | default('d') }} {{ '' | default('d') }} {{ '' | default('d', true) }}"),
+            "d  d");
+  EXPECT_EQ(Render("{{ {'b': 1, 'a': [1, 2.5, '\xC3\xA9', none, true]} | tojson }}"),
+            "{\"b\": 1, \"a\": [1, 2.5, \"\xC3\xA9\", null, true]}");
+  EXPECT_EQ(Render("{{ {'a': {'c': []}} | tojson(indent=2) }}"),
+            "{\n  \"a\": {\n    \"c\": []\n  }\n}");
+  EXPECT_EQ(
+      Render("{{ 3.7 | int }} {{ '42' | int }} {{ 'x' | int }} {{ 4 | float }} {{ 2.5 | round }}"),
+      "3 42 0 4.0 2.0");
+  EXPECT_EQ(Render("{{ {'b': 2, 'a': 1} | items | list }} {{ {'b': 2, 'a': 1} | dictsort }}"),
+            "[('b', 2), ('a', 1)] [('a', 1), ('b', 2)]");
+  EXPECT_EQ(Render("{{ ['b', 'A', 'c'] | sort }} {{ [1, 2, 1] | unique | list }} {{ [1, 2] | "
+                   "reverse | list }}"),
+            "['A', 'b', 'c'] [1, 2] [2, 1]");
+  EXPECT_EQ(Render("{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='content') "
+                   "| list }}",
+                   kMessages),
+            "['Hi']");
+  EXPECT_EQ(Render("{{ [0, 1, 2] | select | list }} {{ [0, 1, 2] | reject('odd') | list }} "
+                   "{{ ['a', 'b'] | map('upper') | join }} {{ [1, 2, 3] | sum }}"),
+            "[1, 2] [0, 2] AB 6");
+  EXPECT_EQ(Render("{{ 'Tools: ' + ['a', 'b'] | join(', ') + '!' }}"), "Tools: a, b!");
+  EXPECT_EQ(Render("{{ 'a\\nb\\n\\nc' | indent(2) }}"), "a\n  b\n\n  c");
+}
+
+TEST(TemplateTest, Tests) {
+  EXPECT_EQ(Render("{{ x is defined }} {{ y is undefined }} {{ none is none }} {{ 1 is integer }} "
+                   "{{ 1.0 is float }} {{ 'a' is string }} {{ {} is mapping }}",
+                   R"({"x": 1})"),
+            "True True True True True True True");
+  EXPECT_EQ(
+      Render("{{ 3 is odd }} {{ 9 is divisibleby 3 }} {{ 1 is not eq 2 }} {{ 2 is in [1, 2] }} "
+             "{{ x is not none and x is string }}",
+             R"({"x": "s"})"),
+      "True True True True True");
+}
+
+TEST(TemplateTest, ScopingAndNamespaces) {
+  // Assignments inside a loop do not leak out; namespace attributes do.
+  EXPECT_EQ(Render("{% set x = 'outer' %}{% for i in [1] %}{% set x = 'inner' %}{{ x }}{% endfor "
+                   "%} {{ x }}"),
+            "inner outer");
+  EXPECT_EQ(Render("{% set ns = namespace(found=false, n=0) %}{% for i in range(5) %}"
+                   "{% if i == 3 %}{% set ns.found = true %}{% endif %}{% set ns.n = ns.n + i %}"
+                   "{% endfor %}{{ ns.found }} {{ ns.n }}"),
+            "True 10");
+  EXPECT_EQ(Render("{% set a = 1 %}{% set b, c = [2, 3] %}{{ a + b + c }}"), "6");
+  EXPECT_EQ(Render("{% set block %}inner {{ 1 + 1 }}{% endset %}[{{ block }}]"), "[inner 2]");
+}
+
+TEST(TemplateTest, Loops) {
+  EXPECT_EQ(Render("{% for m in messages %}{{ loop.index }}/{{ loop.length }}:{{ loop.first }}"
+                   "{{ loop.last }}{{ loop.revindex0 }};{% endfor %}",
+                   kMessages),
+            "1/3:TrueFalse2;2/3:FalseFalse1;3/3:FalseTrue0;");
+  EXPECT_EQ(Render("{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}"
+                   "{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}"),
+            "0134");
+  EXPECT_EQ(Render("{% for i in [] %}x{% else %}empty{% endfor %} {% for i in range(1, 10, 3) %}{{ "
+                   "i }}{% endfor %}"),
+            "empty 147");
+  EXPECT_EQ(Render("{% for i in range(6) if i is odd %}{{ loop.index0 }}:{{ i }} {% endfor %}"),
+            "0:1 1:3 2:5 ");
+  EXPECT_EQ(Render("{% for k, v in {'b': 2, 'a': 1} | items %}{{ k }}={{ v }};{% endfor %}"),
+            "b=2;a=1;");
+  EXPECT_EQ(Render("{% for c in 'h\xC3\xA9y' %}[{{ c }}]{% endfor %}"), "[h][\xC3\xA9][y]");
+  EXPECT_EQ(Render("{% for i in range(3) %}{{ loop.cycle('a', 'b') }}{% endfor %}"), "aba");
+}
+
+TEST(TemplateTest, Macros) {
+  EXPECT_EQ(Render("{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
+                   "{{ greet('Bob') }} {{ greet('Al', punct='?') }}"),
+            "Hi Bob! Hi Al?");
+}
+
+TEST(TemplateTest, RuntimeErrors) {
+  EXPECT_THAT(std::string(TryRender("line\n{{ x.y.z }}").status().message()),
+              HasSubstr("template line 2: 'x' is undefined"));
+  EXPECT_FALSE(TryRender("{{ 1 + 'a' }}").ok());
+  EXPECT_FALSE(TryRender("{{ undefined_var + 1 }}").ok());
+  EXPECT_FALSE(TryRender("{% for x in 3 %}{% endfor %}").ok());
+  EXPECT_FALSE(TryRender("{{ 'a' | no_such_filter }}").ok());
+  EXPECT_FALSE(TryRender("{{ 1 is no_such_test }}").ok());
+  EXPECT_FALSE(TryRender("{% set ns = 1 %}{% set ns.a = 2 %}").ok());
+  EXPECT_FALSE(TryRender("{{ messages[10].role }}", kMessages).ok());
+}
+
+TEST(TemplateTest, ParseErrors) {
+  for (const char* bad :
+       {"{% if %}{% endif %}", "{% if x %}", "{% endfor %}", "{{ (1, }}",
+        "{% for in x %}{% endfor %}", "{% extends 'base' %}", "{{ f(a=1, 2) }}"}) {
+    EXPECT_FALSE(Template::Parse(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::jinja
