@@ -3,14 +3,14 @@
 #ifndef TANDEM_COMMON_BACKEND_ALIGNED_BUFFER_H_
 #define TANDEM_COMMON_BACKEND_ALIGNED_BUFFER_H_
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <span>
-
-#include <sys/mman.h>
 
 namespace tandem {
 

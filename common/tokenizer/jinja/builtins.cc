@@ -2,6 +2,7 @@
 #include "common/tokenizer/jinja/builtins.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "common/tokenizer/unicode/str_util.h"
@@ -209,6 +210,53 @@ absl::StatusOr<Value> ToNumber(const Value& input, const CallArgs& args, bool in
   return fallback;
 }
 
+// Python's printf-style `format % args` for the `format` filter: %s %r %d %i %f %x %%, with
+// optional width and precision (e.g. %5.2f).
+absl::StatusOr<Value> PercentFormat(const std::string& format, const ValueList& args) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%') {
+      out.push_back(format[i]);
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < format.size() && (std::isdigit(static_cast<unsigned char>(format[j])) ||
+                                 format[j] == '.' || format[j] == '-' || format[j] == '+')) {
+      ++j;
+    }
+    if (j >= format.size()) return Error("incomplete format");
+    const char conv = format[j];
+    const std::string spec = format.substr(i + 1, j - i - 1);
+    i = j;
+    if (conv == '%') {
+      out.push_back('%');
+      continue;
+    }
+    if (next >= args.size()) return Error("not enough arguments for format string");
+    const Value& v = args[next++];
+    char buf[128];
+    if (conv == 's' || conv == 'r') {
+      const std::string s = conv == 's' ? v.Str() : v.Repr();
+      std::snprintf(buf, sizeof(buf), ("%" + spec + "s").c_str(), s.c_str());
+      out += s.size() >= sizeof(buf) - 1 ? s : std::string(buf);
+    } else if (conv == 'd' || conv == 'i' || conv == 'x') {
+      if (!v.is_number() && !v.is_bool()) return Error("%d format: a number is required");
+      std::snprintf(buf, sizeof(buf), ("%" + spec + "ll" + (conv == 'x' ? "x" : "d")).c_str(),
+                    static_cast<long long>(v.as_double()));
+      out += buf;
+    } else if (conv == 'f' || conv == 'e' || conv == 'g') {
+      if (!v.is_number() && !v.is_bool()) return Error("%f format: a number is required");
+      std::snprintf(buf, sizeof(buf), ("%" + spec + conv).c_str(), v.as_double());
+      out += buf;
+    } else {
+      return Error(Cat("unsupported format character '", std::string(1, conv), "'"));
+    }
+  }
+  if (next < args.size()) return Error("not all arguments converted during string formatting");
+  return Value(std::move(out));
+}
+
 }  // namespace
 
 absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, const CallArgs& args) {
@@ -357,6 +405,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, con
     return SelectFilter(input, args, true, name == "selectattr");
   }
   if (name == "map") return MapFilter(input, args);
+  if (name == "format") {
+    if (!input.is_string()) return Error("format needs a format string");
+    return PercentFormat(input.as_string(), args.positional);
+  }
   if (name == "attr") {
     const auto attr = OptStringArg(args, 0, "name");
     if (!attr) return Error("attr needs a name");

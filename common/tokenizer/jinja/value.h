@@ -55,8 +55,16 @@ class Value {
   struct None {};
 
   Value() : v_(Undefined{}) {}
-  static Value MakeUndefined(std::string name) { return Value(Undefined{std::move(name)}); }
-  static Value MakeNone() { return Value(None{}); }
+  static Value MakeUndefined(std::string name) {
+    Value v;
+    v.v_.emplace<Undefined>(Undefined{std::move(name)});
+    return v;
+  }
+  static Value MakeNone() {
+    Value v;
+    v.v_.emplace<None>();
+    return v;
+  }
   Value(bool b) : v_(b) {}                                                     // NOLINT
   Value(int64_t i) : v_(i) {}                                                  // NOLINT
   Value(int i) : v_(static_cast<int64_t>(i)) {}                                // NOLINT
@@ -121,7 +129,6 @@ class Value {
   using Storage =
       std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<ValueList>,
                    std::shared_ptr<ValueDict>, std::shared_ptr<Function>>;
-  explicit Value(Storage v) : v_(std::move(v)) {}
   Storage v_;
   bool tuple_ = false;
 };

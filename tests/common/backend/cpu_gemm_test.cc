@@ -22,7 +22,7 @@ std::vector<float> Random(size_t n, uint32_t seed) {
 // column counts around the 2- and 4-row groups, k with and without a tail.
 TEST(GemmTest, MatchesDoublePrecisionAndIsBatchInvariant) {
   ThreadPool pool(2);
-  for (int k : {8, 13, 64, 100}) {
+  for (int k : {8, 13, 24, 64, 100}) {
     for (int n : {1, 3, 4, 7, 18}) {
       const std::vector<float> w = Random(size_t(n) * k, 1);
       const std::vector<float> bias = Random(n, 2);

@@ -185,6 +185,7 @@ function tensorPlan(arch, hp, st, outtype) {
       add(`${p}self_attn.k_norm.weight`, `${b}attn_k_norm.weight`);
     }
     add(`${p}self_attn.o_proj.weight`, `${b}attn_output.weight`);
+    add(`${p}self_attn.o_proj.bias`, `${b}attn_output.bias`, { required: false });
     add(`${p}post_attention_layernorm.weight`, `${b}ffn_norm.weight`);
     add(`${p}mlp.gate_proj.weight`, `${b}ffn_gate.weight`);
     add(`${p}mlp.up_proj.weight`, `${b}ffn_up.weight`);

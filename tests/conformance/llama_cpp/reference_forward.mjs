@@ -47,8 +47,9 @@ function loadModel(dir) {
       q: w(`${p}self_attn.q_proj.weight`), k: w(`${p}self_attn.k_proj.weight`), v: w(`${p}self_attn.v_proj.weight`),
       qb: w(`${p}self_attn.q_proj.bias`), kb: w(`${p}self_attn.k_proj.bias`), vb: w(`${p}self_attn.v_proj.bias`),
       qNorm: w(`${p}self_attn.q_norm.weight`), kNorm: w(`${p}self_attn.k_norm.weight`),
-      o: w(`${p}self_attn.o_proj.weight`), gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`),
-      down: w(`${p}mlp.down_proj.weight`), kCache: [], vCache: [],
+      o: w(`${p}self_attn.o_proj.weight`), ob: w(`${p}self_attn.o_proj.bias`),
+      gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
+      kCache: [], vCache: [],
     });
   }
   const embed = w("model.embed_tokens.weight");
@@ -120,7 +121,7 @@ function forwardToken(m, token, pos) {
         for (let i = 0; i < d; ++i) attn[hq * d + i] += (e[t] / sum) * vv[kv * d + i];
       });
     }
-    const o = matvec(L.o, attn, hp.hidden);
+    const o = matvec(L.o, attn, hp.hidden, L.ob);
     for (let i = 0; i < hp.hidden; ++i) x[i] += o[i];
     const h2 = Float64Array.from(x);
     rmsNorm(h2, L.postNorm, hp.eps);

