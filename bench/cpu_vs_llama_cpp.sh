@@ -51,7 +51,8 @@ echo "[bench] llama.cpp via node-llama-cpp ($threads threads)" >&2
 node "$root/bench/llama_cpp_bench.mjs" --model "$gguf" --threads "$threads" --prompt-tokens "$prompt_tokens" \
   --decode-steps "$decode_steps" --decode-batch "$decode_batch" --repeats "$repeats" > "$work/llama_cpp.json"
 
-CPU_MODEL="$(lscpu | sed -n 's/^Model name: *//p' | head -1)" CORES="$(nproc)" LOAD="$load_before" \
+load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+CPU_MODEL="$(lscpu | sed -n 's/^Model name: *//p' | head -1)" CORES="$(nproc)" LOAD="$load_before" LOAD_AFTER="$load_after" \
   PRESET="$preset" node - "$work/tandem.json" "$work/llama_cpp.json" "$out" <<'EOF'
 const fs = require("fs");
 const [tandemFile, llamaFile, outFile] = process.argv.slice(2);
@@ -64,10 +65,14 @@ const rows = [
 if (t.decode_batched && l.decode_batched) {
   rows.push([`decode tok/s (batch ${t.decode_batched.batch})`, t.decode_batched.tok_per_s, l.decode_batched.tok_per_s]);
 }
-const machine = { cpu: process.env.CPU_MODEL, cores: Number(process.env.CORES), loadavg_before: process.env.LOAD };
+const machine = {
+  cpu: process.env.CPU_MODEL, cores: Number(process.env.CORES),
+  loadavg_before: process.env.LOAD, loadavg_after: process.env.LOAD_AFTER,
+};
 console.log(`model: ${process.env.PRESET} preset (${(t.parameters / 1e6).toFixed(1)}M parameters, f32), ` +
   `${t.threads} threads, prompt ${t.prefill.tokens} tokens, ${t.decode.steps} decode steps; ` +
-  `machine: ${machine.cpu}, ${machine.cores} cores, load before ${machine.loadavg_before}`);
+  `machine: ${machine.cpu}, ${machine.cores} cores, load average before ${machine.loadavg_before}, ` +
+  `after ${machine.loadavg_after}`);
 const pad = (s, n) => String(s).padEnd(n);
 console.log(`| ${pad("metric", 24)} | ${pad("tandem", 10)} | ${pad("llama.cpp", 10)} | tandem/llama.cpp |`);
 console.log(`|${"-".repeat(26)}|${"-".repeat(12)}|${"-".repeat(12)}|------------------|`);

@@ -33,9 +33,8 @@ class AddedVocabulary {
   AddedVocabulary() = default;
   // `normalize` maps the content of tokens with normalized=true to the form they are matched
   // in (Hugging Face matches them in normalized text by their normalized content).
-  explicit AddedVocabulary(
-      std::vector<AddedToken> tokens,
-      const std::function<std::string(std::string_view)>& normalize = nullptr);
+  explicit AddedVocabulary(std::vector<AddedToken> tokens,
+                           const std::function<std::string(std::string_view)>& normalize = nullptr);
 
   // A piece of text: either an added token (id set) or text for the normal pipeline.
   struct Piece {

@@ -184,8 +184,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> TokenizerLoader::Load(std::string_vie
   for (const AddedToken& t : added) vocab_size = std::max(vocab_size, t.id + 1);
   tok->vocab_size_ = vocab_size;
   const Normalizer& norm = tok->normalizer_;
-  tok->added_ = AddedVocabulary(std::move(added),
-                                [&norm](std::string_view s) { return norm.Apply(s); });
+  tok->added_ =
+      AddedVocabulary(std::move(added), [&norm](std::string_view s) { return norm.Apply(s); });
   ASSIGN_OR_RETURN(const nlohmann::json pre, Small(doc, "pre_tokenizer"));
   ASSIGN_OR_RETURN(tok->pre_tokenizer_, PreTokenizer::FromJson(pre, Cat(path, ": pre_tokenizer")));
   ASSIGN_OR_RETURN(const nlohmann::json post, Small(doc, "post_processor"));

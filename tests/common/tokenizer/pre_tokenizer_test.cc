@@ -47,6 +47,10 @@ TEST(PreTokenizerTest, Llama3PatternWhitespace) {
   // Unicode whitespace counts (NBSP, ideographic space).
   EXPECT_THAT(Split(llama3, "a\u00a0\u00a0b"), ElementsAre("a", "\u00a0", "\u00a0b"));
   EXPECT_THAT(Split(llama3, "\u3000x"), ElementsAre("\u3000x"));
+  // Hugging Face's \s is Unicode White_Space: NEL (U+0085) is whitespace, the BOM is not
+  // (JavaScript's \s, used by transformers.js, has it the other way round).
+  EXPECT_THAT(Split(llama3, "a  \u0085b"), ElementsAre("a", "  ", "\u0085b"));
+  EXPECT_THAT(Split(llama3, "x \ufeffy"), ElementsAre("x", " \ufeff", "y"));
 }
 
 TEST(PreTokenizerTest, Llama3PatternWordsNumbersPunctuation) {

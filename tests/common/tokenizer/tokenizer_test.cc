@@ -87,8 +87,8 @@ TEST_F(ByteLevelTokenizerTest, AddedTokenSingleWord) {
 TEST_F(ByteLevelTokenizerTest, NormalizedAddedTokenMatchesAfterNormalization) {
   nlohmann::json j = testing::ByteLevelTokenizerJson();
   j["normalizer"] = {{"type", "Lowercase"}};
-  j["added_tokens"].push_back({{"id", 307}, {"content", "<UP>"}, {"special", false},
-                               {"normalized", true}});
+  j["added_tokens"].push_back(
+      {{"id", 307}, {"content", "<UP>"}, {"special", false}, {"normalized", true}});
   auto tok = Load(j);
   // "~N~" lowercases to "~n~", which matches the normalized added token.
   EXPECT_THAT(tok->Encode("~N~", false), ElementsAre(306));
