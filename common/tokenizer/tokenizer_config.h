@@ -16,6 +16,9 @@ namespace tandem {
 struct TokenizerConfig {
   // Token strings; AddedToken objects ({"content": ...}) are reduced to their content.
   std::optional<std::string> bos_token, eos_token, pad_token, unk_token;
+  // As written in the config. Note: transformers' LlamaTokenizerFast rebuilds the
+  // tokenizer.json post-processor from these flags; Tokenizer::Encode follows tokenizer.json
+  // only, so a caller that needs that behaviour must add BOS/EOS itself.
   std::optional<bool> add_bos_token, add_eos_token;
   bool clean_up_tokenization_spaces = false;
   std::string tokenizer_class;
