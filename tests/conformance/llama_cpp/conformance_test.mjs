@@ -96,6 +96,14 @@ function parseJsonLines(text, what) {
   return rows;
 }
 
+// tandem's top-1 minus top-2 logit at each step, from its top-2 logprobs (null when absent).
+function tandemMargins(row) {
+  return (row.logprobs ?? []).map((lp) => {
+    const top = lp.top_logprobs ?? [];
+    return top.length >= 2 ? top[0].logprob - top[1].logprob : null;
+  });
+}
+
 function patchConfig(modelDir, patch) {
   const file = path.join(modelDir, "config.json");
   const config = JSON.parse(fs.readFileSync(file, "utf8"));
@@ -115,11 +123,13 @@ function compare(i, ref, got) {
   for (let t = 0; t < n; ++t) {
     if (ref.token_ids[t] === got.token_ids[t]) continue;
     const m = ref.margins[t];
+    const tm = tandemMargins(got)[t];
+    const theirs = tm == null ? "" : `; tandem's margin ${tm.toFixed(4)}`;
     const tie = m < NEAR_TIE
       ? ` — a near-tie (llama.cpp top-1 margin ${m}): make the random model more peaked, do not loosen this check`
       : ` (llama.cpp top-1 margin ${m}: a real divergence)`;
     return `prompt ${i} (length ${ref.prompt_token_ids.length}) step ${t}: llama.cpp ${ref.token_ids[t]}, ` +
-      `tandem ${got.token_ids[t]}${tie}\n  llama.cpp: ${ref.token_ids.join(",")}\n  tandem:    ${got.token_ids.join(",")}`;
+      `tandem ${got.token_ids[t]}${theirs}${tie}\n  llama.cpp: ${ref.token_ids.join(",")}\n  tandem:    ${got.token_ids.join(",")}`;
   }
   if (got.token_ids.length !== ref.token_ids.length) {
     return `prompt ${i}: tandem generated ${got.token_ids.length} tokens, llama.cpp ${ref.token_ids.length}`;
@@ -162,7 +172,7 @@ async function main() {
     "--max-tokens", String(args.maxTokens), "--threads", String(args.threads)], "llama.cpp (greedy.mjs)");
   fs.writeFileSync(path.join(args.workDir, "llama_cpp.jsonl"), refText);
   const gotText = run(generate, ["--model", modelDir, "--max-tokens", String(args.maxTokens), "--temperature", "0",
-    "--ignore-eos", "--prompts-file", promptsFile], "tandem-generate");
+    "--ignore-eos", "--logprobs", "2", "--prompts-file", promptsFile], "tandem-generate");
   fs.writeFileSync(path.join(args.workDir, "tandem.jsonl"), gotText);
   const ref = parseJsonLines(refText, "greedy.mjs");
   const got = parseJsonLines(gotText, "tandem-generate");
@@ -172,8 +182,14 @@ async function main() {
 
   const failures = prompts.map((_, i) => compare(i, ref[i], got[i])).filter(Boolean);
   const margins = ref.flatMap((r) => r.margins).sort((a, b) => a - b);
+  // How closely the two agree numerically: the largest difference of their top-1 margins.
+  let maxDelta = 0;
+  ref.forEach((r, i) => tandemMargins(got[i]).forEach((tm, t) => {
+    if (tm != null && r.token_ids[t] === got[i].token_ids[t]) maxDelta = Math.max(maxDelta, Math.abs(tm - r.margins[t]));
+  }));
   const marginText = `llama.cpp top-1 margins: min ${margins[0]}, p10 ${quantile(margins, 0.1)}, ` +
-    `median ${quantile(margins, 0.5)}, below 0.1: ${margins.filter((m) => m < 0.1).length}/${margins.length}`;
+    `median ${quantile(margins, 0.5)}, below 0.1: ${margins.filter((m) => m < 0.1).length}/${margins.length}; ` +
+    `max |tandem - llama.cpp| margin difference ${maxDelta.toExponential(1)}`;
   if (failures.length) {
     console.error(`FAIL ${args.case}: ${failures.length}/${prompts.length} prompts differ (${marginText})`);
     for (const f of failures) console.error(`  ${f}`);
