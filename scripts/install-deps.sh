@@ -37,8 +37,12 @@ if [ "${TANDEM_SKIP_NPM:-0}" != 1 ]; then
   here="$(cd "$(dirname "$0")/.." && pwd)"
   if [ ! -d "$here/tests/conformance/node_modules/node-llama-cpp" ] ||
      [ ! -d "$here/tests/conformance/node_modules/@lenml/tokenizers" ]; then
-    echo "[install-deps] npm ci in tests/conformance"
-    (cd "$here/tests/conformance" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund)
+    echo "[install-deps] npm install in tests/conformance (versions pinned by package-lock.json)"
+    # Not `npm ci`: npm 11 leaves other platforms' optional packages out of the lock file and
+    # then refuses `npm ci` for them. --omit=optional skips llama.cpp's GPU builds; the CPU one is
+    # a direct dependency. --ignore-scripts: nothing here needs an install script.
+    (cd "$here/tests/conformance" &&
+      npm install --omit=optional --ignore-scripts --no-audit --no-fund --no-save)
   fi
 fi
 echo "[install-deps] done"
