@@ -55,9 +55,9 @@ inline uint16_t F32ToF16(float f) {
   std::memcpy(&bits, &f, sizeof(bits));
   uint32_t sign = (bits >> 16) & 0x8000u;
   uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // subnormal or zero in f16
+  if (abs < 0x38800000u) {                                               // subnormal or zero in f16
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
     int shift = 113 - static_cast<int>(abs >> 23) + 13;  // 126 - exp + 1 ... places

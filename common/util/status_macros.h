@@ -9,9 +9,9 @@
 #define TANDEM_CONCAT_(a, b) TANDEM_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define RETURN_IF_ERROR(expr)                      \
-  do {                                             \
-    ::absl::Status tandem_status_ = (expr);        \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status tandem_status_ = (expr);          \
     if (!tandem_status_.ok()) return tandem_status_; \
   } while (0)
 

@@ -37,8 +37,8 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  uint64_t generation_ = 0;     // bumped for each ParallelFor
-  int pending_ = 0;             // workers still running the current job
+  uint64_t generation_ = 0;  // bumped for each ParallelFor
+  int pending_ = 0;          // workers still running the current job
   bool stop_ = false;
   // Current job, valid while pending_ > 0.
   const absl::FunctionRef<void(int64_t, int64_t)>* job_ = nullptr;

@@ -116,8 +116,7 @@ TEST_P(BatchInvarianceTest, GreedyOutputIsTheSameAloneAndBatched) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, BatchInvarianceTest,
-                         ::testing::Values("llama", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Architectures, BatchInvarianceTest, ::testing::Values("llama", "qwen3"));
 
 }  // namespace
 }  // namespace tandem

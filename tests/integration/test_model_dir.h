@@ -3,12 +3,12 @@
 #ifndef TANDEM_TESTS_INTEGRATION_TEST_MODEL_DIR_H_
 #define TANDEM_TESTS_INTEGRATION_TEST_MODEL_DIR_H_
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
-
-#include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "tools/make_model/make_model.h"

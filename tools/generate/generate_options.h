@@ -18,11 +18,11 @@ struct GenerateOptions {
   bool chat = false;                        // apply the model's chat template
   bool add_special_tokens = true;           // the tokenizer's post-processor (BOS) for text
   SamplingParams sampling;
-  bool include_logprobs = false;            // print per-token logprobs (sampling.logprobs >= 0)
+  bool include_logprobs = false;  // print per-token logprobs (sampling.logprobs >= 0)
   // Engine.
-  int num_threads = 0;          // 0: all cores
+  int num_threads = 0;  // 0: all cores
   int block_size = 16;
-  int num_kv_blocks = 0;        // 0: from kv_cache_mib
+  int num_kv_blocks = 0;  // 0: from kv_cache_mib
   int kv_cache_mib = 256;
   int max_num_batched_tokens = 512;
   int max_num_seqs = 64;

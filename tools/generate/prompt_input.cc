@@ -21,9 +21,10 @@ absl::StatusOr<PromptInput> ParsePromptLine(std::string_view line, const std::st
     return input;
   }
   if (!value.is_array() || value.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": expected a JSON string, a non-empty array of token ids, or an array of "
-               "{\"role\", \"content\"} messages"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     ": expected a JSON string, a non-empty array of token ids, or an array of "
+                     "{\"role\", \"content\"} messages"));
   }
   if (value[0].is_object()) {
     input.kind = PromptInput::Kind::kMessages;
@@ -31,8 +32,8 @@ absl::StatusOr<PromptInput> ParsePromptLine(std::string_view line, const std::st
       const nlohmann::json& m = value[i];
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
           !m.contains("content") || !m["content"].is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": message ", i, " needs string fields \"role\" and \"content\""));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": message ", i, " needs string fields \"role\" and \"content\""));
       }
       input.messages.emplace_back(m["role"].get<std::string>(), m["content"].get<std::string>());
     }

@@ -14,8 +14,8 @@ namespace tandem {
 struct PromptInput {
   enum class Kind { kText, kTokenIds, kMessages };
   Kind kind = Kind::kText;
-  std::string text;                                        // kText
-  std::vector<TokenId> token_ids;                          // kTokenIds
+  std::string text;                                           // kText
+  std::vector<TokenId> token_ids;                             // kTokenIds
   std::vector<std::pair<std::string, std::string>> messages;  // kMessages: (role, content)
 };
 

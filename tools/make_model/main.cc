@@ -1,6 +1,5 @@
 // tandem-make-model: writes a random-weight Hugging Face model directory of a real architecture
 // around a real tokenizer (for tests, demos and benchmarks; no weights can be downloaded here).
-#include <charconv>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -8,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/util/cli_flags.h"
 #include "spdlog/spdlog.h"
 #include "tools/make_model/make_model.h"
 
@@ -43,94 +43,54 @@ Options:
   --help                     this text
 )";
 
-bool ParseInt(std::string_view s, long long lo, long long hi, long long* out) {
-  long long v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-bool ParseUint64(std::string_view s, uint64_t* out) {
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
-  return ec == std::errc() && ptr == s.data() + s.size() && !s.empty();
+// A flag whose value must be an integer in [1, 2^30].
+tandem::FlagSet::ValueParser PositiveInt(std::optional<int>* dst) {
+  return [dst](std::string_view value) -> std::string {
+    int v = 0;
+    if (!tandem::ParseFlagNumber(value, &v) || v < 1 || v > (1 << 30)) {
+      return "expects a positive integer";
+    }
+    *dst = v;
+    return "";
+  };
 }
 
 // Parses argv into options; returns an error message, or "" on success. Sets *help for --help.
 std::string ParseFlags(int argc, char** argv, MakeModelOptions* o, bool* help) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      *help = true;
-      return "";
-    }
-    if (arg.substr(0, 2) != "--")
-      return absl::StrCat("unexpected argument '", std::string(arg), "'");
-    std::string name(arg.substr(2));
-    std::string value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
+  tandem::FlagSet flags;
+  flags.String("out", &o->out_dir);
+  flags.String("arch", &o->arch);
+  flags.String("preset", &o->preset);
+  flags.String("tokenizer", &o->tokenizer_path);
+  flags.String("tokenizer-config", &o->tokenizer_config_path);
+  flags.Custom("hidden", PositiveInt(&o->hidden));
+  flags.Custom("layers", PositiveInt(&o->layers));
+  flags.Custom("heads", PositiveInt(&o->heads));
+  flags.Custom("kv-heads", PositiveInt(&o->kv_heads));
+  flags.Custom("head-dim", PositiveInt(&o->head_dim));
+  flags.Custom("intermediate", PositiveInt(&o->intermediate));
+  flags.Custom("vocab", PositiveInt(&o->vocab));
+  flags.Custom("shards", [o](std::string_view value) -> std::string {
+    std::optional<int> shards;
+    std::string problem = PositiveInt(&shards)(value);
+    if (shards) o->shards = *shards;
+    return problem;
+  });
+  flags.Number("seed", &o->seed);
+  flags.Custom("dtype", [o](std::string_view value) -> std::string {
+    if (value == "f32") {
+      o->dtype = tandem::DType::kF32;
+    } else if (value == "bf16") {
+      o->dtype = tandem::DType::kBF16;
+    } else if (value == "f16") {
+      o->dtype = tandem::DType::kF16;
     } else {
-      if (i + 1 >= argc) return absl::StrCat("--", name, " needs a value");
-      value = argv[++i];
+      return "must be f32, bf16 or f16";
     }
-    auto int_flag = [&](std::optional<int>* dst) -> std::string {
-      long long v;
-      if (!ParseInt(value, 1, 1 << 30, &v)) {
-        return absl::StrCat("--", name, " expects a positive integer, got '", value, "'");
-      }
-      *dst = static_cast<int>(v);
-      return "";
-    };
-    std::string err;
-    if (name == "out") {
-      o->out_dir = value;
-    } else if (name == "arch") {
-      o->arch = value;
-    } else if (name == "preset") {
-      o->preset = value;
-    } else if (name == "tokenizer") {
-      o->tokenizer_path = value;
-    } else if (name == "tokenizer-config") {
-      o->tokenizer_config_path = value;
-    } else if (name == "hidden") {
-      err = int_flag(&o->hidden);
-    } else if (name == "layers") {
-      err = int_flag(&o->layers);
-    } else if (name == "heads") {
-      err = int_flag(&o->heads);
-    } else if (name == "kv-heads") {
-      err = int_flag(&o->kv_heads);
-    } else if (name == "head-dim") {
-      err = int_flag(&o->head_dim);
-    } else if (name == "intermediate") {
-      err = int_flag(&o->intermediate);
-    } else if (name == "vocab") {
-      err = int_flag(&o->vocab);
-    } else if (name == "shards") {
-      std::optional<int> shards;
-      err = int_flag(&shards);
-      if (shards) o->shards = *shards;
-    } else if (name == "seed") {
-      if (!ParseUint64(value, &o->seed)) {
-        err = absl::StrCat("--seed expects a non-negative integer, got '", value, "'");
-      }
-    } else if (name == "dtype") {
-      if (value == "f32") {
-        o->dtype = tandem::DType::kF32;
-      } else if (value == "bf16") {
-        o->dtype = tandem::DType::kBF16;
-      } else if (value == "f16") {
-        o->dtype = tandem::DType::kF16;
-      } else {
-        err = absl::StrCat("--dtype must be f32, bf16 or f16, got '", value, "'");
-      }
-    } else {
-      err = absl::StrCat("unknown flag --", name);
-    }
-    if (!err.empty()) return err;
-  }
+    return "";
+  });
+  std::string error = flags.Parse(argc, argv, help);
+  if (!error.empty() || *help) return error;
   if (o->out_dir.empty()) return "--out DIR is required";
   if (o->arch.empty()) {
     return absl::StrCat("--arch is required (", absl::StrJoin(tandem::kMakeModelArchs, ", "), ")");

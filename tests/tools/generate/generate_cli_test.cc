@@ -26,8 +26,8 @@ struct CommandResult {
 
 CommandResult RunGenerateCli(const std::string& args) {
   std::string err_path = ::testing::TempDir() + "/generate_stderr.txt";
-  std::string cmd = std::string(TANDEM_BINARY_DIR) + "/bin/tandem-generate " + args + " 2>" +
-                    err_path;
+  std::string cmd =
+      std::string(TANDEM_BINARY_DIR) + "/bin/tandem-generate " + args + " 2>" + err_path;
   CommandResult result;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return result;
@@ -162,10 +162,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"NegativeTemperature", "--model {model} --prompt hi --temperature -1",
                      "temperature"},
         BadInputCase{"BadTopP", "--model {model} --prompt hi --top-p 0", "top_p"},
-        BadInputCase{"ZeroMaxTokens", "--model {model} --prompt hi --max-tokens 0",
-                     "max_tokens"},
-        BadInputCase{"MissingModelDir", "--model {tmp}/no-such-model --prompt hi",
-                     "no-such-model"},
+        BadInputCase{"ZeroMaxTokens", "--model {model} --prompt hi --max-tokens 0", "max_tokens"},
+        BadInputCase{"MissingModelDir", "--model {tmp}/no-such-model --prompt hi", "no-such-model"},
         BadInputCase{"MissingPromptsFile", "--model {model} --prompts-file {tmp}/nope.jsonl",
                      "nope.jsonl: cannot open prompts file"},
         BadInputCase{"BadJsonLine", "--model {model} --prompts-file {tmp}/bad_json.jsonl",
