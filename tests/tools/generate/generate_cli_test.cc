@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,78 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"EmptyTextPrompt", "--model {model} --prompt '' --no-special-tokens",
                      "prompt 0"}),
     [](const ::testing::TestParamInfo<BadInputCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// A broken copy of the test model: tandem-generate exits non-zero with the loader's message,
+// which names the file (and the tensor or field).
+class GenerateCliBrokenModelTest : public ::testing::Test {
+ protected:
+  std::string BrokenCopy(const std::string& name) {
+    std::string dir = ::testing::TempDir() + "/broken-" + name;
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(TestModelDir("llama"), dir);
+    return dir;
+  }
+  static void EditConfig(const std::string& dir, const std::function<void(nlohmann::json&)>& f) {
+    std::ifstream in(dir + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    f(config);
+    std::ofstream(dir + "/config.json") << config.dump();
+  }
+  static CommandResult Run(const std::string& dir) {
+    return RunGenerateCli("--model " + dir + " --prompt hi --max-tokens 2");
+  }
+};
+
+TEST_F(GenerateCliBrokenModelTest, UnsupportedArchitecture) {
+  std::string dir = BrokenCopy("arch");
+  EditConfig(dir, [](nlohmann::json& c) { c["architectures"] = {"GPT2LMHeadModel"}; });
+  CommandResult r = Run(dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text, HasSubstr(dir + "/config.json: unsupported architecture"));
+}
+
+TEST_F(GenerateCliBrokenModelTest, UnsupportedRopeType) {
+  std::string dir = BrokenCopy("rope");
+  EditConfig(dir, [](nlohmann::json& c) {
+    c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  });
+  CommandResult r = Run(dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text, HasSubstr("unsupported rope scaling type 'yarn'"));
+}
+
+TEST_F(GenerateCliBrokenModelTest, TruncatedWeights) {
+  std::string dir = BrokenCopy("truncated");
+  std::string weights = dir + "/model.safetensors";
+  std::filesystem::resize_file(weights, std::filesystem::file_size(weights) / 2);
+  CommandResult r = Run(dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text, HasSubstr(weights));
+  EXPECT_THAT(r.stderr_text, HasSubstr("truncated"));
+}
+
+TEST_F(GenerateCliBrokenModelTest, WrongTensorShape) {
+  std::string dir = BrokenCopy("shape");
+  EditConfig(dir, [](nlohmann::json& c) { c["intermediate_size"] = 96; });
+  CommandResult r = Run(dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text, HasSubstr(dir + "/model.safetensors"));
+  EXPECT_THAT(r.stderr_text, HasSubstr("model.layers.0.mlp.gate_proj.weight"));
+}
+
+TEST_F(GenerateCliBrokenModelTest, MissingTokenizer) {
+  std::string dir = BrokenCopy("tokenizer");
+  std::filesystem::remove(dir + "/tokenizer.json");
+  CommandResult r = Run(dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text, HasSubstr(dir + "/tokenizer.json"));
+}
 
 }  // namespace
 }  // namespace tandem
