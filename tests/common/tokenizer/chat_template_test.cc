@@ -3,6 +3,8 @@
 // out by hand from reading the templates.
 #include "common/tokenizer/chat_template.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -19,7 +21,8 @@ std::string TestData() {
 
 // Loads testdata/<model>_tokenizer_config.json.
 TokenizerConfig LoadConfig(const std::string& model) {
-  const std::string dir = ::testing::TempDir() + "/chat_template_" + model;
+  const std::string dir =
+      ::testing::TempDir() + "/chat_template_" + model + "_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(TestData() + "/" + model + "_tokenizer_config.json",
                              dir + "/tokenizer_config.json",

@@ -1,6 +1,7 @@
 // tandem-generate end to end: output format, seeded reproducibility, chat, and every bad-input
 // case exits non-zero with a message naming the problem.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -25,8 +26,21 @@ struct CommandResult {
   std::string stderr_text;
 };
 
+// ctest runs every test in its own process, several at once: each process writes its prompt
+// files and captured stderr into a directory of its own.
+const std::string& ScratchDir() {
+  static const std::string* dir = [] {
+    auto* path = new std::string(::testing::TempDir() + "/tandem_generate_cli_" +
+                                 std::to_string(::getpid()));
+    std::filesystem::remove_all(*path);
+    std::filesystem::create_directories(*path);
+    return path;
+  }();
+  return *dir;
+}
+
 CommandResult RunGenerateCli(const std::string& args) {
-  std::string err_path = ::testing::TempDir() + "/generate_stderr.txt";
+  std::string err_path = ScratchDir() + "/generate_stderr.txt";
   std::string cmd =
       std::string(TANDEM_BINARY_DIR) + "/bin/tandem-generate " + args + " 2>" + err_path;
   CommandResult result;
@@ -43,7 +57,7 @@ CommandResult RunGenerateCli(const std::string& args) {
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/" + name;
+  std::string path = ScratchDir() + "/" + name;
   std::ofstream(path) << text;
   return path;
 }
@@ -135,7 +149,7 @@ TEST_P(GenerateCliBadInputTest, ExitsNonZeroWithMessage) {
     args.replace(pos, 7, model);
   }
   for (size_t pos; (pos = args.find("{tmp}")) != std::string::npos;) {
-    args.replace(pos, 5, ::testing::TempDir());
+    args.replace(pos, 5, ScratchDir());
   }
   WriteFile("bad_json.jsonl", "\"fine\"\n{not json\n");
   WriteFile("bad_id.jsonl", "[1, 2, 999999999]\n");
@@ -192,7 +206,7 @@ namespace {
 class GenerateCliBrokenModelTest : public ::testing::Test {
  protected:
   std::string BrokenCopy(const std::string& name) {
-    std::string dir = ::testing::TempDir() + "/broken-" + name;
+    std::string dir = ScratchDir() + "/broken-" + name;
     std::filesystem::remove_all(dir);
     std::filesystem::copy(TestModelDir("llama"), dir);
     return dir;
