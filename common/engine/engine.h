@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/backend/backend.h"
 #include "common/engine/request.h"
 #include "common/engine/scheduler.h"
@@ -36,6 +37,11 @@ namespace tandem {
 struct EngineOptions {
   SchedulerOptions scheduler;
   bool enable_prefix_caching = true;
+  // Decode node: how long blocks of a reservation that ended without a completion (cancel, lease
+  // expiry) stay out of use after the lease deadline, for writes still on the wire, unless the
+  // writer says earlier that it stopped (AbortImport). Writers never start a write after the
+  // lease deadline.
+  absl::Duration kv_write_grace = absl::Seconds(2);
 };
 
 // A snapshot for metrics and tests; counters are totals since construction.
@@ -51,7 +57,22 @@ struct EngineStats {
   int64_t num_batched_tokens = 0;  // tokens sent to the backend
   int64_t num_generated_tokens = 0;
   int64_t num_finished_requests = 0;  // any reason, aborts included
+  // Prompt tokens not computed yet, over waiting and running sequences.
+  int64_t num_queued_prompt_tokens = 0;
+  // Decode node: reservations waiting for free blocks, and ones holding blocks while their KV
+  // arrives; blocks held back after a failed import (see kv_write_grace).
+  int32_t num_pending_reservations = 0;
+  int32_t num_awaiting_kv = 0;
+  int32_t num_quarantined_blocks = 0;
+  int64_t num_imported_requests = 0;
+  int64_t num_expired_leases = 0;
+  // Prefill node: blocks kept for exports that are not released yet.
+  int32_t num_export_held_blocks = 0;
+  // The prefix cache's content changes whenever this does (see CachedBlockHashes()).
+  uint64_t kv_cache_version = 0;
 };
+
+using ReservedCallback = std::function<void(absl::StatusOr<KvReservation>)>;
 
 class Engine {
  public:
@@ -73,6 +94,34 @@ class Engine {
   // Thread-safe. Asks to end a request: it finishes with kAborted (its blocks are released) at the
   // engine thread's next turn. Unknown or already finished ids are ignored.
   void Cancel(RequestId id);
+
+  // --- Decode node: prompts whose KV another node computes. ---
+  //
+  // Thread-safe. Validates like Submit, then queues a reservation. When blocks are free (FIFO, ahead
+  // of new local admissions) the engine thread allocates the prompt's blocks under a lease of
+  // `lease` and calls `on_reserved` with them (reusing prefix-cache hits, which the writer must not
+  // resend). The request's events go to request.on_event: the first is the imported first token
+  // after CompleteImport; a lease that runs out first ends it with kError/DeadlineExceeded.
+  // Cancel(id) works at every stage. `on_reserved` is called at most once, with an error if the
+  // request ended before blocks were found. request.kv_exporter must be empty.
+  absl::StatusOr<RequestId> Reserve(GenerateRequest request, absl::Duration lease,
+                                    ReservedCallback on_reserved);
+  // Thread-safe. The writer finished request `prefill.request_id`'s prompt KV: it joins the running
+  // batch with its first token (which is delivered as its first event, then checked for stop).
+  // For a request that already ended, the writes are known finished: its held blocks are freed.
+  // Unknown ids are ignored.
+  void CompleteImport(ImportedPrefill prefill);
+  // Thread-safe. The writer of request `id` stopped without completing and will write no more: the
+  // request fails with kError/`reason` (if still waiting for its KV) and its blocks are freed.
+  void AbortImport(RequestId id, absl::Status reason);
+
+  // --- Prefill node. ---
+  //
+  // Thread-safe. The KvExporter of request `id` no longer reads its blocks (see kv_exporter.h).
+  void ReleaseExportedBlocks(RequestId id);
+  // Thread-safe. The names of the blocks in the prefix cache (block_hash.h), sorted, as of the
+  // engine's last step.
+  std::vector<uint64_t> CachedBlockHashes() const;
 
   // Starts the engine thread. At most once; not together with RunUntilIdle().
   void Start();

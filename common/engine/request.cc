@@ -14,6 +14,8 @@ std::string_view FinishReasonName(FinishReason reason) {
       return "abort";
     case FinishReason::kError:
       return "error";
+    case FinishReason::kPrefillDone:
+      return "prefill_done";
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -21,10 +22,13 @@ enum class FinishReason {
   kStop,     // an EOS token (unless ignore_eos) or one of stop_token_ids was generated
   kLength,   // max_tokens reached, or the context (model or KV pool) is full
   kAborted,  // cancelled, or the engine stopped
-  kError,    // the backend failed; GenerationEvent::status says why
+  kError,    // the backend failed, or a KV transfer failed; GenerationEvent::status says why
+  // Prefill node only: the prompt is computed and the first token sampled; the request goes on
+  // at a decode node.
+  kPrefillDone,
 };
 
-// OpenAI / vLLM spelling: "stop", "length", "abort", "error" ("" for kNone).
+// OpenAI / vLLM spelling: "stop", "length", "abort", "error" ("" for kNone); "prefill_done".
 std::string_view FinishReasonName(FinishReason reason);
 
 struct Usage {
@@ -58,10 +62,38 @@ struct GenerationEvent {
 // (hand the event to another thread, e.g. through RequestStream). May call Engine::Submit/Cancel.
 using EventCallback = std::function<void(const GenerationEvent&)>;
 
+class KvExporter;
+
 struct GenerateRequest {
   std::vector<TokenId> prompt;
   SamplingParams params;
   EventCallback on_event;  // may be empty (fire and forget)
+  // Prefill node: when set, the request is prefill-only. The engine computes the prompt, hands its
+  // KV blocks to the exporter as they become final (kv_exporter.h), samples the first token and
+  // ends the request with FinishReason::kPrefillDone (the final event carries the token).
+  std::shared_ptr<KvExporter> kv_exporter;
+};
+
+// Decode node: the blocks Engine::Reserve set aside for a prompt whose KV is computed elsewhere.
+struct KvReservation {
+  RequestId request_id = 0;
+  // The prompt's blocks in order: block_ids[i] holds positions [i * block_size, (i+1) * block_size).
+  std::vector<int32_t> block_ids;
+  // Leading prompt tokens whose KV this node already had (prefix cache): a whole number of blocks
+  // that the writer must not resend.
+  int32_t num_cached_tokens = 0;
+  // The lease: Clock::NowNanos() reading after which the reservation fails.
+  int64_t lease_deadline_nanos = 0;
+};
+
+// Decode node: the writer's completion of a reserved request (from tandem.v1.KvCompletion).
+struct ImportedPrefill {
+  RequestId request_id = 0;
+  TokenId first_token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;
+  // The sampler's random draws for the first token: the decode node continues after them.
+  uint64_t rng_counter = 0;
 };
 
 }  // namespace tandem

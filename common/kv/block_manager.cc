@@ -4,13 +4,12 @@
 #include <cassert>
 #include <cstring>
 
-#include "xxhash.h"
+#include "common/kv/block_hash.h"
 
 namespace tandem {
 namespace {
 
-// Seed of the first block's hash ("tandemkv").
-constexpr uint64_t kRootHash = 0x74616e64656d6b76ULL;
+constexpr uint64_t kRootHash = kRootBlockHash;
 
 }  // namespace
 
@@ -35,7 +34,7 @@ int32_t BlockManager::BlocksForTokens(int64_t num_tokens) const {
 
 uint64_t BlockManager::HashBlock(uint64_t parent_hash,
                                  std::span<const TokenId> block_tokens) const {
-  return XXH3_64bits_withSeed(block_tokens.data(), block_tokens.size_bytes(), parent_hash);
+  return HashBlockTokens(parent_hash, block_tokens);
 }
 
 int32_t BlockManager::FindCached(uint64_t hash, uint64_t parent_hash,
@@ -166,6 +165,7 @@ void BlockManager::CacheComputedBlocks(std::span<const TokenId> tokens, int32_t 
     std::copy(block_tokens.begin(), block_tokens.end(),
               block_tokens_.begin() + static_cast<size_t>(block) * block_size_);
     cached_.emplace(hash, block);
+    ++cache_version_;
   }
 }
 
@@ -205,9 +205,22 @@ int32_t BlockManager::PopFreeFront() {
   BlockInfo& info = blocks_[block];
   if (info.has_hash) {
     cached_.erase(info.hash);
+    ++cache_version_;
     info.has_hash = false;
   }
   return block;
+}
+
+}  // namespace tandem
+
+namespace tandem {
+
+std::vector<uint64_t> BlockManager::CachedHashes() const {
+  std::vector<uint64_t> hashes;
+  hashes.reserve(cached_.size());
+  for (const auto& [hash, block] : cached_) hashes.push_back(hash);
+  std::sort(hashes.begin(), hashes.end());
+  return hashes;
 }
 
 }  // namespace tandem

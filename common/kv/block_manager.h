@@ -89,6 +89,11 @@ class BlockManager {
   // Drops `table`'s references (last block first) and clears it.
   void Free(BlockTable* table);
 
+  // The names (block_hash.h) of every block findable in the prefix cache, sorted, and a counter
+  // that changes whenever that set changes.
+  std::vector<uint64_t> CachedHashes() const;
+  uint64_t cache_version() const { return cache_version_; }
+
  private:
   struct BlockInfo {
     int32_t ref_count = 0;
@@ -122,6 +127,7 @@ class BlockManager {
   std::vector<TokenId> block_tokens_;  // num_blocks_ * block_size_: content of hashed blocks
   int32_t num_free_ = 0;
   absl::flat_hash_map<uint64_t, int32_t> cached_;  // hash -> block
+  uint64_t cache_version_ = 0;
   int64_t queries_ = 0;
   int64_t hits_ = 0;
 };
