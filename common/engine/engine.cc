@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/engine/kv_exporter.h"
 #include "common/sampling/rng.h"
 #include "common/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -85,8 +86,7 @@ absl::Status Engine::ValidateRequest(const GenerateRequest& request) const {
   return request.params.Validate(vocab_size_);
 }
 
-absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request) {
-  RETURN_IF_ERROR(ValidateRequest(request));
+std::unique_ptr<Sequence> Engine::MakeSequence(GenerateRequest& request) {
   const RequestId id = next_id_.fetch_add(1, std::memory_order_relaxed);
   const SamplingParams& params = request.params;
   const uint64_t seed = params.seed.has_value() ? *params.seed : RandomSeed();
@@ -94,10 +94,57 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request) {
   auto seq = std::make_unique<Sequence>(
       id, std::move(request.prompt), params, seed,
       static_cast<int32_t>(std::min<int64_t>(expected_length, max_context_tokens_)));
+  seq->kv_exporter = std::move(request.kv_exporter);
+  return seq;
+}
+
+absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request) {
+  RETURN_IF_ERROR(ValidateRequest(request));
+  std::unique_ptr<Sequence> seq = MakeSequence(request);
+  const RequestId id = seq->id;
   absl::MutexLock lock(&mu_);
   if (stop_requested_) return absl::UnavailableError("engine is stopped");
   inbox_.push_back(Pending{std::move(seq), std::move(request.on_event)});
   return id;
+}
+
+absl::StatusOr<RequestId> Engine::Reserve(GenerateRequest request, absl::Duration lease,
+                                          ReservedCallback on_reserved) {
+  if (request.kv_exporter != nullptr) {
+    return absl::InvalidArgumentError("a reserved request cannot also export its KV");
+  }
+  if (lease <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease must be positive, got ", absl::FormatDuration(lease)));
+  }
+  RETURN_IF_ERROR(ValidateRequest(request));
+  std::unique_ptr<Sequence> seq = MakeSequence(request);
+  const RequestId id = seq->id;
+  absl::MutexLock lock(&mu_);
+  if (stop_requested_) return absl::UnavailableError("engine is stopped");
+  reserve_inbox_.push_back(PendingReservation{std::move(seq), std::move(request.on_event),
+                                              std::move(on_reserved), lease});
+  return id;
+}
+
+void Engine::CompleteImport(ImportedPrefill prefill) {
+  absl::MutexLock lock(&mu_);
+  import_inbox_.push_back(std::move(prefill));
+}
+
+void Engine::AbortImport(RequestId id, absl::Status reason) {
+  absl::MutexLock lock(&mu_);
+  aborted_import_inbox_.push_back(AbortedImport{id, std::move(reason)});
+}
+
+void Engine::ReleaseExportedBlocks(RequestId id) {
+  absl::MutexLock lock(&mu_);
+  release_inbox_.push_back(id);
+}
+
+std::vector<uint64_t> Engine::CachedBlockHashes() const {
+  absl::MutexLock lock(&stats_mu_);
+  return cached_hashes_;
 }
 
 void Engine::Cancel(RequestId id) {
@@ -106,7 +153,8 @@ void Engine::Cancel(RequestId id) {
 }
 
 bool Engine::InboxReady() const {
-  return stop_requested_ || !inbox_.empty() || !cancel_inbox_.empty();
+  return stop_requested_ || !inbox_.empty() || !cancel_inbox_.empty() || !reserve_inbox_.empty() ||
+         !import_inbox_.empty() || !aborted_import_inbox_.empty() || !release_inbox_.empty();
 }
 
 void Engine::Start() {
@@ -127,9 +175,20 @@ void Engine::Stop() {
   if (thread_.joinable()) thread_.join();
   // Nothing runs the loop any more: end whatever is left so that every waiter wakes up.
   DrainInbox();
-  for (RequestId id : scheduler_.UnfinishedIds()) {
-    FinishWithoutToken(id, FinishReason::kAborted, absl::UnavailableError("engine stopped"));
+  const absl::Status stopped = absl::UnavailableError("engine stopped");
+  while (!pending_reservations_.empty()) {
+    PendingReservation pending = std::move(pending_reservations_.front());
+    pending_reservations_.pop_front();
+    EndPendingReservation(pending, FinishReason::kAborted, stopped);
   }
+  while (!awaiting_kv_.empty()) {
+    EndAwaiting(awaiting_kv_.begin()->first, FinishReason::kAborted, stopped,
+                /*writer_stopped=*/true);
+  }
+  for (RequestId id : scheduler_.UnfinishedIds()) {
+    FinishWithoutToken(id, FinishReason::kAborted, stopped);
+  }
+  ReleaseQuarantine(/*release_all=*/true);
   PublishStats();
 }
 
@@ -137,10 +196,19 @@ void Engine::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (!scheduler_.HasUnfinished()) mu_.Await(absl::Condition(this, &Engine::InboxReady));
+      if (!scheduler_.HasUnfinished()) {
+        const absl::Condition ready(this, &Engine::InboxReady);
+        if (HasTimedWork()) {
+          // Leases, quarantine and waiting reservations need a look now and then.
+          mu_.AwaitWithTimeout(ready, absl::Milliseconds(10));
+        } else {
+          mu_.Await(ready);
+        }
+      }
       if (stop_requested_) return;
     }
     DrainInbox();
+    RunHousekeeping();
     if (scheduler_.HasUnfinished()) {
       absl::Status status = Step();
       if (!status.ok()) spdlog::error("engine: step failed: {}", status.ToString());
@@ -158,6 +226,7 @@ absl::Status Engine::RunUntilIdle() {
   absl::Status first_error;
   while (true) {
     DrainInbox();
+    RunHousekeeping();
     if (!scheduler_.HasUnfinished()) break;
     absl::Status status = Step();
     if (!status.ok() && first_error.ok()) first_error = status;
@@ -168,20 +237,251 @@ absl::Status Engine::RunUntilIdle() {
 void Engine::DrainInbox() {
   std::vector<Pending> submitted;
   std::vector<RequestId> cancelled;
+  std::vector<PendingReservation> reservations;
+  std::vector<ImportedPrefill> imports;
+  std::vector<AbortedImport> aborted_imports;
+  std::vector<RequestId> releases;
   {
     absl::MutexLock lock(&mu_);
     submitted.swap(inbox_);
     cancelled.swap(cancel_inbox_);
+    reservations.swap(reserve_inbox_);
+    imports.swap(import_inbox_);
+    aborted_imports.swap(aborted_import_inbox_);
+    releases.swap(release_inbox_);
   }
   for (Pending& pending : submitted) {
     const RequestId id = pending.seq->id;
     if (pending.on_event) callbacks_.emplace(id, std::move(pending.on_event));
     scheduler_.Add(std::move(pending.seq));
   }
+  for (PendingReservation& pending : reservations) {
+    pending_reservations_.push_back(std::move(pending));
+  }
+  for (ImportedPrefill& prefill : imports) ApplyImport(prefill);
+  for (const AbortedImport& aborted : aborted_imports) ApplyAbortedImport(aborted);
+  for (RequestId id : releases) {
+    auto it = export_held_.find(id);
+    if (it == export_held_.end()) continue;
+    block_manager_.Free(&it->second);
+    export_held_.erase(it);
+  }
   for (RequestId id : cancelled) {
+    auto pending = std::find_if(pending_reservations_.begin(), pending_reservations_.end(),
+                                [id](const PendingReservation& p) { return p.seq->id == id; });
+    if (pending != pending_reservations_.end()) {
+      PendingReservation taken = std::move(*pending);
+      pending_reservations_.erase(pending);
+      EndPendingReservation(taken, FinishReason::kAborted,
+                            absl::CancelledError(absl::StrCat("request ", id, " was cancelled")));
+      continue;
+    }
+    if (awaiting_kv_.contains(id)) {
+      EndAwaiting(id, FinishReason::kAborted, absl::OkStatus(), /*writer_stopped=*/false);
+      continue;
+    }
     FinishWithoutToken(id, FinishReason::kAborted, absl::OkStatus());
   }
-  if (!submitted.empty() || !cancelled.empty()) PublishStats();
+  if (!submitted.empty() || !cancelled.empty() || !reservations.empty() || !imports.empty() ||
+      !aborted_imports.empty() || !releases.empty()) {
+    PublishStats();
+  }
+}
+
+void Engine::EndPendingReservation(PendingReservation& pending, FinishReason reason,
+                                   const absl::Status& status) {
+  ++num_finished_requests_;
+  if (pending.on_reserved) pending.on_reserved(status);
+  if (!pending.on_event) return;
+  GenerationEvent event;
+  event.request_id = pending.seq->id;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.usage = pending.seq->usage();
+  event.status =
+      reason == FinishReason::kAborted && absl::IsCancelled(status) ? absl::OkStatus() : status;
+  pending.on_event(event);
+}
+
+bool Engine::HasTimedWork() const {
+  return !pending_reservations_.empty() || !awaiting_kv_.empty() || !quarantine_.empty();
+}
+
+void Engine::RunHousekeeping() {
+  if (!HasTimedWork()) return;
+  ExpireLeases();
+  ReleaseQuarantine(/*release_all=*/false);
+  AdmitReservations();
+  PublishStats();
+}
+
+void Engine::AdmitReservations() {
+  while (!pending_reservations_.empty()) {
+    PendingReservation& head = pending_reservations_.front();
+    Sequence* seq = head.seq.get();
+    std::optional<int32_t> cached = block_manager_.Allocate(seq->tokens, &seq->block_table);
+    if (!cached.has_value()) return;  // FIFO: the head waits for blocks
+    PendingReservation pending = std::move(head);
+    pending_reservations_.pop_front();
+    const int64_t now = clock_->NowNanos();
+    seq->num_computed_tokens = *cached;
+    seq->num_cached_tokens = *cached;
+    seq->status = SequenceStatus::kAwaitingKv;
+    seq->arrival_nanos = now;
+    seq->lease_deadline_nanos = now + absl::ToInt64Nanoseconds(pending.lease);
+    KvReservation reservation;
+    reservation.request_id = seq->id;
+    reservation.block_ids = seq->block_table.blocks;
+    reservation.num_cached_tokens = *cached;
+    reservation.lease_deadline_nanos = seq->lease_deadline_nanos;
+    if (pending.on_event) callbacks_.emplace(seq->id, std::move(pending.on_event));
+    awaiting_kv_.emplace(seq->id, std::move(pending.seq));
+    if (pending.on_reserved) pending.on_reserved(std::move(reservation));
+  }
+}
+
+void Engine::ExpireLeases() {
+  const int64_t now = clock_->NowNanos();
+  std::vector<RequestId> expired;
+  for (const auto& [id, seq] : awaiting_kv_) {
+    if (seq->lease_deadline_nanos <= now) expired.push_back(id);
+  }
+  for (RequestId id : expired) {
+    ++num_expired_leases_;
+    EndAwaiting(id, FinishReason::kError,
+                absl::DeadlineExceededError(absl::StrCat(
+                    "request ", id, ": the prompt's KV did not arrive before the lease ran out")),
+                /*writer_stopped=*/false);
+  }
+}
+
+void Engine::ReleaseQuarantine(bool release_all) {
+  const int64_t now = clock_->NowNanos();
+  for (auto it = quarantine_.begin(); it != quarantine_.end();) {
+    if (release_all || it->second.release_at_nanos <= now) {
+      block_manager_.Free(&it->second.table);
+      it = quarantine_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::EndAwaiting(RequestId id, FinishReason reason, const absl::Status& status,
+                         bool writer_stopped) {
+  auto it = awaiting_kv_.find(id);
+  if (it == awaiting_kv_.end()) return;
+  std::unique_ptr<Sequence> seq = std::move(it->second);
+  awaiting_kv_.erase(it);
+  if (writer_stopped) {
+    block_manager_.Free(&seq->block_table);
+  } else {
+    // A writer may still be putting bytes into these blocks: keep them out of use until it says
+    // it stopped, or until writes that started before the lease deadline have surely landed.
+    const int64_t release_at = std::max(seq->lease_deadline_nanos, clock_->NowNanos()) +
+                               absl::ToInt64Nanoseconds(options_.kv_write_grace);
+    quarantine_.emplace(id, QuarantinedBlocks{std::move(seq->block_table), release_at});
+  }
+  ++num_finished_requests_;
+  seq->status = SequenceStatus::kFinished;
+  seq->finish_reason = reason;
+  GenerationEvent event;
+  event.request_id = id;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.usage = seq->usage();
+  event.status = status;
+  Deliver(event);
+}
+
+void Engine::ApplyImport(ImportedPrefill& prefill) {
+  const RequestId id = prefill.request_id;
+  if (auto q = quarantine_.find(id); q != quarantine_.end()) {
+    // The request ended already; the completion proves its writes are finished.
+    block_manager_.Free(&q->second.table);
+    quarantine_.erase(q);
+    return;
+  }
+  auto it = awaiting_kv_.find(id);
+  if (it == awaiting_kv_.end()) {
+    spdlog::warn("engine: completion for unknown request {} ignored", id);
+    return;
+  }
+  if (prefill.first_token < 0 || prefill.first_token >= vocab_size_) {
+    EndAwaiting(
+        id, FinishReason::kError,
+        absl::DataLossError(absl::StrCat("request ", id, ": the prefill node sent first token ",
+                                         prefill.first_token, ", outside the vocabulary")),
+        /*writer_stopped=*/true);
+    return;
+  }
+  std::unique_ptr<Sequence> seq = std::move(it->second);
+  awaiting_kv_.erase(it);
+  ++num_imported_requests_;
+  const int64_t now = clock_->NowNanos();
+  seq->num_computed_tokens = seq->num_prompt_tokens;
+  block_manager_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
+  seq->rng.set_counter(prefill.rng_counter);
+  seq->tokens.push_back(prefill.first_token);
+  seq->first_token_nanos = now;
+  ++num_generated_tokens_;
+
+  GenerationEvent event;
+  event.request_id = id;
+  event.token = prefill.first_token;
+  if (seq->params.logprobs >= 0) {
+    event.logprob = prefill.logprob;
+    event.top_logprobs = std::move(prefill.top_logprobs);
+  }
+  event.usage = seq->usage();
+  event.finish_reason = CheckStop(*seq);
+  event.finished = event.finish_reason != FinishReason::kNone;
+  if (event.finished) {
+    block_manager_.Free(&seq->block_table);
+    ++num_finished_requests_;
+  } else {
+    scheduler_.AddPrefilled(std::move(seq));
+  }
+  Deliver(event);
+}
+
+void Engine::ApplyAbortedImport(const AbortedImport& aborted) {
+  if (auto q = quarantine_.find(aborted.id); q != quarantine_.end()) {
+    block_manager_.Free(&q->second.table);
+    quarantine_.erase(q);
+    return;
+  }
+  if (!awaiting_kv_.contains(aborted.id)) return;
+  absl::Status status = aborted.reason.ok()
+                            ? absl::AbortedError("the prefill node stopped writing the KV")
+                            : aborted.reason;
+  EndAwaiting(aborted.id, FinishReason::kError, status, /*writer_stopped=*/true);
+}
+
+void Engine::ExportBlocks(Sequence* seq, bool prompt_done) {
+  const int32_t block_size = block_manager_.block_size();
+  const int32_t total = static_cast<int32_t>(seq->block_table.blocks.size());
+  int32_t ready = std::min(seq->num_computed_tokens / block_size, total);
+  if (prompt_done) ready = std::min(block_manager_.BlocksForTokens(seq->num_prompt_tokens), total);
+  if (ready <= seq->num_exported_blocks) return;
+  const int32_t first = seq->num_exported_blocks;
+  seq->num_exported_blocks = ready;
+  seq->kv_exporter->OnBlocksReady(
+      seq->id, first,
+      std::span<const int32_t>(seq->block_table.blocks).subspan(first, ready - first));
+}
+
+void Engine::FinishExport(Sequence* seq, GenerationEvent& event) {
+  ExportBlocks(seq, /*prompt_done=*/true);
+  const uint64_t rng_counter = seq->rng.counter();
+  const RequestId id = seq->id;
+  event.finished = true;
+  event.finish_reason = FinishReason::kPrefillDone;
+  std::unique_ptr<Sequence> done =
+      scheduler_.Finish(id, FinishReason::kPrefillDone, /*keep_blocks=*/true);
+  ++num_finished_requests_;
+  export_held_[id] = std::move(done->block_table);
+  done->kv_exporter->OnPrefillDone(event, rng_counter);
 }
 
 FinishReason Engine::CheckStop(const Sequence& seq) const {
@@ -245,6 +545,11 @@ absl::Status Engine::Step() {
     return status;
   }
   scheduler_.CompleteStep(step_);
+  for (const ScheduledChunk& chunk : step_.chunks) {
+    if (chunk.seq->kv_exporter != nullptr && !chunk.want_logits) {
+      ExportBlocks(chunk.seq, /*prompt_done=*/false);
+    }
+  }
 
   size_t row = 0;
   for (const ScheduledChunk& chunk : step_.chunks) {
@@ -265,6 +570,11 @@ absl::Status Engine::Step() {
       event.top_logprobs = sample_.top_logprobs;
     }
     event.usage = seq->usage();
+    if (seq->kv_exporter != nullptr) {
+      FinishExport(seq, event);  // `seq` is gone
+      Deliver(event);
+      continue;
+    }
     event.finish_reason = CheckStop(*seq);
     event.finished = event.finish_reason != FinishReason::kNone;
     if (event.finished) {
@@ -278,9 +588,18 @@ absl::Status Engine::Step() {
 }
 
 void Engine::FinishWithoutToken(RequestId id, FinishReason reason, const absl::Status& status) {
-  std::unique_ptr<Sequence> seq = scheduler_.Finish(id, reason);
-  if (seq == nullptr) return;  // already finished, or never existed
+  Sequence* live = scheduler_.Find(id);
+  if (live == nullptr) return;  // already finished, or never existed
+  const bool exporting = live->kv_exporter != nullptr;
+  std::unique_ptr<Sequence> seq = scheduler_.Finish(id, reason, /*keep_blocks=*/exporting);
   ++num_finished_requests_;
+  if (exporting) {
+    // Writes of blocks already handed out may be in flight: the exporter releases them.
+    if (!seq->block_table.empty()) export_held_[id] = std::move(seq->block_table);
+    seq->kv_exporter->OnAborted(
+        id, status.ok() ? absl::CancelledError(absl::StrCat("request ", id, " was cancelled"))
+                        : status);
+  }
   GenerationEvent event;
   event.request_id = id;
   event.finished = true;
@@ -315,6 +634,23 @@ void Engine::PublishStats() {
   stats_.num_batched_tokens = num_batched_tokens_;
   stats_.num_generated_tokens = num_generated_tokens_;
   stats_.num_finished_requests = num_finished_requests_;
+  stats_.num_queued_prompt_tokens = scheduler_.NumQueuedPromptTokens();
+  stats_.num_pending_reservations = static_cast<int32_t>(pending_reservations_.size());
+  stats_.num_awaiting_kv = static_cast<int32_t>(awaiting_kv_.size());
+  int32_t quarantined = 0;
+  for (const auto& [id, q] : quarantine_)
+    quarantined += static_cast<int32_t>(q.table.blocks.size());
+  stats_.num_quarantined_blocks = quarantined;
+  stats_.num_imported_requests = num_imported_requests_;
+  stats_.num_expired_leases = num_expired_leases_;
+  int32_t held = 0;
+  for (const auto& [id, table] : export_held_) held += static_cast<int32_t>(table.blocks.size());
+  stats_.num_export_held_blocks = held;
+  stats_.kv_cache_version = block_manager_.cache_version();
+  if (published_cache_version_ != block_manager_.cache_version()) {
+    published_cache_version_ = block_manager_.cache_version();
+    cached_hashes_ = block_manager_.CachedHashes();
+  }
 }
 
 EngineStats Engine::Stats() const {

@@ -14,6 +14,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -97,8 +100,8 @@ class Engine {
 
   // --- Decode node: prompts whose KV another node computes. ---
   //
-  // Thread-safe. Validates like Submit, then queues a reservation. When blocks are free (FIFO, ahead
-  // of new local admissions) the engine thread allocates the prompt's blocks under a lease of
+  // Thread-safe. Validates like Submit, then queues a reservation. When blocks are free (FIFO,
+  // ahead of new local admissions) the engine thread allocates the prompt's blocks under a lease of
   // `lease` and calls `on_reserved` with them (reusing prefix-cache hits, which the writer must not
   // resend). The request's events go to request.on_event: the first is the imported first token
   // after CompleteImport; a lease that runs out first ends it with kError/DeadlineExceeded.
@@ -146,12 +149,47 @@ class Engine {
     std::unique_ptr<Sequence> seq;
     EventCallback on_event;
   };
+  struct PendingReservation {
+    std::unique_ptr<Sequence> seq;
+    EventCallback on_event;
+    ReservedCallback on_reserved;
+    absl::Duration lease;
+  };
+  struct AbortedImport {
+    RequestId id;
+    absl::Status reason;
+  };
+  // Blocks of a reservation that ended without a completion: writes may still land in them.
+  struct QuarantinedBlocks {
+    BlockTable table;
+    int64_t release_at_nanos;
+  };
 
   Engine(Backend* backend, const EngineOptions& options, Clock* clock);
 
   absl::Status ValidateRequest(const GenerateRequest& request) const;
+  std::unique_ptr<Sequence> MakeSequence(GenerateRequest& request);
   bool InboxReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
+  // Engine-thread work that needs no backend step: reservations, leases, quarantine.
+  bool HasTimedWork() const;
+  void RunHousekeeping();
+  void AdmitReservations();
+  // Ends a reservation that never got blocks: on_reserved gets `status`, then a final event.
+  void EndPendingReservation(PendingReservation& pending, FinishReason reason,
+                             const absl::Status& status);
+  void ExpireLeases();
+  void ReleaseQuarantine(bool release_all);
+  void ApplyImport(ImportedPrefill& prefill);
+  void ApplyAbortedImport(const AbortedImport& aborted);
+  // Ends an awaiting-KV request: final event, and its blocks to quarantine (or freed at once when
+  // the writer is known to have stopped).
+  void EndAwaiting(RequestId id, FinishReason reason, const absl::Status& status,
+                   bool writer_stopped);
+  // Prefill node: hands newly final blocks of an exporting sequence to its exporter.
+  void ExportBlocks(Sequence* seq, bool prompt_done);
+  // Ends a prefill-only sequence whose first token was just sampled.
+  void FinishExport(Sequence* seq, GenerationEvent& event);
 
   // Engine-thread work.
   void DrainInbox();
@@ -172,18 +210,32 @@ class Engine {
   mutable absl::Mutex mu_;
   std::vector<Pending> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> cancel_inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingReservation> reserve_inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<ImportedPrefill> import_inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<AbortedImport> aborted_import_inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> release_inbox_ ABSL_GUARDED_BY(mu_);
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool thread_started_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 
   mutable absl::Mutex stats_mu_;
   EngineStats stats_ ABSL_GUARDED_BY(stats_mu_);
+  std::vector<uint64_t> cached_hashes_ ABSL_GUARDED_BY(stats_mu_);
 
   // Owned by whichever thread runs the loop (the engine thread, or RunUntilIdle's caller).
   BlockManager block_manager_;
   Scheduler scheduler_;
   Sampler sampler_;
   absl::flat_hash_map<RequestId, EventCallback> callbacks_;
+  std::deque<PendingReservation> pending_reservations_;
+  // Decode node: requests holding reserved blocks while their KV arrives, in reservation order.
+  std::map<RequestId, std::unique_ptr<Sequence>> awaiting_kv_;
+  std::map<RequestId, QuarantinedBlocks> quarantine_;
+  // Prefill node: blocks of finished exporting requests, until their exporter releases them.
+  absl::flat_hash_map<RequestId, BlockTable> export_held_;
+  uint64_t published_cache_version_ = ~uint64_t{0};
+  int64_t num_imported_requests_ = 0;
+  int64_t num_expired_leases_ = 0;
   SchedulerOutput step_;
   std::vector<ForwardItem> items_;
   std::vector<float> logits_;

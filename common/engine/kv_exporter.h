@@ -25,7 +25,8 @@ class KvExporter {
   // blocks.size()) hold final KV (full blocks while prefilling; with the last call before
   // OnPrefillDone, the prompt's last, possibly partly filled, block). Each index is passed once,
   // in increasing order.
-  virtual void OnBlocksReady(RequestId id, int32_t first_index, std::span<const int32_t> blocks) = 0;
+  virtual void OnBlocksReady(RequestId id, int32_t first_index,
+                             std::span<const int32_t> blocks) = 0;
   // Engine thread. The prompt is computed and its first token sampled (`first_token.token`,
   // logprobs if asked); `rng_counter` is the request's random draws so far, for the decode node to
   // continue from.

@@ -77,7 +77,8 @@ struct GenerateRequest {
 // Decode node: the blocks Engine::Reserve set aside for a prompt whose KV is computed elsewhere.
 struct KvReservation {
   RequestId request_id = 0;
-  // The prompt's blocks in order: block_ids[i] holds positions [i * block_size, (i+1) * block_size).
+  // The prompt's blocks in order: block_ids[i] holds positions [i * block_size, (i+1) *
+  // block_size).
   std::vector<int32_t> block_ids;
   // Leading prompt tokens whose KV this node already had (prefix cache): a whole number of blocks
   // that the writer must not resend.

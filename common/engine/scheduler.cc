@@ -43,6 +43,29 @@ void Scheduler::Add(std::unique_ptr<Sequence> seq) {
   waiting_.push_back(raw);
 }
 
+void Scheduler::AddPrefilled(std::unique_ptr<Sequence> seq) {
+  Sequence* raw = seq.get();
+  assert(raw->num_computed_tokens == raw->num_tokens() - 1);
+  raw->status = SequenceStatus::kPrefilled;
+  if (raw->arrival_nanos < 0) raw->arrival_nanos = clock_->NowNanos();
+  auto [it, inserted] = sequences_.emplace(raw->id, std::move(seq));
+  assert(inserted);
+  (void)it;
+  (void)inserted;
+  prefilled_.push_back(raw);
+}
+
+int64_t Scheduler::NumQueuedPromptTokens() const {
+  int64_t total = 0;
+  for (const Sequence* seq : waiting_) {
+    total += std::max(seq->num_prompt_tokens - seq->num_computed_tokens, 0);
+  }
+  for (const Sequence* seq : running_) {
+    total += std::max(seq->num_prompt_tokens - seq->num_computed_tokens, 0);
+  }
+  return total;
+}
+
 Sequence* Scheduler::Find(RequestId id) {
   auto it = sequences_.find(id);
   return it == sequences_.end() ? nullptr : it->second.get();
@@ -52,11 +75,14 @@ std::vector<RequestId> Scheduler::UnfinishedIds() const {
   std::vector<RequestId> ids;
   ids.reserve(sequences_.size());
   for (const Sequence* seq : running_) ids.push_back(seq->id);
+  for (const Sequence* seq : prefilled_) ids.push_back(seq->id);
   for (const Sequence* seq : waiting_) ids.push_back(seq->id);
   return ids;
 }
 
 void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
+  // Only decodes trigger preemption, and an exporting (prefill-only) sequence never decodes.
+  assert(seq->kv_exporter == nullptr);
   block_manager_->Free(&seq->block_table);
   seq->num_computed_tokens = 0;
   seq->status = SequenceStatus::kPreempted;
@@ -126,8 +152,22 @@ void Scheduler::Schedule(SchedulerOutput* out) {
     budget -= n;
   }
 
-  // 3. Admissions, first come first served (preempted sequences sit at the front).
+  // 3. Prefilled sequences: their prompt blocks are held; they need a seat and one slot.
   if (!out->preempted.empty()) return;
+  while (!prefilled_.empty() && budget >= 1 &&
+         static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
+    Sequence* seq = prefilled_.front();
+    const int32_t missing = seq->num_computed_tokens + 1 - seq->block_table.num_tokens;
+    if (missing > 0 && !block_manager_->Append(&seq->block_table, missing)) break;
+    prefilled_.pop_front();
+    if (seq->first_scheduled_nanos < 0) seq->first_scheduled_nanos = clock_->NowNanos();
+    seq->status = SequenceStatus::kRunning;
+    running_.push_back(seq);
+    AddChunk(seq, 1, out);  // counted with the prefill chunks: it comes after them
+    --budget;
+  }
+
+  // 4. Admissions, first come first served (preempted sequences sit at the front).
   while (!waiting_.empty() && budget >= 1 &&
          static_cast<int32_t>(running_.size()) < options_.max_num_seqs) {
     Sequence* seq = waiting_.front();
@@ -154,17 +194,19 @@ void Scheduler::CompleteStep(const SchedulerOutput& out) {
   }
 }
 
-std::unique_ptr<Sequence> Scheduler::Finish(RequestId id, FinishReason reason) {
+std::unique_ptr<Sequence> Scheduler::Finish(RequestId id, FinishReason reason, bool keep_blocks) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return nullptr;
   std::unique_ptr<Sequence> seq = std::move(it->second);
   sequences_.erase(it);
   if (seq->status == SequenceStatus::kRunning) {
     running_.erase(std::find(running_.begin(), running_.end(), seq.get()));
+  } else if (seq->status == SequenceStatus::kPrefilled) {
+    prefilled_.erase(std::find(prefilled_.begin(), prefilled_.end(), seq.get()));
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq.get()));
   }
-  block_manager_->Free(&seq->block_table);
+  if (!keep_blocks) block_manager_->Free(&seq->block_table);
   seq->status = SequenceStatus::kFinished;
   seq->finish_reason = reason;
   return seq;

@@ -8,7 +8,9 @@
 //     queue, keeping its generated tokens) until the slot fits, or the sequence preempts itself;
 //  2. running sequences still prefilling (chunked prefill: a prompt larger than the leftover budget
 //     is split across steps);
-//  3. waiting sequences, first come first served, while the budget, the sequence cap and the pool
+//  3. prefilled sequences (decode node: prompt KV imported from a prefill node), in arrival order,
+//     while the sequence cap allows and their first decode slot fits without preempting;
+//  4. waiting sequences, first come first served, while the budget, the sequence cap and the pool
 //     allow (none when this step preempted anything). Admission allocates blocks for the whole
 //     sequence (prompt, plus output so far after a preemption), reusing prefix-cache hits, and
 //     computes from the first uncached token.
@@ -66,6 +68,10 @@ class Scheduler {
   // Queues a new sequence (status kWaiting, no blocks) at the back of the waiting queue. Its id
   // must be unused.
   void Add(std::unique_ptr<Sequence> seq);
+  // Queues a sequence whose prompt KV was written by another node: it holds blocks for its prompt,
+  // num_computed_tokens == num_prompt_tokens, and its first output token is appended. It decodes
+  // once admitted (step 3 above). Its id must be unused.
+  void AddPrefilled(std::unique_ptr<Sequence> seq);
 
   // Builds the next step into `out` (cleared first). Pointers in it stay valid until the next
   // Schedule() or Finish() of that sequence.
@@ -78,11 +84,15 @@ class Scheduler {
   // Ends a sequence wherever it is (waiting, preempted or running): frees its blocks, sets its
   // status and reason, and hands it back. nullptr if `id` is unknown (e.g. already finished).
   // Must not be called between Schedule() and CompleteStep() for a sequence in that step.
-  std::unique_ptr<Sequence> Finish(RequestId id, FinishReason reason);
+  // With `keep_blocks` the blocks stay allocated in the returned sequence's block_table (the
+  // caller frees them later: a prefill node's export still reading them).
+  std::unique_ptr<Sequence> Finish(RequestId id, FinishReason reason, bool keep_blocks = false);
 
   Sequence* Find(RequestId id);
   bool HasUnfinished() const { return !sequences_.empty(); }
-  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size() + prefilled_.size()); }
+  // Prompt tokens whose KV is still to be computed, over waiting and running sequences.
+  int64_t NumQueuedPromptTokens() const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   // Ids of all unfinished sequences: running (admission order), then waiting (queue order).
@@ -102,6 +112,7 @@ class Scheduler {
   absl::flat_hash_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::deque<Sequence*> waiting_;   // includes preempted sequences, at the front
   std::vector<Sequence*> running_;  // admission order
+  std::deque<Sequence*> prefilled_;
   int64_t num_preemptions_ = 0;
 };
 

@@ -13,6 +13,10 @@ std::string_view SequenceStatusName(SequenceStatus status) {
       return "running";
     case SequenceStatus::kPreempted:
       return "preempted";
+    case SequenceStatus::kAwaitingKv:
+      return "awaiting_kv";
+    case SequenceStatus::kPrefilled:
+      return "prefilled";
     case SequenceStatus::kFinished:
       return "finished";
   }

@@ -3,10 +3,12 @@
 #define TANDEM_COMMON_ENGINE_SEQUENCE_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
 
+#include "common/engine/kv_exporter.h"
 #include "common/engine/request.h"
 #include "common/kv/block_manager.h"
 #include "common/sampling/rng.h"
@@ -16,9 +18,11 @@
 namespace tandem {
 
 enum class SequenceStatus {
-  kWaiting,    // queued, never admitted
-  kRunning,    // admitted: holds KV blocks, prefilling or decoding
-  kPreempted,  // was running, lost its blocks, queued again to recompute prompt + output so far
+  kWaiting,     // queued, never admitted
+  kRunning,     // admitted: holds KV blocks, prefilling or decoding
+  kPreempted,   // was running, lost its blocks, queued again to recompute prompt + output so far
+  kAwaitingKv,  // decode node: holds reserved blocks while another node writes the prompt's KV
+  kPrefilled,   // decode node: prompt KV imported, first token known; waits for a seat to decode
   kFinished,
 };
 
@@ -44,6 +48,13 @@ struct Sequence {
   // Prompt tokens found in the prefix cache at first admission; -1 before admission.
   int32_t num_cached_tokens = -1;
   int32_t num_preemptions = 0;
+
+  // Prefill node: where the KV goes (prefill-only request), and how many leading blocks of
+  // block_table were handed to it.
+  std::shared_ptr<KvExporter> kv_exporter;
+  int32_t num_exported_blocks = 0;
+  // Decode node, kAwaitingKv: Clock::NowNanos() reading when the lease runs out.
+  int64_t lease_deadline_nanos = -1;
 
   // Clock readings (Clock::NowNanos); -1 until they happen.
   int64_t arrival_nanos = -1;

@@ -22,6 +22,8 @@ class SamplingRng {
   uint64_t seed() const { return seed_; }
   // Draws taken so far.
   uint64_t counter() const { return counter_; }
+  // Continues a stream another process started (a decode node after the prefill node's draws).
+  void set_counter(uint64_t counter) { counter_ = counter; }
 
  private:
   uint64_t seed_;

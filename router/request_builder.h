@@ -1,0 +1,49 @@
+// Turns a public GenerateRequest into what the router sends to nodes: validated prompt token ids
+// (text tokenized, chat rendered with the model's template), sampling parameters with tandem's
+// defaults filled in, stop strings and output options. Every problem with the input is an
+// InvalidArgument naming the field.
+#ifndef TANDEM_ROUTER_REQUEST_BUILDER_H_
+#define TANDEM_ROUTER_REQUEST_BUILDER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/sampling/sampling_params.h"
+#include "common/types/dtype.h"
+#include "router/served_model.h"
+#include "tandem/v1/generate.pb.h"
+#include "tandem/v1/sampling.pb.h"
+
+namespace tandem {
+
+struct RouterRequest {
+  std::string request_id;  // the client's, or one the router made
+  std::vector<TokenId> prompt;
+  SamplingParams sampling;  // validated
+  // What the nodes get: `sampling` with every default written out and a seed chosen when the
+  // client gave none, so the prefill node (first token) and the decode node (the rest) draw from
+  // one random stream, and a retry is the same request.
+  v1::SamplingParams node_sampling;
+  std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+};
+
+// The proto's `optional` fields unset → SamplingParams' defaults (temperature 1, top_p 1,
+// repetition_penalty 1, max_tokens 16, no logprobs, no seed). Not validated.
+SamplingParams SamplingFromProto(const v1::SamplingParams& proto);
+// Every field written, optionals included (seed and logprobs only when set).
+v1::SamplingParams SamplingToProto(const SamplingParams& params);
+
+// Validates and tokenizes. max_tokens unset is clamped to the context left after the prompt;
+// set, prompt + max_tokens must fit the model's context (vLLM's rule).
+absl::StatusOr<RouterRequest> BuildRequest(const v1::GenerateRequest& request,
+                                           const ServedModel& model);
+
+// "req-" and 16 random hex digits.
+std::string MakeRequestId();
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_REQUEST_BUILDER_H_

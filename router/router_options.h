@@ -1,0 +1,50 @@
+// What tandem-router is asked to do; filled from flags in main.cc, and by tests directly.
+#ifndef TANDEM_ROUTER_ROUTER_OPTIONS_H_
+#define TANDEM_ROUTER_ROUTER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "router/placement.h"
+
+namespace tandem {
+
+// Where a role's nodes come from: a static list of HOST:PORT addresses, or a DNS name (a
+// Kubernetes headless service) re-resolved every NodePoolOptions::dns_refresh_ms.
+struct NodeSource {
+  std::vector<std::string> addresses;  // static HOST:PORT list
+  std::string dns_name;                // NAME:PORT, resolved to one node per address
+};
+
+struct NodePoolOptions {
+  NodeSource prefill;
+  NodeSource decode;
+  int64_t dns_refresh_ms = 5000;
+  // Health service Check + GetLoad every this often; each has this long to answer.
+  int64_t health_interval_ms = 500;
+  // Follow the prefill nodes' WatchKvEvents streams (prefix-aware placement needs them).
+  bool watch_kv_events = false;
+};
+
+struct RouterOptions {
+  std::string model_dir;
+  std::string served_model_name;  // "": basename of model_dir
+  std::string listen = "127.0.0.1:0";
+  std::string ready_file;  // "": none
+  NodePoolOptions pool;
+  PlacementOptions placement;
+  int max_retries = 2;
+  int64_t lease_ms = 30000;
+  // Whole request, unless the client's deadline is sooner.
+  int64_t request_timeout_ms = 600000;
+  // One attempt from its start until its first token; past it the attempt is abandoned (and
+  // retried while retries are left).
+  int64_t first_token_timeout_ms = 60000;
+  // On SIGTERM: how long in-flight streams get to finish before they are cancelled.
+  int64_t drain_timeout_ms = 30000;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_ROUTER_OPTIONS_H_

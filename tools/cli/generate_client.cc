@@ -1,0 +1,62 @@
+#include "tools/cli/generate_client.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace tandem {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+GenerateClient::GenerateClient(const std::string& address)
+    : address_(address),
+      channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      stub_(v1::Generation::NewStub(channel_)) {}
+
+absl::Status GenerateClient::WaitForConnected(absl::Duration timeout) {
+  auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
+  if (channel_->WaitForConnected(deadline)) return absl::OkStatus();
+  return absl::DeadlineExceededError(
+      absl::StrCat("cannot connect to ", address_, " within ", absl::FormatDuration(timeout)));
+}
+
+absl::Status GenerateClient::Generate(const v1::GenerateRequest& request,
+                                      const ResponseCallback& on_response,
+                                      absl::Duration timeout) {
+  grpc::ClientContext context;
+  if (timeout != absl::InfiniteDuration()) {
+    context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) return absl::CancelledError("cancelled");
+    active_ = &context;
+  }
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub_->Generate(&context, request);
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) on_response(response);
+  grpc::Status status = reader->Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    active_ = nullptr;
+  }
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    return absl::UnavailableError(
+        absl::StrCat(address_, " is unavailable: ", status.error_message()));
+  }
+  return FromGrpcStatus(status);
+}
+
+void GenerateClient::Cancel() {
+  absl::MutexLock lock(&mu_);
+  cancelled_ = true;
+  if (active_ != nullptr) active_->TryCancel();
+}
+
+}  // namespace tandem
