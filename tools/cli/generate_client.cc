@@ -1,5 +1,6 @@
 #include "tools/cli/generate_client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -19,15 +20,26 @@ GenerateClient::GenerateClient(const std::string& address)
       stub_(v1::Generation::NewStub(channel_)) {}
 
 absl::Status GenerateClient::WaitForConnected(absl::Duration timeout) {
-  auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
-  if (channel_->WaitForConnected(deadline)) return absl::OkStatus();
+  absl::Time deadline = absl::Now() + timeout;
+  // Short waits, so Cancel() from another thread is seen promptly.
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return absl::CancelledError("cancelled");
+    }
+    absl::Duration step = std::min(deadline - absl::Now(), absl::Milliseconds(100));
+    if (step <= absl::ZeroDuration()) break;
+    if (channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                   absl::ToChronoMilliseconds(step))) {
+      return absl::OkStatus();
+    }
+  }
   return absl::DeadlineExceededError(
       absl::StrCat("cannot connect to ", address_, " within ", absl::FormatDuration(timeout)));
 }
 
 absl::Status GenerateClient::Generate(const v1::GenerateRequest& request,
-                                      const ResponseCallback& on_response,
-                                      absl::Duration timeout) {
+                                      const ResponseCallback& on_response, absl::Duration timeout) {
   grpc::ClientContext context;
   if (timeout != absl::InfiniteDuration()) {
     context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));

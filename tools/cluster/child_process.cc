@@ -71,8 +71,8 @@ void MoveFd(int fd, int target) {
 }
 
 // Runs in the child between fork and exec. Async-signal-safe calls only.
-[[noreturn]] void ExecChild(const ChildSpec& spec, const ExecPlan& plan, pid_t parent,
-                            int stdin_fd, int stdout_fd, int stderr_fd, int error_fd) {
+[[noreturn]] void ExecChild(const ChildSpec& spec, const ExecPlan& plan, pid_t parent, int stdin_fd,
+                            int stdout_fd, int stderr_fd, int error_fd) {
   if (spec.own_process_group) ::setpgid(0, 0);
   if (spec.die_with_parent) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -244,8 +244,7 @@ bool ChildProcess::WaitFor(absl::Duration timeout) {
   while (Running()) {
     absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return false;
-    std::this_thread::sleep_for(
-        absl::ToChronoMilliseconds(std::min(left, absl::Milliseconds(10))));
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(std::min(left, absl::Milliseconds(10))));
   }
   return true;
 }

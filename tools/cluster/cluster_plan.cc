@@ -158,7 +158,7 @@ ProcessPlan PlanRouter(const ClusterOptions& options, const ClusterDirs& dirs,
                        const std::vector<std::string>& decode_addresses) {
   ProcessPlan plan = PlanProcess(ClusterRole::kRouter, "router", dirs);
   std::vector<std::string>& args = plan.spec.args;
-  args = {"--model", options.model_dir, "--listen", options.router_listen,
+  args = {"--model",      options.model_dir, "--listen", options.router_listen,
           "--ready-file", plan.ready_file};
   if (!prefill_addresses.empty()) {
     args.push_back("--prefill");

@@ -1,5 +1,7 @@
 #include "tools/cluster/ready_file.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,7 +17,8 @@
 namespace tandem {
 
 absl::StatusOr<ReadyInfo> ParseReadyFile(const std::string& text) {
-  nlohmann::ordered_json json = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::ordered_json json =
+      nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError("ready file is not a JSON object");
   }
@@ -32,8 +35,8 @@ absl::StatusOr<ReadyInfo> ParseReadyFile(const std::string& text) {
   info.pid = pid->get<int64_t>();
   for (auto it = json.begin(); it != json.end(); ++it) {
     if (it.key() == "grpc" || it.key() == "pid") continue;
-    info.extra.emplace_back(it.key(),
-                            it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+    info.extra.emplace_back(
+        it.key(), it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
   }
   return info;
 }
@@ -44,7 +47,8 @@ absl::StatusOr<ReadyInfo> ReadReadyFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   absl::StatusOr<ReadyInfo> info = ParseReadyFile(text.str());
-  if (!info.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", info.status().message()));
+  if (!info.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", info.status().message()));
   return info;
 }
 
@@ -59,7 +63,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& jso
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", strerror(err)));
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", strerror(err)));
   }
   return absl::OkStatus();
 }
@@ -81,9 +86,8 @@ absl::StatusOr<ReadyInfo> WaitForReadyFile(const std::string& path, ChildProcess
     }
     if (should_stop && should_stop()) return absl::CancelledError("interrupted");
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("not ready after ",
-                                                      absl::FormatDuration(timeout), " (",
-                                                      last.message(), ")"));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "not ready after ", absl::FormatDuration(timeout), " (", last.message(), ")"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -139,6 +139,15 @@ class FakeBackend : public Backend {
   const std::vector<Call>& calls() const { return calls_; }
   ModelConfig& mutable_config() { return config_; }
 
+  // What a KV transfer does: block `src_block` of `src`'s pool overwrites `dst_block` of this one.
+  void CopyBlockFrom(const FakeBackend& src, int32_t src_block, int32_t dst_block) {
+    const int bs = layout_.block_size;
+    for (int i = 0; i < bs; ++i) {
+      slots_[static_cast<size_t>(dst_block) * bs + i] =
+          src.slots_[static_cast<size_t>(src_block) * bs + i];
+    }
+  }
+
  private:
   struct Slot {
     TokenId token = -1;

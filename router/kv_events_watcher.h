@@ -1,0 +1,43 @@
+// Follows one prefill node's WatchKvEvents stream on a thread of its own and applies the events
+// to the node's prefix-cache view (Node::ApplyKvEvents). When the stream ends the view is
+// dropped and the stream is reopened after `retry_interval` (while the node is up).
+#ifndef TANDEM_ROUTER_KV_EVENTS_WATCHER_H_
+#define TANDEM_ROUTER_KV_EVENTS_WATCHER_H_
+
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "router/node.h"
+
+namespace tandem {
+
+class KvEventsWatcher {
+ public:
+  KvEventsWatcher(std::shared_ptr<Node> node, absl::Duration retry_interval);
+  ~KvEventsWatcher();  // Stop()
+  KvEventsWatcher(const KvEventsWatcher&) = delete;
+  KvEventsWatcher& operator=(const KvEventsWatcher&) = delete;
+
+  // Ends the current stream (the node went down or restarted); a new one opens later.
+  void Restart();
+  // Ends the stream and joins the thread.
+  void Stop();
+
+ private:
+  void Run();
+
+  const std::shared_ptr<Node> node_;
+  const absl::Duration retry_interval_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::thread thread_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_KV_EVENTS_WATCHER_H_

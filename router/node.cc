@@ -1,0 +1,116 @@
+#include "router/node.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace tandem {
+
+std::string_view NodeRoleName(NodeRole role) {
+  return role == NodeRole::kPrefill ? "prefill" : "decode";
+}
+
+Node::Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms)
+    : role_(role), address_(std::move(address)) {
+  grpc::ChannelArguments args;
+  const int backoff = static_cast<int>(std::clamp<int64_t>(max_reconnect_backoff_ms, 100, 10000));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, backoff);
+  // Each node gets a connection of its own even when two share an address string's target.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  decode_stub_ = v1::DecodeNode::NewStub(channel_);
+  prefill_stub_ = v1::PrefillNode::NewStub(channel_);
+}
+
+Node::Snapshot Node::snapshot() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+bool Node::up() const {
+  absl::MutexLock lock(&mu_);
+  return state_.up;
+}
+
+bool Node::MarkUp(const v1::NodeLoad& load) {
+  absl::MutexLock lock(&mu_);
+  const bool restarted = incarnation_ != 0 && load.incarnation() != incarnation_;
+  incarnation_ = load.incarnation();
+  state_.up = true;
+  state_.checked = true;
+  state_.last_error.clear();
+  state_.load = load;
+  state_.pending_requests = 0;
+  state_.pending_tokens = 0;
+  state_.pending_blocks = 0;
+  if (restarted) {
+    cached_blocks_.clear();
+    kv_incarnation_ = 0;
+  }
+  return restarted;
+}
+
+bool Node::MarkDown(const std::string& error) {
+  absl::MutexLock lock(&mu_);
+  const bool was_up = state_.up;
+  state_.up = false;
+  state_.checked = true;
+  state_.last_error = error;
+  return was_up;
+}
+
+void Node::AddPending(int64_t tokens, int64_t blocks) {
+  absl::MutexLock lock(&mu_);
+  ++state_.pending_requests;
+  state_.pending_tokens += tokens;
+  state_.pending_blocks += blocks;
+}
+
+void Node::ApplyKvEvents(const v1::KvEvents& events) {
+  absl::MutexLock lock(&mu_);
+  if (events.reset()) {
+    cached_blocks_.clear();
+    kv_incarnation_ = events.incarnation();
+  } else if (events.incarnation() != kv_incarnation_) {
+    // A delta from another incarnation than the snapshot we hold: the view is stale.
+    cached_blocks_.clear();
+    kv_incarnation_ = events.incarnation();
+  }
+  if (events.block_size() > 0) kv_block_size_ = events.block_size();
+  for (uint64_t h : events.removed()) cached_blocks_.erase(h);
+  for (uint64_t h : events.stored()) cached_blocks_.insert(h);
+}
+
+void Node::ClearKvCache() {
+  absl::MutexLock lock(&mu_);
+  cached_blocks_.clear();
+  kv_incarnation_ = 0;
+}
+
+int32_t Node::kv_block_size() const {
+  absl::MutexLock lock(&mu_);
+  if (kv_block_size_ > 0) return kv_block_size_;
+  return state_.load.block_size();
+}
+
+int64_t Node::CachedPrefixBlocks(std::span<const uint64_t> block_hashes) const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (uint64_t h : block_hashes) {
+    if (!cached_blocks_.contains(h)) break;
+    ++n;
+  }
+  return n;
+}
+
+size_t Node::num_cached_blocks() const {
+  absl::MutexLock lock(&mu_);
+  return cached_blocks_.size();
+}
+
+}  // namespace tandem

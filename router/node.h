@@ -1,0 +1,83 @@
+// One prefill or decode node as the router knows it: its gRPC channel and stubs, whether it is up,
+// its last reported load (plus what this router sent it since), its incarnation, and — for
+// prefill nodes — the block hashes of its prefix cache as told by WatchKvEvents. Thread-safe.
+// Held by shared_ptr: a request keeps using a node that DNS has since removed.
+#ifndef TANDEM_ROUTER_NODE_H_
+#define TANDEM_ROUTER_NODE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
+#include "tandem/v1/node.grpc.pb.h"
+
+namespace tandem {
+
+enum class NodeRole { kPrefill, kDecode };
+std::string_view NodeRoleName(NodeRole role);
+
+class Node {
+ public:
+  // A channel to `address` whose reconnect backoff stays short, so a node that comes back is
+  // noticed by the next health check.
+  Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms);
+
+  NodeRole role() const { return role_; }
+  const std::string& address() const { return address_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  v1::DecodeNode::Stub& decode() const { return *decode_stub_; }
+  v1::PrefillNode::Stub& prefill() const { return *prefill_stub_; }
+
+  struct Snapshot {
+    bool up = false;
+    bool checked = false;  // a health check has answered at least once
+    std::string last_error;
+    v1::NodeLoad load;
+    // Sent by this router since the node's last load report.
+    int64_t pending_requests = 0;
+    int64_t pending_tokens = 0;
+    int64_t pending_blocks = 0;
+  };
+  Snapshot snapshot() const;
+  bool up() const;
+
+  // A health check answered: serving with `load`. Returns true when the incarnation differs
+  // from the one known before (a restart); the prefix-cache view is dropped then.
+  bool MarkUp(const v1::NodeLoad& load);
+  // A check or an RPC failed. Returns true if the node was up.
+  bool MarkDown(const std::string& error);
+  // This router placed a request here (counts until the next load report).
+  void AddPending(int64_t tokens, int64_t blocks);
+
+  // Prefix cache (prefill nodes), from WatchKvEvents.
+  void ApplyKvEvents(const v1::KvEvents& events);
+  void ClearKvCache();
+  // Block size of the hashes in the cache view (0 when unknown).
+  int32_t kv_block_size() const;
+  // How many leading entries of `block_hashes` (HashFullBlocks of a prompt) the cache holds.
+  int64_t CachedPrefixBlocks(std::span<const uint64_t> block_hashes) const;
+  size_t num_cached_blocks() const;
+
+ private:
+  const NodeRole role_;
+  const std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DecodeNode::Stub> decode_stub_;
+  std::unique_ptr<v1::PrefillNode::Stub> prefill_stub_;
+
+  mutable absl::Mutex mu_;
+  Snapshot state_ ABSL_GUARDED_BY(mu_);
+  uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  int32_t kv_block_size_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t kv_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<uint64_t> cached_blocks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_NODE_H_

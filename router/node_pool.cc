@@ -1,0 +1,216 @@
+#include "router/node_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "router/node_probe.h"
+#include "spdlog/spdlog.h"
+
+namespace tandem {
+namespace {
+
+constexpr char kStatic[] = "static";
+
+int RoleIndex(NodeRole role) { return role == NodeRole::kPrefill ? 0 : 1; }
+
+}  // namespace
+
+NodePool::NodePool(NodePoolOptions options, std::shared_ptr<DnsResolver> resolver)
+    : options_(std::move(options)),
+      resolver_(resolver != nullptr ? std::move(resolver)
+                                    : std::make_shared<GetAddrInfoResolver>()) {}
+
+NodePool::~NodePool() { Stop(); }
+
+absl::Status NodePool::Start() {
+  for (const NodeSource* source : {&options_.prefill, &options_.decode}) {
+    std::string host;
+    int port = 0;
+    for (const std::string& address : source->addresses) {
+      if (absl::Status s = SplitHostPort(address, &host, &port); !s.ok()) return s;
+    }
+    if (!source->dns_name.empty()) {
+      if (absl::Status s = SplitHostPort(source->dns_name, &host, &port); !s.ok()) return s;
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("the node pool is already started");
+    started_ = true;
+  }
+  UpdateMembers(NodeRole::kPrefill, kStatic, options_.prefill.addresses);
+  UpdateMembers(NodeRole::kDecode, kStatic, options_.decode.addresses);
+  RefreshDns();
+  CheckHealth();
+  health_thread_ = std::thread([this] { HealthLoop(); });
+  if (!options_.prefill.dns_name.empty() || !options_.decode.dns_name.empty()) {
+    dns_thread_ = std::thread([this] { DnsLoop(); });
+  }
+  return absl::OkStatus();
+}
+
+void NodePool::Stop() {
+  std::vector<std::unique_ptr<KvEventsWatcher>> watchers;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& role_members : members_) {
+      for (auto& [address, member] : role_members) {
+        if (member.watcher != nullptr) watchers.push_back(std::move(member.watcher));
+      }
+    }
+  }
+  if (health_thread_.joinable()) health_thread_.join();
+  if (dns_thread_.joinable()) dns_thread_.join();
+  watchers.clear();  // each joins its thread
+}
+
+std::vector<std::shared_ptr<Node>> NodePool::Nodes(NodeRole role) const {
+  std::vector<std::shared_ptr<Node>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [address, member] : members_[RoleIndex(role)]) out.push_back(member.node);
+  return out;
+}
+
+std::vector<std::shared_ptr<Node>> NodePool::UpNodes(NodeRole role) const {
+  std::vector<std::shared_ptr<Node>> out = Nodes(role);
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [](const std::shared_ptr<Node>& n) { return !n->up(); }),
+            out.end());
+  return out;
+}
+
+void NodePool::ReportFailure(const std::shared_ptr<Node>& node, const std::string& error) {
+  if (node->MarkDown(error)) {
+    ++counters_.marked_down;
+    spdlog::warn("{} node {} marked down: {}", NodeRoleName(node->role()), node->address(), error);
+  }
+}
+
+std::vector<std::shared_ptr<Node>> NodePool::UpdateMembers(
+    NodeRole role, const std::string& source, const std::vector<std::string>& addresses) {
+  std::vector<std::shared_ptr<Node>> added;
+  std::vector<std::unique_ptr<KvEventsWatcher>> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return added;
+    auto& members = members_[RoleIndex(role)];
+    if (source != kStatic) {
+      for (auto it = members.begin(); it != members.end();) {
+        if (it->second.source == source &&
+            std::find(addresses.begin(), addresses.end(), it->first) == addresses.end()) {
+          spdlog::info("{} node {} left {}", NodeRoleName(role), it->first, source);
+          if (it->second.watcher != nullptr) dropped.push_back(std::move(it->second.watcher));
+          it = members.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (const std::string& address : addresses) {
+      if (members.contains(address)) continue;
+      Member member;
+      member.node = std::make_shared<Node>(role, address, options_.health_interval_ms);
+      member.source = source;
+      if (role == NodeRole::kPrefill && options_.watch_kv_events) {
+        member.watcher = std::make_unique<KvEventsWatcher>(
+            member.node, absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 10)));
+      }
+      if (source != kStatic) spdlog::info("{} node {} joined from {}", NodeRoleName(role), address, source);
+      added.push_back(member.node);
+      members.emplace(address, std::move(member));
+    }
+  }
+  return added;  // `dropped` watchers are stopped and joined here, outside the lock
+}
+
+void NodePool::Probe(const std::vector<std::shared_ptr<Node>>& nodes) {
+  if (nodes.empty()) return;
+  std::vector<ProbeResult> results =
+      ProbeNodes(nodes, absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 50)));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const std::shared_ptr<Node>& node = nodes[i];
+    const ProbeResult& r = results[i];
+    if (r.ok) {
+      const bool was_up = node->up();
+      if (node->MarkUp(r.load)) {
+        ++counters_.incarnation_changes;
+        spdlog::warn("{} node {} restarted: new incarnation {}", NodeRoleName(node->role()),
+                     node->address(), r.load.incarnation());
+        absl::MutexLock lock(&mu_);
+        auto& members = members_[RoleIndex(node->role())];
+        if (auto it = members.find(node->address());
+            it != members.end() && it->second.watcher != nullptr) {
+          it->second.watcher->Restart();
+        }
+      }
+      if (!was_up) {
+        ++counters_.marked_up;
+        spdlog::info("{} node {} is up (incarnation {})", NodeRoleName(node->role()),
+                     node->address(), r.load.incarnation());
+      }
+    } else if (node->MarkDown(r.error)) {
+      ++counters_.marked_down;
+      spdlog::warn("{} node {} marked down: {}", NodeRoleName(node->role()), node->address(),
+                   r.error);
+    } else if (!node->snapshot().checked) {
+      spdlog::warn("{} node {} is not up: {}", NodeRoleName(node->role()), node->address(),
+                   r.error);
+    }
+  }
+}
+
+void NodePool::CheckHealth() {
+  std::vector<std::shared_ptr<Node>> nodes = Nodes(NodeRole::kPrefill);
+  std::vector<std::shared_ptr<Node>> decode = Nodes(NodeRole::kDecode);
+  nodes.insert(nodes.end(), decode.begin(), decode.end());
+  Probe(nodes);
+}
+
+void NodePool::RefreshDns() {
+  std::vector<std::shared_ptr<Node>> added;
+  for (NodeRole role : {NodeRole::kPrefill, NodeRole::kDecode}) {
+    const std::string& name =
+        role == NodeRole::kPrefill ? options_.prefill.dns_name : options_.decode.dns_name;
+    if (name.empty()) continue;
+    absl::StatusOr<std::vector<std::string>> addresses = resolver_->Resolve(name);
+    if (!addresses.ok()) {
+      // Keep what we know: a name that briefly fails to resolve must not empty the cluster.
+      ++counters_.dns_failures;
+      spdlog::warn("resolving {} nodes {}: {}", NodeRoleName(role), name,
+                   addresses.status().ToString());
+      continue;
+    }
+    std::vector<std::shared_ptr<Node>> new_nodes = UpdateMembers(role, name, *addresses);
+    added.insert(added.end(), new_nodes.begin(), new_nodes.end());
+  }
+  Probe(added);
+}
+
+void NodePool::HealthLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                           absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 1)));
+      if (stopping_) return;
+    }
+    CheckHealth();
+  }
+}
+
+void NodePool::DnsLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                           absl::Milliseconds(std::max<int64_t>(options_.dns_refresh_ms, 1)));
+      if (stopping_) return;
+    }
+    RefreshDns();
+  }
+}
+
+}  // namespace tandem
