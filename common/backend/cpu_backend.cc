@@ -51,9 +51,19 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelWeight
 
   auto backend = std::unique_ptr<CpuBackend>(
       new CpuBackend(config, std::move(packed), layout, std::move(threads)));
-  if (!backend->kv_.Reset(static_cast<size_t>(layout.total_elements()))) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate the KV pool: ", layout.total_bytes(), " bytes"));
+  backend->kv_elements_ = static_cast<size_t>(layout.total_elements());
+  if (options.kv_pool_allocator) {
+    ASSIGN_OR_RETURN(void* pool, options.kv_pool_allocator(layout.total_bytes()));
+    if (pool == nullptr || reinterpret_cast<uintptr_t>(pool) % 64 != 0) {
+      return absl::InternalError("the KV pool allocator returned null or unaligned memory");
+    }
+    backend->kv_data_ = static_cast<float*>(pool);
+  } else {
+    if (!backend->kv_.Reset(backend->kv_elements_)) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate the KV pool: ", layout.total_bytes(), " bytes"));
+    }
+    backend->kv_data_ = backend->kv_.data();
   }
   RETURN_IF_ERROR(backend->EnsureCapacity(std::max(1, options.max_batch_tokens),
                                           std::min(config.max_position_embeddings, 4096)));
@@ -75,7 +85,7 @@ absl::Status CpuBackend::CopyBlock(int32_t src, int32_t dst) {
   }
   if (src == dst) return absl::OkStatus();
   const size_t bytes = static_cast<size_t>(layout_.block_stride()) * sizeof(float);
-  float* pool = kv_.data();
+  float* pool = kv_data_;
   for (int l = 0; l < layout_.num_layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       std::memcpy(pool + layout_.Offset(l, kv, dst, 0, 0), pool + layout_.Offset(l, kv, src, 0, 0),

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -31,6 +32,10 @@ struct CpuBackendOptions {
   size_t kv_cache_bytes = 0;
   // Scratch is sized for this many tokens per Forward; a bigger batch grows it (one allocation).
   int max_batch_tokens = 512;
+  // Where the KV pool lives. Unset: the backend allocates it. Set: called once with the pool's size
+  // in bytes; must return zeroed, 64-byte aligned memory that outlives the backend (a KV transport
+  // that registers the memory it allocates, so that peers can write into it directly).
+  std::function<absl::StatusOr<void*>(size_t bytes)> kv_pool_allocator;
 };
 
 class CpuBackend : public Backend {
@@ -46,8 +51,8 @@ class CpuBackend : public Backend {
   absl::Status Forward(const ForwardBatch& batch, LogitsOutput out) override;
 
   // The whole pool, indexed as kv_layout() describes (for transports and tests).
-  std::span<float> kv_pool() { return kv_.span(); }
-  std::span<const float> kv_pool() const { return kv_.span(); }
+  std::span<float> kv_pool() { return {kv_data_, kv_elements_}; }
+  std::span<const float> kv_pool() const { return {kv_data_, kv_elements_}; }
   // Copies block `src`'s K and V of every layer into block `dst` (copy-on-write).
   absl::Status CopyBlock(int32_t src, int32_t dst);
 
@@ -83,7 +88,9 @@ class CpuBackend : public Backend {
   CpuWeights weights_;
   KvLayout layout_;
   std::unique_ptr<ThreadPool> threads_;
-  AlignedFloats kv_;
+  AlignedFloats kv_;  // the pool, unless an allocator provided it
+  float* kv_data_ = nullptr;
+  size_t kv_elements_ = 0;
   std::vector<float> inv_freq_;
   Scratch scratch_;
 };

@@ -199,7 +199,7 @@ void CpuBackend::QkvPostprocess(int l, const ForwardBatch& batch, int tokens) {
   const int qkv_size = q_size + 2 * kv_size;
   const float eps = config_.rms_norm_eps;
   const int bs = layout_.block_size;
-  float* pool = kv_.data();
+  float* pool = kv_data_;
   threads_->ParallelFor(
       tokens,
       [&](int64_t begin, int64_t end) {
@@ -255,7 +255,7 @@ void CpuBackend::Attention(int l, const ForwardBatch& batch, std::span<const int
         query.kv_head = g;
         query.position = s.token_pos[t];
         query.block_table = item.block_table;
-        PagedAttention(layout_, kv_.data(), l, query, config_.sliding_window, scale, scores,
+        PagedAttention(layout_, kv_data_, l, query, config_.sliding_window, scale, scores,
                        s.attn.data() + int64_t{r} * q_size + int64_t{g} * group * hd);
       }
     }
