@@ -560,9 +560,11 @@ absl::Status Engine::Step() {
     sampler_.Sample(logits, seq->params, seq->prompt(), seq->output(), &seq->rng, &sample_);
     seq->tokens.push_back(sample_.token);
     ++num_generated_tokens_;
-    if (seq->first_token_nanos < 0) seq->first_token_nanos = clock_->NowNanos();
-
     GenerationEvent event;
+    if (seq->first_token_nanos < 0) {
+      seq->first_token_nanos = clock_->NowNanos();
+      event.queue_nanos = seq->first_scheduled_nanos - seq->arrival_nanos;
+    }
     event.request_id = seq->id;
     event.token = sample_.token;
     if (seq->params.logprobs >= 0) {

@@ -139,6 +139,7 @@ class Engine {
 
   EngineStats Stats() const;  // thread-safe
   const ModelConfig& model_config() const { return backend_->config(); }
+  const KvLayout& kv_layout() const { return backend_->kv_layout(); }
   // Longest sequence (prompt + output) the engine will run: min(max_position_embeddings, KV pool
   // capacity in tokens).
   int32_t max_context_tokens() const { return max_context_tokens_; }

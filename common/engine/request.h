@@ -54,6 +54,8 @@ struct GenerationEvent {
   Usage usage;  // counts so far
   // Why, when finish_reason is kError (or kAborted by an engine stop); OK otherwise.
   absl::Status status;
+  // On the event with the request's first token: time from arrival to its first scheduled step.
+  int64_t queue_nanos = -1;
 
   bool has_token() const { return token >= 0; }
 };

@@ -1,0 +1,77 @@
+#include "common/serving/grpc_server.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "nlohmann/json.hpp"
+
+namespace tandem {
+
+absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
+                                              const std::vector<grpc::Service*>& services) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--listen expects HOST:PORT, got '", listen, "'"));
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  RunningServer running;
+  running.server = builder.BuildAndStart();
+  if (running.server == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  std::string host = listen.substr(0, colon);
+  if (host == "0.0.0.0" || host == "[::]" || host == "::") host = "127.0.0.1";
+  running.address = absl::StrCat(host, ":", port);
+  return running;
+}
+
+absl::Status WriteReadyFile(const std::string& path, const std::string& address) {
+  nlohmann::json j = {{"grpc", address}, {"pid", static_cast<int>(getpid())}};
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump() << "\n";
+    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  return absl::OkStatus();
+}
+
+namespace {
+sigset_t TerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+}  // namespace
+
+void BlockTerminationSignals() {
+  sigset_t set = TerminationSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForTerminationSignal() {
+  sigset_t set = TerminationSignals();
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0) {
+  }
+  return sig;
+}
+
+}  // namespace tandem

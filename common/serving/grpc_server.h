@@ -1,0 +1,37 @@
+// Starting a process's gRPC server (with the standard health service), announcing it through a
+// ready file, and waiting for SIGINT/SIGTERM: what tandem-router, -prefill and -decode share.
+#ifndef TANDEM_COMMON_SERVING_GRPC_SERVER_H_
+#define TANDEM_COMMON_SERVING_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace tandem {
+
+struct RunningServer {
+  std::unique_ptr<grpc::Server> server;
+  std::string address;  // host:port actually bound (port 0 resolved)
+};
+
+// Binds `listen` ("HOST:PORT", port 0 = any free port), registers `services` and the standard
+// grpc.health.v1 service (reporting SERVING), and starts serving.
+absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
+                                              const std::vector<grpc::Service*>& services);
+
+// Writes {"grpc": address, "pid": getpid()} to `path` atomically (temp file + rename).
+absl::Status WriteReadyFile(const std::string& path, const std::string& address);
+
+// Blocks SIGINT and SIGTERM in the calling thread (call first thing in main, so that every
+// thread started later inherits the mask).
+void BlockTerminationSignals();
+// Waits for SIGINT or SIGTERM (blocked by BlockTerminationSignals) and returns its number.
+int WaitForTerminationSignal();
+
+}  // namespace tandem
+
+#endif  // TANDEM_COMMON_SERVING_GRPC_SERVER_H_

@@ -1,0 +1,216 @@
+#include "decode_node/decode_service.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/serving/proto_convert.h"
+#include "common/transport/handoff_codec.h"
+#include "spdlog/spdlog.h"
+
+namespace tandem {
+namespace {
+
+constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
+
+// Holds Reserve's answer until the gRPC thread picks it up.
+struct ReservationSlot {
+  absl::Mutex mu;
+  std::optional<absl::StatusOr<KvReservation>> result ABSL_GUARDED_BY(mu);
+};
+
+bool HasResult(ReservationSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot->mu) {
+  return slot->result.has_value();
+}
+
+GenerateRequest MakeRequest(const google::protobuf::RepeatedField<int32_t>& prompt,
+                            const v1::SamplingParams& sampling,
+                            const std::shared_ptr<RequestStream>& stream) {
+  GenerateRequest request;
+  request.prompt.assign(prompt.begin(), prompt.end());
+  request.params = SamplingFromProto(sampling);
+  request.on_event = [stream](const GenerationEvent& event) { stream->Push(event); };
+  return request;
+}
+
+}  // namespace
+
+DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServiceOptions options)
+    : engine_(engine), transport_(transport), options_(std::move(options)) {
+  transport_->SetNoticeHandler([this](std::string_view payload) { OnNotice(payload); });
+}
+
+void DecodeService::Track(const std::string& router_id, RequestId id) {
+  if (router_id.empty()) return;
+  absl::MutexLock lock(&mu_);
+  by_router_id_[router_id] = id;
+}
+
+void DecodeService::Untrack(const std::string& router_id) {
+  if (router_id.empty()) return;
+  absl::MutexLock lock(&mu_);
+  by_router_id_.erase(router_id);
+}
+
+grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
+                                    grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  absl::Duration lease =
+      request->lease_ms() > 0 ? absl::Milliseconds(request->lease_ms()) : options_.default_lease;
+  if (lease > options_.max_lease) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("lease_ms ", request->lease_ms(), " exceeds the maximum of ",
+                                     absl::ToInt64Milliseconds(options_.max_lease)));
+  }
+  auto stream = std::make_shared<RequestStream>();
+  auto slot = std::make_shared<ReservationSlot>();
+  GenerateRequest engine_request =
+      MakeRequest(request->prompt_token_ids(), request->sampling(), stream);
+  const bool with_logprobs = engine_request.params.logprobs >= 0;
+  absl::StatusOr<RequestId> id =
+      engine_->Reserve(std::move(engine_request), lease, [slot](absl::StatusOr<KvReservation> r) {
+        absl::MutexLock lock(&slot->mu);
+        slot->result = std::move(r);
+      });
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  Track(request->request_id(), *id);
+
+  // Wait for blocks (FIFO behind other reservations); the client may give up meanwhile.
+  absl::StatusOr<KvReservation> reservation = absl::UnknownError("no reservation");
+  while (true) {
+    absl::MutexLock lock(&slot->mu);
+    slot->mu.AwaitWithTimeout(absl::Condition(&HasResult, slot.get()), kPollInterval);
+    if (slot->result.has_value()) {
+      reservation = std::move(*slot->result);
+      break;
+    }
+    if (context->IsCancelled()) {
+      engine_->Cancel(*id);  // on_reserved will answer Cancelled
+    }
+  }
+  if (!reservation.ok()) {
+    stream->WaitWithTimeout(absl::Seconds(5));
+    Untrack(request->request_id());
+    return context->IsCancelled()
+               ? grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled while reserving")
+               : ToGrpcStatus(reservation.status());
+  }
+
+  v1::DecodeEvent first;
+  // The engine's clock is the real clock here: the lease counts from the reservation.
+  const int64_t lease_remaining_ms = std::max<int64_t>(
+      0, (reservation->lease_deadline_nanos - Clock::Real()->NowNanos()) / 1'000'000);
+  *first.mutable_handoff() = MakeKvHandoff(*reservation, *transport_, engine_->kv_layout(),
+                                           transport_->incarnation(), lease_remaining_ms);
+  if (!writer->Write(first)) {
+    engine_->Cancel(*id);
+  }
+  grpc::Status status = StreamEvents(context, *id, with_logprobs, stream.get(), writer);
+  Untrack(request->request_id());
+  return status;
+}
+
+grpc::Status DecodeService::Generate(grpc::ServerContext* context,
+                                     const v1::NodeGenerateRequest* request,
+                                     grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  auto stream = std::make_shared<RequestStream>();
+  GenerateRequest engine_request =
+      MakeRequest(request->prompt_token_ids(), request->sampling(), stream);
+  const bool with_logprobs = engine_request.params.logprobs >= 0;
+  absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  Track(request->request_id(), *id);
+  grpc::Status status = StreamEvents(context, *id, with_logprobs, stream.get(), writer);
+  Untrack(request->request_id());
+  return status;
+}
+
+grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId id,
+                                         bool with_logprobs, RequestStream* stream,
+                                         grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  bool cancelled = false;
+  while (true) {
+    std::optional<GenerationEvent> event = stream->NextWithTimeout(kPollInterval);
+    if (!event.has_value()) {
+      if (stream->finished()) break;  // final event already read
+      if (!cancelled && context->IsCancelled()) {
+        cancelled = true;
+        engine_->Cancel(id);
+      }
+      continue;
+    }
+    if (event->finished && event->finish_reason == FinishReason::kError) {
+      return ToGrpcStatus(event->status.ok() ? absl::InternalError("request failed")
+                                             : event->status);
+    }
+    if (event->finished && event->finish_reason == FinishReason::kAborted && !event->status.ok()) {
+      return ToGrpcStatus(event->status);  // engine stopped
+    }
+    v1::DecodeEvent out;
+    if (event->has_token()) TokenToProto(*event, with_logprobs, out.add_tokens());
+    if (event->finished) {
+      out.set_finish_reason(std::string(FinishReasonName(event->finish_reason)));
+      UsageToProto(event->usage, out.mutable_usage());
+    }
+    if (!cancelled && !writer->Write(out)) {
+      cancelled = true;
+      engine_->Cancel(id);
+    }
+    if (event->finished) break;
+  }
+  if (cancelled) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
+                                   v1::CancelResponse* response) {
+  std::optional<RequestId> id;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_router_id_.find(request->request_id());
+    if (it != by_router_id_.end()) id = it->second;
+  }
+  response->set_found(id.has_value());
+  if (id.has_value()) engine_->Cancel(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::GetLoad(grpc::ServerContext*, const v1::LoadRequest*,
+                                    v1::NodeLoad* response) {
+  const EngineStats stats = engine_->Stats();
+  response->set_role("decode");
+  response->set_incarnation(transport_->incarnation());
+  response->set_model(options_.model_name);
+  response->set_block_size(engine_->kv_layout().block_size);
+  response->set_num_kv_blocks(stats.num_kv_blocks);
+  response->set_num_free_kv_blocks(stats.num_free_kv_blocks);
+  response->set_num_running(stats.num_running);
+  response->set_num_waiting(stats.num_waiting + stats.num_pending_reservations);
+  response->set_num_queued_tokens(stats.num_queued_prompt_tokens);
+  response->set_max_context_tokens(engine_->max_context_tokens());
+  response->set_num_awaiting_kv(stats.num_awaiting_kv);
+  return grpc::Status::OK;
+}
+
+void DecodeService::OnNotice(std::string_view payload) {
+  absl::StatusOr<v1::KvCompletion> completion = ParseKvCompletion(payload);
+  if (!completion.ok()) {
+    spdlog::warn("decode: dropped a KV notice: {}", completion.status().ToString());
+    return;
+  }
+  if (completion->decode_incarnation() != transport_->incarnation()) {
+    // Addressed to an earlier run of this node: the request it names is not ours.
+    spdlog::warn("decode: dropped a completion for request {} addressed to incarnation {:x}",
+                 completion->request_id(), completion->decode_incarnation());
+    return;
+  }
+  if (!completion->ok()) {
+    engine_->AbortImport(completion->request_id(),
+                         absl::AbortedError(absl::StrCat("the prefill node stopped writing: ",
+                                                         completion->error())));
+    return;
+  }
+  engine_->CompleteImport(ImportedPrefillFromCompletion(*completion));
+}
+
+}  // namespace tandem

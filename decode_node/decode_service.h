@@ -1,0 +1,65 @@
+// tandem-decode's gRPC service (tandem.v1.DecodeNode): reserves KV blocks for prompts another node
+// prefills, admits them when the KV transport delivers their completion, and streams tokens.
+//
+// Each streaming call runs on its own gRPC thread and only posts to the engine and reads the
+// request's events; a client that goes away (or a call deadline) cancels the request in the
+// engine, which frees (or quarantines, while a writer may still write) its blocks.
+#ifndef TANDEM_DECODE_NODE_DECODE_SERVICE_H_
+#define TANDEM_DECODE_NODE_DECODE_SERVICE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/engine/engine.h"
+#include "common/engine/request_stream.h"
+#include "common/transport/kv_transport.h"
+#include "tandem/v1/node.grpc.pb.h"
+
+namespace tandem {
+
+struct DecodeServiceOptions {
+  std::string model_name;
+  absl::Duration default_lease = absl::Seconds(30);
+  absl::Duration max_lease = absl::Minutes(5);
+};
+
+class DecodeService final : public v1::DecodeNode::Service {
+ public:
+  // `engine` and `transport` are borrowed. Installs the transport's notice handler.
+  DecodeService(Engine* engine, KvTransport* transport, DecodeServiceOptions options);
+
+  grpc::Status Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
+                       grpc::ServerWriter<v1::DecodeEvent>* writer) override;
+  grpc::Status Generate(grpc::ServerContext* context, const v1::NodeGenerateRequest* request,
+                        grpc::ServerWriter<v1::DecodeEvent>* writer) override;
+  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
+                      v1::CancelResponse* response) override;
+  grpc::Status GetLoad(grpc::ServerContext* context, const v1::LoadRequest* request,
+                       v1::NodeLoad* response) override;
+
+  // A KvCompletion from a prefill node (transport thread).
+  void OnNotice(std::string_view payload);
+
+ private:
+  // Streams `stream`'s events to `writer` until the final one; cancels the request when the client
+  // goes away. Returns the call's status.
+  grpc::Status StreamEvents(grpc::ServerContext* context, RequestId id, bool with_logprobs,
+                            RequestStream* stream, grpc::ServerWriter<v1::DecodeEvent>* writer);
+  void Track(const std::string& router_id, RequestId id);
+  void Untrack(const std::string& router_id);
+
+  Engine* const engine_;
+  KvTransport* const transport_;
+  const DecodeServiceOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, RequestId> by_router_id_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_DECODE_NODE_DECODE_SERVICE_H_

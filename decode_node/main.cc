@@ -1,0 +1,106 @@
+// tandem-decode: owns a paged KV pool registered with UCX, reserves blocks for prompts that prefill
+// nodes compute, decodes with continuous batching and streams tokens (tandem.v1.DecodeNode).
+#include <cstdio>
+#include <string>
+
+#include "common/serving/grpc_server.h"
+#include "common/serving/node_engine.h"
+#include "common/transport/ucx_transport.h"
+#include "common/util/cli_flags.h"
+#include "decode_node/decode_service.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(Usage: tandem-decode --model DIR [options]
+
+A decode node: reserves KV blocks for prompts that prefill nodes compute (they write the KV over
+UCX; UCX_TLS picks the transport: tcp, posix/sysv shared memory, ...), decodes with continuous
+batching, and can also prefill locally (colocated mode, short prompts).
+
+  --model DIR                   Hugging Face model directory
+  --served-model-name NAME      model name reported to the router (default: the dir's name)
+  --listen HOST:PORT            gRPC address (default 0.0.0.0:50061; port 0 = any free port)
+  --ready-file PATH             once serving, write {"grpc": ADDRESS, "pid": N} there
+  --lease-ms N                  default lease on reserved blocks (default 30000)
+  --max-lease-ms N              longest lease a caller may ask for (default 300000)
+  --threads N                   CPU threads (default: all cores)
+  --kv-cache-mb N               KV pool size in MiB (default 256)
+  --block-size N                tokens per KV block (default 16; prefill nodes must match)
+  --max-num-batched-tokens N    token budget per step (default 512)
+  --max-num-seqs N              sequences decoding at once (default 64)
+  --no-prefix-caching           disable the prefix cache
+  --help                        this text
+)";
+
+struct DecodeMainOptions {
+  tandem::NodeEngineOptions node;
+  std::string listen = "0.0.0.0:50061";
+  std::string ready_file;
+  int64_t lease_ms = 30000;
+  int64_t max_lease_ms = 300000;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tandem::BlockTerminationSignals();
+  DecodeMainOptions o;
+  tandem::FlagSet flags;
+  tandem::AddNodeEngineFlags(flags, &o.node);
+  flags.String("listen", &o.listen);
+  flags.String("ready-file", &o.ready_file);
+  flags.Number("lease-ms", &o.lease_ms);
+  flags.Number("max-lease-ms", &o.max_lease_ms);
+  bool help = false;
+  std::string error = flags.Parse(argc, argv, &help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (error.empty() && (o.lease_ms < 1 || o.max_lease_ms < o.lease_ms)) {
+    error = "--lease-ms must be >= 1 and <= --max-lease-ms";
+  }
+  if (!error.empty()) {
+    std::fprintf(stderr, "tandem-decode: %s\n", error.c_str());
+    return 2;
+  }
+
+  auto transport = tandem::UcxTransport::Create({.name = "tandem-decode"});
+  if (!transport.ok()) {
+    std::fprintf(stderr, "tandem-decode: %s\n", transport.status().ToString().c_str());
+    return 1;
+  }
+  tandem::UcxTransport* ucx = transport->get();
+  auto node =
+      tandem::NodeEngine::Create(o.node, [ucx](size_t bytes) { return ucx->AllocatePool(bytes); });
+  if (!node.ok()) {
+    std::fprintf(stderr, "tandem-decode: %s\n", node.status().ToString().c_str());
+    return 1;
+  }
+  tandem::DecodeService service((*node)->engine(), ucx,
+                                {.model_name = (*node)->model_name(),
+                                 .default_lease = absl::Milliseconds(o.lease_ms),
+                                 .max_lease = absl::Milliseconds(o.max_lease_ms)});
+  auto server = tandem::StartGrpcServer(o.listen, {&service});
+  if (!server.ok()) {
+    std::fprintf(stderr, "tandem-decode: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  spdlog::info("tandem-decode: serving {} on {} ({} KV blocks of {} tokens)", (*node)->model_name(),
+               server->address, (*node)->engine()->kv_layout().num_blocks,
+               (*node)->engine()->kv_layout().block_size);
+  if (!o.ready_file.empty()) {
+    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, server->address); !s.ok()) {
+      std::fprintf(stderr, "tandem-decode: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+  const int sig = tandem::WaitForTerminationSignal();
+  spdlog::info("tandem-decode: signal {}, draining", sig);
+  // Let in-flight streams finish for a while, then cancel what is left.
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  (*node)->engine()->Stop();
+  server->server->Wait();
+  return 0;
+}
