@@ -1,0 +1,94 @@
+// tandem-prefill: batched, chunked prefill with a prefix cache; writes each prompt's KV into the
+// blocks a decode node reserved, over UCX, while the next chunk computes (tandem.v1.PrefillNode).
+#include <cstdio>
+#include <string>
+
+#include "common/serving/grpc_server.h"
+#include "common/serving/node_engine.h"
+#include "common/transport/ucx_transport.h"
+#include "common/util/cli_flags.h"
+#include "prefill_node/prefill_service.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(Usage: tandem-prefill --model DIR [options]
+
+A prefill node: computes prompts in chunks (batched, with a prefix cache), writes their KV straight
+into the blocks a decode node reserved (UCX RMA; UCX_TLS picks the transport), samples the first
+token and hands the request to the decode node.
+
+  --model DIR                   Hugging Face model directory
+  --served-model-name NAME      model name reported to the router (default: the dir's name)
+  --listen HOST:PORT            gRPC address (default 0.0.0.0:50071; port 0 = any free port)
+  --ready-file PATH             once serving, write {"grpc": ADDRESS, "pid": N} there
+  --threads N                   CPU threads (default: all cores)
+  --kv-cache-mb N               KV pool size in MiB (default 256)
+  --block-size N                tokens per KV block (default 16; decode nodes must match)
+  --max-num-batched-tokens N    token budget per step = prefill chunk size (default 512)
+  --max-num-seqs N              prompts prefilling at once (default 64)
+  --no-prefix-caching           disable the prefix cache
+  --help                        this text
+)";
+
+struct PrefillMainOptions {
+  tandem::NodeEngineOptions node;
+  std::string listen = "0.0.0.0:50071";
+  std::string ready_file;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tandem::BlockTerminationSignals();
+  PrefillMainOptions o;
+  tandem::FlagSet flags;
+  tandem::AddNodeEngineFlags(flags, &o.node);
+  flags.String("listen", &o.listen);
+  flags.String("ready-file", &o.ready_file);
+  bool help = false;
+  std::string error = flags.Parse(argc, argv, &help);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!error.empty()) {
+    std::fprintf(stderr, "tandem-prefill: %s\n", error.c_str());
+    return 2;
+  }
+
+  auto transport = tandem::UcxTransport::Create({.name = "tandem-prefill"});
+  if (!transport.ok()) {
+    std::fprintf(stderr, "tandem-prefill: %s\n", transport.status().ToString().c_str());
+    return 1;
+  }
+  tandem::UcxTransport* ucx = transport->get();
+  auto node =
+      tandem::NodeEngine::Create(o.node, [ucx](size_t bytes) { return ucx->AllocatePool(bytes); });
+  if (!node.ok()) {
+    std::fprintf(stderr, "tandem-prefill: %s\n", node.status().ToString().c_str());
+    return 1;
+  }
+  tandem::PrefillService service((*node)->engine(), ucx, {.model_name = (*node)->model_name()});
+  auto server = tandem::StartGrpcServer(o.listen, {&service});
+  if (!server.ok()) {
+    std::fprintf(stderr, "tandem-prefill: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  spdlog::info("tandem-prefill: serving {} on {} ({} KV blocks of {} tokens)",
+               (*node)->model_name(), server->address, (*node)->engine()->kv_layout().num_blocks,
+               (*node)->engine()->kv_layout().block_size);
+  if (!o.ready_file.empty()) {
+    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, server->address); !s.ok()) {
+      std::fprintf(stderr, "tandem-prefill: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
+  const int sig = tandem::WaitForTerminationSignal();
+  spdlog::info("tandem-prefill: signal {}, draining", sig);
+  // Let in-flight streams finish for a while, then cancel what is left.
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  (*node)->engine()->Stop();
+  server->server->Wait();
+  return 0;
+}

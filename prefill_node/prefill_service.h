@@ -1,0 +1,53 @@
+// tandem-prefill's gRPC service (tandem.v1.PrefillNode): computes a prompt's KV in chunks, writes
+// each finished piece straight into the blocks a decode node reserved (KvBlockWriter over the KV
+// transport) while the next chunk computes, samples the first token, sends the completion to the
+// decode node, then answers. Also publishes the prefix cache's content for prefix-aware routing.
+#ifndef TANDEM_PREFILL_NODE_PREFILL_SERVICE_H_
+#define TANDEM_PREFILL_NODE_PREFILL_SERVICE_H_
+
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/engine/engine.h"
+#include "common/transport/kv_transport.h"
+#include "tandem/v1/node.grpc.pb.h"
+
+namespace tandem {
+
+struct PrefillServiceOptions {
+  std::string model_name;
+  // How often WatchKvEvents looks for prefix-cache changes.
+  absl::Duration kv_events_interval = absl::Milliseconds(100);
+};
+
+class PrefillService final : public v1::PrefillNode::Service {
+ public:
+  // `engine` and `transport` are borrowed.
+  PrefillService(Engine* engine, KvTransport* transport, PrefillServiceOptions options);
+
+  grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                       v1::PrefillResponse* response) override;
+  grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
+                      v1::CancelResponse* response) override;
+  grpc::Status GetLoad(grpc::ServerContext* context, const v1::LoadRequest* request,
+                       v1::NodeLoad* response) override;
+  grpc::Status WatchKvEvents(grpc::ServerContext* context, const v1::WatchKvEventsRequest* request,
+                             grpc::ServerWriter<v1::KvEvents>* writer) override;
+
+ private:
+  void Track(const std::string& router_id, RequestId id);
+  void Untrack(const std::string& router_id);
+
+  Engine* const engine_;
+  KvTransport* const transport_;
+  const PrefillServiceOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, RequestId> by_router_id_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_PREFILL_NODE_PREFILL_SERVICE_H_
