@@ -189,6 +189,9 @@ grpc::Status DecodeService::GetLoad(grpc::ServerContext*, const v1::LoadRequest*
   response->set_num_queued_tokens(stats.num_queued_prompt_tokens);
   response->set_max_context_tokens(engine_->max_context_tokens());
   response->set_num_awaiting_kv(stats.num_awaiting_kv);
+  response->set_num_finished_requests(stats.num_finished_requests);
+  response->set_num_imported_requests(stats.num_imported_requests);
+  response->set_num_held_kv_blocks(stats.num_quarantined_blocks);
   return grpc::Status::OK;
 }
 

@@ -1,0 +1,179 @@
+#include "tests/integration/cluster/local_cluster_fixture.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+namespace tandem::testing {
+namespace {
+
+std::vector<std::string> NodeArgs(const ClusterSpec& spec, const std::string& listen) {
+  std::vector<std::string> args = {"--model", spec.model_dir, "--listen", listen, "--threads", "1"};
+  args.insert(args.end(), spec.node_args.begin(), spec.node_args.end());
+  return args;
+}
+
+}  // namespace
+
+v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_tokens) {
+  v1::GenerateRequest request;
+  request.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  request.mutable_sampling()->set_temperature(0.0f);
+  request.mutable_sampling()->set_max_tokens(max_tokens);
+  request.mutable_sampling()->set_ignore_eos(true);
+  return request;
+}
+
+absl::StatusOr<std::string> LocalCluster::StartDecode(int i, const std::string& listen) {
+  std::vector<std::string> args = NodeArgs(spec_, listen);
+  args.insert(args.end(), spec_.decode_args.begin(), spec_.decode_args.end());
+  args.push_back("--served-model-name");
+  args.push_back("test-model");
+  LaunchedProcess::Options options;
+  options.env = {{"UCX_TLS", spec_.ucx_tls}};
+  auto process = LaunchedProcess::Start(BinaryPath("tandem-decode"), args, options);
+  if (!process.ok()) return process.status();
+  if (static_cast<int>(decode_.size()) <= i) decode_.resize(i + 1);
+  decode_[i] = std::move(*process);
+  auto address = decode_[i]->WaitReady(absl::Seconds(60));
+  if (address.ok()) {
+    if (static_cast<int>(decode_addresses_.size()) <= i) decode_addresses_.resize(i + 1);
+    decode_addresses_[i] = *address;
+  }
+  return address;
+}
+
+absl::StatusOr<std::string> LocalCluster::StartPrefill(int i, const std::string& listen) {
+  std::vector<std::string> args = NodeArgs(spec_, listen);
+  args.push_back("--served-model-name");
+  args.push_back("test-model");
+  LaunchedProcess::Options options;
+  options.env = {{"UCX_TLS", spec_.ucx_tls}};
+  auto process = LaunchedProcess::Start(BinaryPath("tandem-prefill"), args, options);
+  if (!process.ok()) return process.status();
+  if (static_cast<int>(prefill_.size()) <= i) prefill_.resize(i + 1);
+  prefill_[i] = std::move(*process);
+  auto address = prefill_[i]->WaitReady(absl::Seconds(60));
+  if (address.ok()) {
+    if (static_cast<int>(prefill_addresses_.size()) <= i) prefill_addresses_.resize(i + 1);
+    prefill_addresses_[i] = *address;
+  }
+  return address;
+}
+
+void LocalCluster::Start(const ClusterSpec& spec) {
+  spec_ = spec;
+  const std::string missing = MissingBinaries({"tandem-router", "tandem-prefill", "tandem-decode"});
+  ASSERT_EQ(missing, "");
+  for (int i = 0; i < spec.num_decode; ++i) {
+    auto address = StartDecode(i);
+    ASSERT_TRUE(address.ok()) << "decode " << i << ": " << address.status();
+  }
+  for (int i = 0; i < spec.num_prefill; ++i) {
+    auto address = StartPrefill(i);
+    ASSERT_TRUE(address.ok()) << "prefill " << i << ": " << address.status();
+  }
+  std::vector<std::string> args = {
+      "--model",    spec.model_dir,         "--listen", "127.0.0.1:0", "--served-model-name",
+      "test-model", "--health-interval-ms", "200"};
+  if (!decode_addresses_.empty()) {
+    args.push_back("--decode");
+    args.push_back(absl::StrJoin(decode_addresses_, ","));
+  }
+  if (!prefill_addresses_.empty()) {
+    args.push_back("--prefill");
+    args.push_back(absl::StrJoin(prefill_addresses_, ","));
+  }
+  args.insert(args.end(), spec.router_args.begin(), spec.router_args.end());
+  auto router = LaunchedProcess::Start(BinaryPath("tandem-router"), args);
+  ASSERT_TRUE(router.ok()) << router.status();
+  router_ = std::move(*router);
+  auto address = router_->WaitReady(absl::Seconds(60));
+  ASSERT_TRUE(address.ok()) << address.status();
+  router_address_ = *address;
+  router_channel_ = grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials());
+}
+
+LocalCluster::~LocalCluster() {
+  if (router_ != nullptr) router_->Signal(SIGTERM);
+  for (auto& p : prefill_) {
+    if (p != nullptr) p->Signal(SIGTERM);
+  }
+  for (auto& d : decode_) {
+    if (d != nullptr) d->Signal(SIGTERM);
+  }
+  // The LaunchedProcess destructors SIGKILL whatever did not exit.
+  if (router_ != nullptr) router_->WaitExit(absl::Seconds(5));
+  for (auto& p : prefill_) {
+    if (p != nullptr) p->WaitExit(absl::Seconds(5));
+  }
+  for (auto& d : decode_) {
+    if (d != nullptr) d->WaitExit(absl::Seconds(5));
+  }
+}
+
+std::string LocalCluster::Logs() {
+  std::string out;
+  auto add = [&out](const std::string& name, LaunchedProcess* p) {
+    if (p == nullptr) return;
+    absl::StrAppend(&out, "---- ", name, " (", p->DescribeExit(), ")\n", p->LogTail(30), "\n");
+  };
+  add("router", router_.get());
+  for (size_t i = 0; i < prefill_.size(); ++i) add(absl::StrCat("prefill ", i), prefill_[i].get());
+  for (size_t i = 0; i < decode_.size(); ++i) add(absl::StrCat("decode ", i), decode_[i].get());
+  return out;
+}
+
+GenerateOutcome LocalCluster::Generate(const v1::GenerateRequest& request,
+                                       absl::Duration deadline) {
+  auto stub = v1::Generation::NewStub(router_channel_);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub->Generate(&context, request);
+  GenerateOutcome outcome;
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    ++outcome.num_messages;
+    for (const v1::Token& token : response.tokens()) outcome.tokens.push_back(token.id());
+    outcome.text += response.text();
+    if (!response.finish_reason().empty()) outcome.finish_reason = response.finish_reason();
+  }
+  outcome.status = reader->Finish();
+  return outcome;
+}
+
+absl::StatusOr<v1::NodeLoad> LocalCluster::DecodeLoad(const std::string& address) {
+  auto stub =
+      v1::DecodeNode::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::NodeLoad load;
+  grpc::Status status = stub->GetLoad(&context, v1::LoadRequest(), &load);
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  return load;
+}
+
+absl::StatusOr<v1::NodeLoad> LocalCluster::PrefillLoad(const std::string& address) {
+  auto stub =
+      v1::PrefillNode::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::NodeLoad load;
+  grpc::Status status = stub->GetLoad(&context, v1::LoadRequest(), &load);
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  return load;
+}
+
+bool LocalCluster::WaitForLoad(const std::string& address, bool decode,
+                               const std::function<bool(const v1::NodeLoad&)>& pred,
+                               absl::Duration timeout) {
+  const absl::Time end = absl::Now() + timeout;
+  while (absl::Now() < end) {
+    auto load = decode ? DecodeLoad(address) : PrefillLoad(address);
+    if (load.ok() && pred(*load)) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
+}
+
+}  // namespace tandem::testing

@@ -1,0 +1,85 @@
+// Starts a real cluster (decode nodes, prefill nodes, router) on loopback for integration tests,
+// and talks to it over gRPC: Generate through the router, GetLoad on the nodes.
+#ifndef TANDEM_TESTS_INTEGRATION_CLUSTER_LOCAL_CLUSTER_FIXTURE_H_
+#define TANDEM_TESTS_INTEGRATION_CLUSTER_LOCAL_CLUSTER_FIXTURE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tandem/v1/generate.grpc.pb.h"
+#include "tandem/v1/node.grpc.pb.h"
+#include "tests/integration/process_launcher.h"
+
+namespace tandem::testing {
+
+struct ClusterSpec {
+  std::string model_dir;
+  int num_prefill = 1;
+  int num_decode = 1;
+  std::string ucx_tls = "tcp";
+  std::vector<std::string> node_args;    // extra flags for every node
+  std::vector<std::string> decode_args;  // extra flags for decode nodes
+  std::vector<std::string> router_args;  // extra flags for the router
+};
+
+struct GenerateOutcome {
+  std::vector<int> tokens;
+  std::string text;
+  std::string finish_reason;
+  grpc::Status status;
+  int num_messages = 0;
+};
+
+class LocalCluster {
+ public:
+  // Starts every process and waits until all are ready; ASSERTs inside (call from a test body
+  // with ASSERT_NO_FATAL_FAILURE).
+  void Start(const ClusterSpec& spec);
+  // For tests that start processes one by one with StartDecode/StartPrefill.
+  void SetSpec(const ClusterSpec& spec) { spec_ = spec; }
+  ~LocalCluster();
+
+  // Starts (again) decode node `i` with the same flags (a new incarnation, a new port unless the
+  // caller asks for the old one).
+  absl::StatusOr<std::string> StartDecode(int i, const std::string& listen = "127.0.0.1:0");
+  absl::StatusOr<std::string> StartPrefill(int i, const std::string& listen = "127.0.0.1:0");
+
+  LaunchedProcess& decode(int i) { return *decode_[i]; }
+  LaunchedProcess& prefill(int i) { return *prefill_[i]; }
+  LaunchedProcess& router() { return *router_; }
+  const std::string& router_address() const { return router_address_; }
+  std::string Logs();
+
+  // A Generate call through the router, read to the end. `deadline` bounds the whole call.
+  GenerateOutcome Generate(const v1::GenerateRequest& request,
+                           absl::Duration deadline = absl::Seconds(120));
+  absl::StatusOr<v1::NodeLoad> DecodeLoad(const std::string& address);
+  absl::StatusOr<v1::NodeLoad> PrefillLoad(const std::string& address);
+
+  // Polls until `pred(load)` holds for the node at `address` (decode when `decode`), or timeout.
+  bool WaitForLoad(const std::string& address, bool decode,
+                   const std::function<bool(const v1::NodeLoad&)>& pred, absl::Duration timeout);
+
+ private:
+  ClusterSpec spec_;
+  std::vector<std::unique_ptr<LaunchedProcess>> decode_;
+  std::vector<std::unique_ptr<LaunchedProcess>> prefill_;
+  std::unique_ptr<LaunchedProcess> router_;
+  std::vector<std::string> decode_addresses_;
+  std::vector<std::string> prefill_addresses_;
+  std::string router_address_;
+  std::shared_ptr<grpc::Channel> router_channel_;
+};
+
+// A greedy token-id request of `max_tokens` that ignores EOS.
+v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_tokens);
+
+}  // namespace tandem::testing
+
+#endif  // TANDEM_TESTS_INTEGRATION_CLUSTER_LOCAL_CLUSTER_FIXTURE_H_
