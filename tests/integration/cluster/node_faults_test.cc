@@ -143,7 +143,7 @@ TEST_F(NodeFaultsTest, CancelDuringPrefillReleasesBothNodesAtOnce) {
 }
 
 TEST_F(NodeFaultsTest, CancelMidStreamFreesTheDecodeNodesBlocks) {
-  const v1::ReserveRequest reserve = Reserve(LongPrompt(40), 100000);
+  const v1::ReserveRequest reserve = Reserve(LongPrompt(40), 5000);
   grpc::ClientContext decode_context;
   auto stream = decode_->Reserve(&decode_context, reserve);
   v1::DecodeEvent event;
