@@ -20,6 +20,7 @@ batching, and can also prefill locally (colocated mode, short prompts).
 
   --model DIR                   Hugging Face model directory
   --served-model-name NAME      model name reported to the router (default: the dir's name)
+  --node-id NAME                name shown in log lines
   --listen HOST:PORT            gRPC address (default 0.0.0.0:50061; port 0 = any free port)
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "pid": N} there
   --lease-ms N                  default lease on reserved blocks (default 30000)

@@ -20,6 +20,7 @@ token and hands the request to the decode node.
 
   --model DIR                   Hugging Face model directory
   --served-model-name NAME      model name reported to the router (default: the dir's name)
+  --node-id NAME                name shown in log lines
   --listen HOST:PORT            gRPC address (default 0.0.0.0:50071; port 0 = any free port)
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "pid": N} there
   --threads N                   CPU threads (default: all cores)

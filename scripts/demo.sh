@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Command 1: installs what is needed, builds, makes the built-in model (a small random-weight
-# Llama-3.2-style model with the real Llama-3 tokenizer) and generates a chat completion with it.
-# Extra arguments go to tandem-generate (e.g. --prompt "..." --max-tokens 64 --temperature 0.7).
+# Llama-3.2-style model with the real Llama-3 tokenizer), starts a local disaggregated cluster
+# (router, 2 prefill nodes, 2 decode nodes; KV over UCX) and streams a completion through the
+# router, then stops the cluster. Extra arguments go to tandem-cluster (e.g. --prompt "..."
+# --max-tokens 64 --ucx-tls posix,sysv,self).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
@@ -15,8 +17,9 @@ if [ ! -f "$model/config.json" ]; then
 fi
 args=("$@")
 if [ ${#args[@]} -eq 0 ]; then
-  args=(--chat --prompt "Explain in one sentence why prefill and decode run on separate GPUs."
-        --max-tokens 32 --temperature 0)
+  args=(--prompt "Explain in one sentence why prefill and decode run on separate GPUs."
+        --max-tokens 32)
 fi
-echo "== tandem-generate --model $model ${args[*]}"
-"$build/bin/tandem-generate" --model "$model" "${args[@]}"
+echo "== tandem-cluster --model $model --prefill 2 --decode 2 ${args[*]}"
+"$build/bin/tandem-cluster" --model "$model" --prefill 2 --decode 2 --threads-per-node 1 \
+  "${args[@]}"

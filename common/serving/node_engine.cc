@@ -4,12 +4,14 @@
 
 #include "common/model/model_weights.h"
 #include "common/util/status_macros.h"
+#include "spdlog/spdlog.h"
 
 namespace tandem {
 
 void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
   flags.String("model", &o->model_dir);
   flags.String("served-model-name", &o->served_model_name);
+  flags.String("node-id", &o->node_id);
   flags.Number("threads", &o->num_threads);
   flags.Number("block-size", &o->block_size);
   flags.Number("kv-cache-mb", &o->kv_cache_mib);
@@ -24,6 +26,9 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(
   if (options.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (options.kv_cache_mib < 1) {
     return absl::InvalidArgumentError("--kv-cache-mb must be at least 1");
+  }
+  if (!options.node_id.empty()) {
+    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [" + options.node_id + "] [%l] %v");
   }
   auto node = std::unique_ptr<NodeEngine>(new NodeEngine());
   node->model_name_ = options.served_model_name;

@@ -17,6 +17,7 @@ namespace tandem {
 struct NodeEngineOptions {
   std::string model_dir;
   std::string served_model_name;  // "": the model directory's base name
+  std::string node_id;            // shown in every log line; "": none
   int num_threads = 0;            // 0: all cores
   int block_size = 16;
   int kv_cache_mib = 256;
@@ -25,7 +26,7 @@ struct NodeEngineOptions {
   bool enable_prefix_caching = true;
 };
 
-// Registers --model, --served-model-name, --threads, --block-size, --kv-cache-mb,
+// Registers --model, --served-model-name, --node-id, --threads, --block-size, --kv-cache-mb,
 // --max-num-batched-tokens, --max-num-seqs, --no-prefix-caching.
 void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* options);
 
