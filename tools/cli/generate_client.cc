@@ -60,7 +60,7 @@ absl::Status GenerateClient::Generate(const v1::GenerateRequest& request,
   }
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return absl::UnavailableError(
-        absl::StrCat(address_, " is unavailable: ", status.error_message()));
+        absl::StrCat("cannot reach ", address_, ": ", status.error_message()));
   }
   return FromGrpcStatus(status);
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -49,12 +50,17 @@ std::string ExecutableDir() {
   return ec ? "." : exe.parent_path().string();
 }
 
-// Removes the ready-file directory on every path out of RunCluster.
-struct RemoveDirOnExit {
-  std::string dir;
-  ~RemoveDirOnExit() {
+// Removes the ready-file directory on every path out of RunCluster, and the log directory it
+// made itself when nothing was logged there.
+struct RemoveDirsOnExit {
+  std::string ready_dir;
+  std::string own_log_dir;
+  ~RemoveDirsOnExit() {
     std::error_code ec;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    if (!ready_dir.empty()) std::filesystem::remove_all(ready_dir, ec);
+    if (!own_log_dir.empty() && std::filesystem::is_empty(own_log_dir, ec)) {
+      std::filesystem::remove(own_log_dir, ec);
+    }
   }
 };
 
@@ -67,7 +73,8 @@ void Stop(LocalCluster& cluster, const ClusterOptions& options) {
 // Streams one completion of options.prompt through the router to stdout while watching for
 // signals and dead members. Returns the exit code.
 int RunPrompt(LocalCluster& cluster, const ClusterOptions& options, SignalWatcher& signals) {
-  GenerateClient client(cluster.router_address());
+  // Closed before the stop, so the router sees no open connection while it drains.
+  auto client = std::make_unique<GenerateClient>(cluster.router_address());
   v1::GenerateRequest request;
   request.set_text(*options.prompt);
   request.mutable_sampling()->set_max_tokens(options.max_tokens);
@@ -77,9 +84,9 @@ int RunPrompt(LocalCluster& cluster, const ClusterOptions& options, SignalWatche
   std::atomic<bool> done{false};
   absl::Status status;
   std::thread worker([&] {
-    status = client.WaitForConnected(absl::Seconds(30));
+    status = client->WaitForConnected(absl::Seconds(30));
     if (status.ok()) {
-      status = client.Generate(request, [](const v1::GenerateResponse& response) {
+      status = client->Generate(request, [](const v1::GenerateResponse& response) {
         std::fwrite(response.text().data(), 1, response.text().size(), stdout);
         std::fflush(stdout);
       });
@@ -91,12 +98,13 @@ int RunPrompt(LocalCluster& cluster, const ClusterOptions& options, SignalWatche
   while (!done) {
     if (!interrupted && signals.Wait(kPollInterval)) {
       interrupted = true;
-      client.Cancel();
+      client->Cancel();
     }
-    if (!died.has_value() && (died = cluster.CheckExited()).has_value()) client.Cancel();
+    if (!died.has_value() && (died = cluster.CheckExited()).has_value()) client->Cancel();
     if (interrupted || died.has_value()) break;
   }
   worker.join();
+  client.reset();
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (died.has_value()) {
@@ -138,6 +146,7 @@ int RunCluster(const ClusterOptions& options, SignalWatcher& signals) {
     return 2;
   }
   ClusterDirs dirs;
+  RemoveDirsOnExit cleanup;
   dirs.bin_dir = options.bin_dir.empty() ? ExecutableDir() : options.bin_dir;
   if (!std::filesystem::is_directory(dirs.bin_dir, ec)) {
     Error(absl::StrCat("--bin-dir: ", dirs.bin_dir, " is not a directory"));
@@ -150,6 +159,7 @@ int RunCluster(const ClusterOptions& options, SignalWatcher& signals) {
       return 2;
     }
     dirs.log_dir = *dir;
+    cleanup.own_log_dir = *dir;
   } else {
     dirs.log_dir = options.log_dir;
     std::filesystem::create_directories(dirs.log_dir, ec);
@@ -163,7 +173,7 @@ int RunCluster(const ClusterOptions& options, SignalWatcher& signals) {
     Error(absl::StrCat("cannot create a temp directory in ", TempRoot(), ": ", strerror(errno)));
     return 2;
   }
-  RemoveDirOnExit remove_ready_dir{*ready_dir};
+  cleanup.ready_dir = *ready_dir;
   dirs.ready_dir = *ready_dir;
 
   // With --prompt, stdout carries only the completion.

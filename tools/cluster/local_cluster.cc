@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,15 +42,8 @@ std::string LocalCluster::Describe(const Member& member) const {
 absl::Status LocalCluster::StartMember(const ProcessPlan& plan) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Spawn(plan.spec);
   if (!child.ok()) {
-    std::string hint = child.status().code() == absl::StatusCode::kNotFound
-                           ? absl::StrCat(
-                                 " (is it built? build the tandem-prefill, tandem-decode and "
-                                 "tandem-router targets, or pass --bin-dir DIR; looked in ",
-                                 dirs_.bin_dir, ")")
-                           : "";
-    return absl::Status(
-        child.status().code(),
-        absl::StrCat(plan.name, " did not start: ", child.status().message(), hint));
+    return absl::Status(child.status().code(),
+                        absl::StrCat(plan.name, " did not start: ", child.status().message()));
   }
   members_.push_back(Member{plan, *std::move(child), ReadyInfo{}});
   reported_.push_back(false);
@@ -83,8 +77,26 @@ absl::Status LocalCluster::WaitReady(Member& member, absl::Time deadline,
 
 absl::Status LocalCluster::Start(const std::function<bool()>& should_stop) {
   absl::Time deadline = absl::Now() + absl::Seconds(options_.startup_timeout_s);
+  std::vector<ProcessPlan> nodes = PlanNodes(options_, dirs_);
+  // Every binary must be there before anything starts.
+  std::vector<std::string> missing;
+  std::vector<std::string> binaries;
+  for (const ProcessPlan& plan : nodes) binaries.push_back(plan.spec.binary);
+  binaries.push_back(PlanRouter(options_, dirs_, {}, {}).spec.binary);
+  for (const std::string& binary : binaries) {
+    if (::access(binary.c_str(), X_OK) != 0 &&
+        std::find(missing.begin(), missing.end(), binary) == missing.end()) {
+      missing.push_back(binary);
+    }
+  }
+  if (!missing.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "cannot start the cluster: ", absl::StrJoin(missing, ", "),
+        " not found or not executable (is it built? build the tandem-prefill, tandem-decode "
+        "and tandem-router targets, or pass --bin-dir DIR)"));
+  }
   // All nodes load their model at once; then wait for each in turn.
-  for (const ProcessPlan& plan : PlanNodes(options_, dirs_)) RETURN_IF_ERROR(StartMember(plan));
+  for (const ProcessPlan& plan : nodes) RETURN_IF_ERROR(StartMember(plan));
   std::vector<std::string> prefill;
   std::vector<std::string> decode;
   for (Member& member : members_) {
@@ -164,7 +176,15 @@ std::string LocalCluster::DescribeEndpoints() const {
                                static_cast<int>(width), m->plan.name, RoleName(m->plan.role),
                                m->process->pid(), m->ready.grpc, extra, m->plan.spec.stdout_path));
   }
+  const char* inherited = std::getenv("UCX_TLS");
+  absl::StrAppend(&text, "UCX_TLS: ",
+                  options_.ucx_tls.has_value() ? *options_.ucx_tls
+                  : inherited != nullptr       ? absl::StrCat(inherited, " (inherited)")
+                                               : "unset (UCX picks)",
+                  "\n");
   absl::StrAppend(&text, "logs: ", dirs_.log_dir, "\n");
+  absl::StrAppend(&text, "try: tandem-cli --router ", router_address(),
+                  " --prompt 'Hello' --max-tokens 16\n");
   return text;
 }
 
