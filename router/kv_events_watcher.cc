@@ -15,7 +15,13 @@ KvEventsWatcher::~KvEventsWatcher() { Stop(); }
 
 void KvEventsWatcher::Restart() {
   absl::MutexLock lock(&mu_);
+  wake_ = true;
   if (active_ != nullptr) active_->TryCancel();
+}
+
+void KvEventsWatcher::Wake() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
 }
 
 void KvEventsWatcher::Stop() {
@@ -54,9 +60,10 @@ void KvEventsWatcher::Run() {
       node_->ClearKvCache();
       if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         if (!warned_unimplemented) {
-          spdlog::warn("prefill node {} does not implement WatchKvEvents; prefix-aware "
-                       "placement sees no cache there",
-                       node_->address());
+          spdlog::warn(
+              "prefill node {} does not implement WatchKvEvents; prefix-aware "
+              "placement sees no cache there",
+              node_->address());
           warned_unimplemented = true;
         }
       } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
@@ -65,7 +72,9 @@ void KvEventsWatcher::Run() {
       }
     }
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&stop_), retry_interval_);
+    auto stop_or_wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || wake_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stop_or_wake), retry_interval_);
+    wake_ = false;
   }
 }
 

@@ -22,8 +22,10 @@ class KvEventsWatcher {
   KvEventsWatcher(const KvEventsWatcher&) = delete;
   KvEventsWatcher& operator=(const KvEventsWatcher&) = delete;
 
-  // Ends the current stream (the node went down or restarted); a new one opens later.
+  // Ends the current stream (the node restarted); a new one opens at once.
   void Restart();
+  // The node came up: open the stream now rather than after the retry interval.
+  void Wake();
   // Ends the stream and joins the thread.
   void Stop();
 
@@ -34,6 +36,7 @@ class KvEventsWatcher {
   const absl::Duration retry_interval_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread thread_;
 };

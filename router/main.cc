@@ -1,1 +1,173 @@
-int main() { return 0; }
+// tandem-router: the client entry of a tandem cluster. Serves tandem.v1.Generation over gRPC,
+// tokenizes, places each request on a (prefill, decode) node pair, streams detokenized text back.
+#include <signal.h>
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "common/util/cli_flags.h"
+#include "router/router_options.h"
+#include "router/router_server.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+using tandem::RouterOptions;
+
+constexpr char kUsage[] =
+    R"(Usage: tandem-router --model DIR (--decode ADDRS | --decode-dns NAME:PORT)
+                     [--prefill ADDRS | --prefill-dns NAME:PORT] [options]
+
+Serves tandem.v1.Generation/Generate over gRPC (plus grpc.health.v1.Health): validates and
+tokenizes each request, places it on a decode node and a prefill node (or prefills on the
+decode node), and streams the detokenized output back.
+
+Model:
+  --model DIR                  Hugging Face model directory (tokenizer.json, config.json,
+                               tokenizer_config.json); weights are not read
+  --served-model-name NAME     the name requests give in `model` (default: DIR's base name)
+Serving:
+  --listen HOST:PORT           gRPC address (default 127.0.0.1:0; port 0 picks a free port)
+  --ready-file PATH            once serving, write {"grpc": "127.0.0.1:PORT", "pid": N} there
+Nodes:
+  --prefill A:P,B:P            prefill nodes (static list)
+  --decode C:P,...             decode nodes (static list)
+  --prefill-dns NAME:PORT      prefill nodes: every address of NAME (a headless service)
+  --decode-dns NAME:PORT       decode nodes: every address of NAME
+  --dns-refresh-ms N           re-resolve the DNS names this often (default 5000)
+  --health-interval-ms N       health check + GetLoad of every node this often (default 500)
+Placement:
+  --mode disaggregated|colocated
+                               disaggregated (default): decode node reserves, prefill node
+                               prefills; colocated: the decode node does both (no prefill nodes)
+  --policy round_robin|least_loaded|prefix_aware
+                               how nodes are picked (default prefix_aware: the prefill node
+                               with the longest cached prefix of the prompt, ties by load)
+  --local-prefill-threshold N  prefill on the decode node when the prompt's part that the
+                               chosen prefill node has not cached is shorter than N tokens
+                               (default 0: never)
+Requests:
+  --max-retries N              retries of a request that failed before its first token was
+                               sent, each on another node pair (default 2)
+  --lease-ms N                 lease on the decode node's reserved KV blocks (default 30000)
+  --request-timeout-ms N       a whole request, unless the client's deadline is sooner
+                               (default 600000)
+  --first-token-timeout-ms N   one attempt's wait for its first token (default 60000)
+  --drain-timeout-ms N         on SIGINT/SIGTERM: time in-flight streams get to finish
+                               (default 30000)
+  --verbose                    debug logs (one line per placement)
+  --help                       this text
+)";
+
+std::string ParseAddressList(std::string_view value, std::vector<std::string>* out) {
+  for (absl::string_view part :
+       absl::StrSplit(absl::string_view(value.data(), value.size()), ',', absl::SkipWhitespace())) {
+    out->emplace_back(part.data(), part.size());
+  }
+  return out->empty() ? "expects a comma-separated list of HOST:PORT" : "";
+}
+
+// Declares every flag against `o`, parses argv, then checks what single flags cannot.
+std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool* verbose) {
+  tandem::FlagSet flags;
+  flags.String("model", &o->model_dir);
+  flags.String("served-model-name", &o->served_model_name);
+  flags.String("listen", &o->listen);
+  flags.String("ready-file", &o->ready_file);
+  flags.Custom("prefill",
+               [o](std::string_view v) { return ParseAddressList(v, &o->pool.prefill.addresses); });
+  flags.Custom("decode",
+               [o](std::string_view v) { return ParseAddressList(v, &o->pool.decode.addresses); });
+  flags.String("prefill-dns", &o->pool.prefill.dns_name);
+  flags.String("decode-dns", &o->pool.decode.dns_name);
+  flags.Number("dns-refresh-ms", &o->pool.dns_refresh_ms);
+  flags.Number("health-interval-ms", &o->pool.health_interval_ms);
+  flags.Custom("mode", [o](std::string_view v) -> std::string {
+    auto mode = tandem::ParseServingMode(v);
+    if (!mode.has_value()) return "expects disaggregated or colocated";
+    o->placement.mode = *mode;
+    return "";
+  });
+  flags.Custom("policy", [o](std::string_view v) -> std::string {
+    auto policy = tandem::ParsePlacementPolicy(v);
+    if (!policy.has_value()) return "expects round_robin, least_loaded or prefix_aware";
+    o->placement.policy = *policy;
+    return "";
+  });
+  flags.Number("local-prefill-threshold", &o->placement.local_prefill_threshold);
+  flags.Number("max-retries", &o->max_retries);
+  flags.Number("lease-ms", &o->lease_ms);
+  flags.Number("request-timeout-ms", &o->request_timeout_ms);
+  flags.Number("first-token-timeout-ms", &o->first_token_timeout_ms);
+  flags.Number("drain-timeout-ms", &o->drain_timeout_ms);
+  flags.Switch("verbose", verbose);
+  std::string error = flags.Parse(argc, argv, help);
+  if (!error.empty() || *help) return error;
+
+  if (o->model_dir.empty()) return "--model DIR is required";
+  if (o->pool.decode.addresses.empty() && o->pool.decode.dns_name.empty()) {
+    return "give the decode nodes: --decode HOST:PORT,... or --decode-dns NAME:PORT";
+  }
+  const bool has_prefill = !o->pool.prefill.addresses.empty() || !o->pool.prefill.dns_name.empty();
+  if (o->placement.mode == tandem::ServingMode::kDisaggregated && !has_prefill) {
+    return "--mode disaggregated (the default) needs --prefill HOST:PORT,... or --prefill-dns "
+           "NAME:PORT; use --mode colocated to run without prefill nodes";
+  }
+  if (o->placement.mode == tandem::ServingMode::kColocated && has_prefill) {
+    return "--mode colocated uses no prefill nodes: drop --prefill/--prefill-dns";
+  }
+  if (o->pool.dns_refresh_ms < 1) return "--dns-refresh-ms must be >= 1";
+  if (o->pool.health_interval_ms < 1) return "--health-interval-ms must be >= 1";
+  if (o->placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
+  if (o->max_retries < 0) return "--max-retries must be >= 0";
+  if (o->lease_ms < 1) return "--lease-ms must be >= 1";
+  if (o->request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
+  if (o->first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";
+  if (o->drain_timeout_ms < 0) return "--drain-timeout-ms must be >= 0";
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tandem-router"));
+  RouterOptions options;
+  bool help = false;
+  bool verbose = false;
+  std::string error = ParseFlags(argc, argv, &options, &help, &verbose);
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!error.empty()) {
+    std::fprintf(stderr, "tandem-router: %s\n", error.c_str());
+    return 2;
+  }
+  if (verbose) spdlog::set_level(spdlog::level::debug);
+
+  // Every thread started from here on inherits the blocked signals; this thread takes them with
+  // sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto router = tandem::RouterServer::Start(options);
+  if (!router.ok()) {
+    std::fprintf(stderr, "tandem-router: %s\n", std::string(router.status().message()).c_str());
+    return 1;
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("signal {}: draining (up to {} ms)", signal_number, options.drain_timeout_ms);
+  (*router)->Shutdown(absl::Milliseconds(options.drain_timeout_ms));
+  for (const auto& [name, value] : (*router)->counters().Values()) {
+    if (value != 0) spdlog::info("{} {}", name, value);
+  }
+  return 0;
+}

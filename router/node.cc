@@ -9,7 +9,7 @@
 
 namespace tandem {
 
-std::string_view NodeRoleName(NodeRole role) {
+const char* NodeRoleName(NodeRole role) {
   return role == NodeRole::kPrefill ? "prefill" : "decode";
 }
 

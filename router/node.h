@@ -19,7 +19,7 @@
 namespace tandem {
 
 enum class NodeRole { kPrefill, kDecode };
-std::string_view NodeRoleName(NodeRole role);
+const char* NodeRoleName(NodeRole role);
 
 class Node {
  public:

@@ -118,7 +118,8 @@ std::vector<std::shared_ptr<Node>> NodePool::UpdateMembers(
         member.watcher = std::make_unique<KvEventsWatcher>(
             member.node, absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 10)));
       }
-      if (source != kStatic) spdlog::info("{} node {} joined from {}", NodeRoleName(role), address, source);
+      if (source != kStatic)
+        spdlog::info("{} node {} joined from {}", NodeRoleName(role), address, source);
       added.push_back(member.node);
       members.emplace(address, std::move(member));
     }
@@ -135,21 +136,29 @@ void NodePool::Probe(const std::vector<std::shared_ptr<Node>>& nodes) {
     const ProbeResult& r = results[i];
     if (r.ok) {
       const bool was_up = node->up();
-      if (node->MarkUp(r.load)) {
+      const bool restarted = node->MarkUp(r.load);
+      if (restarted) {
         ++counters_.incarnation_changes;
         spdlog::warn("{} node {} restarted: new incarnation {}", NodeRoleName(node->role()),
                      node->address(), r.load.incarnation());
-        absl::MutexLock lock(&mu_);
-        auto& members = members_[RoleIndex(node->role())];
-        if (auto it = members.find(node->address());
-            it != members.end() && it->second.watcher != nullptr) {
-          it->second.watcher->Restart();
-        }
       }
       if (!was_up) {
         ++counters_.marked_up;
         spdlog::info("{} node {} is up (incarnation {})", NodeRoleName(node->role()),
                      node->address(), r.load.incarnation());
+      }
+      if (restarted || !was_up) {
+        // Its cache view starts over (restart) or can start now (up again).
+        absl::MutexLock lock(&mu_);
+        auto& members = members_[RoleIndex(node->role())];
+        if (auto it = members.find(node->address());
+            it != members.end() && it->second.watcher != nullptr) {
+          if (restarted) {
+            it->second.watcher->Restart();
+          } else {
+            it->second.watcher->Wake();
+          }
+        }
       }
     } else if (node->MarkDown(r.error)) {
       ++counters_.marked_down;

@@ -29,13 +29,19 @@ std::string ServingStatusName(int status) {
   return absl::StrCat("malformed response (", status, ")");
 }
 
+const grpc::Slice* EmptySlice() {
+  static const grpc::Slice* empty = new grpc::Slice();
+  return empty;
+}
+
 // The calls of one round; shared with the callbacks so a caller that stops waiting leaves
 // nothing dangling.
 struct Round {
   struct Probe {
     std::shared_ptr<Node> node;
     grpc::ClientContext health_ctx;
-    grpc::ByteBuffer health_request;  // HealthCheckRequest{service: ""} encodes to no bytes
+    // HealthCheckRequest{service: ""} encodes to no bytes (but must be a real, empty buffer).
+    grpc::ByteBuffer health_request{EmptySlice(), 1};
     grpc::ByteBuffer health_response;
     grpc::Status health_status;
     grpc::ClientContext load_ctx;
@@ -52,6 +58,30 @@ struct Round {
     --outstanding;
   }
 };
+
+std::string StatusText(const grpc::Status& status) {
+  static constexpr const char* kNames[] = {"OK",
+                                           "CANCELLED",
+                                           "UNKNOWN",
+                                           "INVALID_ARGUMENT",
+                                           "DEADLINE_EXCEEDED",
+                                           "NOT_FOUND",
+                                           "ALREADY_EXISTS",
+                                           "PERMISSION_DENIED",
+                                           "RESOURCE_EXHAUSTED",
+                                           "FAILED_PRECONDITION",
+                                           "ABORTED",
+                                           "OUT_OF_RANGE",
+                                           "UNIMPLEMENTED",
+                                           "INTERNAL",
+                                           "UNAVAILABLE",
+                                           "DATA_LOSS",
+                                           "UNAUTHENTICATED"};
+  const int code = static_cast<int>(status.error_code());
+  std::string text = code >= 0 && code < 17 ? kNames[code] : absl::StrCat("code ", code);
+  if (!status.error_message().empty()) absl::StrAppend(&text, ": ", status.error_message());
+  return text;
+}
 
 std::string BufferBytes(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
@@ -88,9 +118,9 @@ int ParseHealthCheckResponse(const std::string& bytes) {
 std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes,
                                     absl::Duration timeout) {
   auto round = std::make_shared<Round>();
-  const auto deadline =
-      std::chrono::system_clock::now() + std::chrono::milliseconds(absl::ToInt64Milliseconds(
-                                             std::max(timeout, absl::Milliseconds(1))));
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(
+                            absl::ToInt64Milliseconds(std::max(timeout, absl::Milliseconds(1))));
   {
     absl::MutexLock lock(&round->mu);
     round->outstanding = static_cast<int>(nodes.size()) * 2;
@@ -118,8 +148,8 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
                                                round->Done();
                                              });
     } else {
-      probe->node->prefill().async()->GetLoad(&probe->load_ctx, &probe->load_request,
-                                              &probe->load, [round, probe](grpc::Status s) {
+      probe->node->prefill().async()->GetLoad(&probe->load_ctx, &probe->load_request, &probe->load,
+                                              [round, probe](grpc::Status s) {
                                                 probe->load_status = std::move(s);
                                                 round->Done();
                                               });
@@ -128,9 +158,8 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
   std::vector<ProbeResult> results(nodes.size());
   {
     absl::MutexLock lock(&round->mu);
-    auto all_done = [r = round.get()]() ABSL_SHARED_LOCKS_REQUIRED(r->mu) {
-      return r->outstanding == 0;
-    };
+    auto all_done = [r = round.get()]()
+                        ABSL_SHARED_LOCKS_REQUIRED(r->mu) { return r->outstanding == 0; };
     // The deadlines end every call; the extra second only guards against a lost callback.
     if (!round->mu.AwaitWithTimeout(absl::Condition(&all_done), timeout + absl::Seconds(1))) {
       for (ProbeResult& r : results) r.error = "health check did not complete";
@@ -145,8 +174,7 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
     const Round::Probe& probe = *round->probes[i];
     ProbeResult& r = results[i];
     if (!probe.health_status.ok()) {
-      r.error = absl::StrCat("health check: ", probe.health_status.error_message(), " (code ",
-                             probe.health_status.error_code(), ")");
+      r.error = absl::StrCat("health check: ", StatusText(probe.health_status));
       continue;
     }
     const int serving = ParseHealthCheckResponse(BufferBytes(probe.health_response));
@@ -155,11 +183,13 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
       continue;
     }
     if (!probe.load_status.ok()) {
-      r.error = absl::StrCat("GetLoad: ", probe.load_status.error_message(), " (code ",
-                             probe.load_status.error_code(), ")");
+      r.error = absl::StrCat("GetLoad: ", StatusText(probe.load_status));
+      if (probe.load_status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+        absl::StrAppend(&r.error, " (not a ", NodeRoleName(probe.node->role()), " node?)");
+      }
       continue;
     }
-    const std::string_view want = NodeRoleName(probe.node->role());
+    const std::string want = NodeRoleName(probe.node->role());
     if (probe.load.role() != want) {
       r.error = absl::StrCat("GetLoad: the node says it is a \"", probe.load.role(),
                              "\" node; it was configured as a ", want, " node");

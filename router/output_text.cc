@@ -6,8 +6,7 @@ namespace tandem {
 
 OutputText::OutputText(const Tokenizer& tokenizer, bool skip_special_tokens,
                        std::vector<std::string> stops, bool include_stop_str_in_output)
-    : detok_(tokenizer, skip_special_tokens),
-      stop_(std::move(stops), include_stop_str_in_output) {}
+    : detok_(tokenizer, skip_special_tokens), stop_(std::move(stops), include_stop_str_in_output) {}
 
 OutputText::Step OutputText::Add(std::span<const TokenId> tokens) {
   Step step;

@@ -20,7 +20,7 @@ uint64_t RandomU64() {
   return rng();
 }
 
-absl::Status Invalid(std::string_view message) { return absl::InvalidArgumentError(message); }
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 absl::StatusOr<std::vector<TokenId>> TokenizeChat(const v1::ChatMessages& chat,
                                                   const ServedModel& model) {
@@ -153,8 +153,8 @@ absl::StatusOr<RouterRequest> BuildRequest(const v1::GenerateRequest& request,
                                   " in sampling.max_tokens)"));
     }
   } else {
-    out.sampling.max_tokens = static_cast<int32_t>(
-        std::min<int64_t>(out.sampling.max_tokens, context - prompt_tokens));
+    out.sampling.max_tokens =
+        static_cast<int32_t>(std::min<int64_t>(out.sampling.max_tokens, context - prompt_tokens));
   }
 
   out.node_sampling = SamplingToProto(out.sampling);

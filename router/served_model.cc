@@ -26,9 +26,9 @@ absl::StatusOr<std::shared_ptr<const ServedModel>> LoadServedModel(const std::st
     if (!model->tokenizer_config->chat_template.empty()) {
       auto chat = ChatTemplate::Parse(model->tokenizer_config->chat_template);
       if (!chat.ok()) {
-        return absl::Status(chat.status().code(),
-                            absl::StrCat(dir, "/tokenizer_config.json: chat_template: ",
-                                         chat.status().message()));
+        return absl::Status(
+            chat.status().code(),
+            absl::StrCat(dir, "/tokenizer_config.json: chat_template: ", chat.status().message()));
       }
       model->chat_template = *std::move(chat);
     }

@@ -123,8 +123,8 @@ std::atomic<uint64_t> next_id{1};
 }  // namespace
 
 absl::Status LocalTransport::Endpoint::WriteNow(const KvTarget& target,
-                                               const std::vector<KvCopy>& copies,
-                                               absl::Time deadline) {
+                                                const std::vector<KvCopy>& copies,
+                                                absl::Time deadline) {
   if (options.write_delay > absl::ZeroDuration()) {
     absl::Duration wait = std::min(options.write_delay, deadline - absl::Now());
     if (wait > absl::ZeroDuration() && SleepUnlessClosed(wait)) {
@@ -149,8 +149,8 @@ absl::Status LocalTransport::Endpoint::WriteNow(const KvTarget& target,
   for (const KvCopy& c : copies) {
     if (c.src_offset > src_bytes || c.bytes > src_bytes - c.src_offset) {
       return absl::InvalidArgumentError(absl::StrCat("local write: source range [", c.src_offset,
-                                                     ", +", c.bytes, ") is outside the ",
-                                                     src_bytes, "-byte pool"));
+                                                     ", +", c.bytes, ") is outside the ", src_bytes,
+                                                     "-byte pool"));
     }
   }
   std::shared_ptr<Endpoint> peer = Lookup(target.address);
@@ -160,7 +160,8 @@ absl::Status LocalTransport::Endpoint::WriteNow(const KvTarget& target,
   }
   absl::ReaderMutexLock lock(&peer->pool_mu);
   if (!peer->pool_open) return absl::UnavailableError("local write: target shut down");
-  if (peer->pool == nullptr) return absl::FailedPreconditionError("local write: target has no pool");
+  if (peer->pool == nullptr)
+    return absl::FailedPreconditionError("local write: target has no pool");
   if (target.remote_key != peer->pool_key) {
     return absl::PermissionDeniedError("local write: remote key does not match the target's pool");
   }
@@ -272,24 +273,24 @@ void LocalTransport::Notify(const KvTarget& target, std::string payload, absl::T
       return;
     }
     Endpoint* target = peer.get();
-    bool posted = peer->Post([target, payload = std::move(payload), deadline,
-                              shared_done](bool cancelled) {
-      if (cancelled) {
-        (*shared_done)(absl::CancelledError("local notice: target shut down"));
-        return;
-      }
-      if (absl::Now() > deadline) {
-        (*shared_done)(absl::DeadlineExceededError("local notice: deadline passed"));
-        return;
-      }
-      NoticeHandler handler;
-      {
-        absl::MutexLock lock(&target->mu);
-        handler = target->handler;
-      }
-      if (handler) handler(payload);
-      (*shared_done)(absl::OkStatus());
-    });
+    bool posted =
+        peer->Post([target, payload = std::move(payload), deadline, shared_done](bool cancelled) {
+          if (cancelled) {
+            (*shared_done)(absl::CancelledError("local notice: target shut down"));
+            return;
+          }
+          if (absl::Now() > deadline) {
+            (*shared_done)(absl::DeadlineExceededError("local notice: deadline passed"));
+            return;
+          }
+          NoticeHandler handler;
+          {
+            absl::MutexLock lock(&target->mu);
+            handler = target->handler;
+          }
+          if (handler) handler(payload);
+          (*shared_done)(absl::OkStatus());
+        });
     if (!posted) (*shared_done)(absl::UnavailableError("local notice: target shut down"));
   };
   auto shared = std::make_shared<Task>(std::move(task));

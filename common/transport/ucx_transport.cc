@@ -34,7 +34,7 @@ constexpr unsigned kNoticeAmId = 0x7a;
 // Runs on the progress thread; `cancelled` when the transport stopped before running it.
 using Task = std::function<void(bool cancelled)>;
 
-absl::Status UcsStatus(ucs_status_t s, std::string_view what) {
+absl::Status UcsStatus(ucs_status_t s, const std::string& what) {
   std::string msg = absl::StrCat(what, ": ", ucs_status_string(s));
   switch (s) {
     case UCS_OK:
@@ -70,7 +70,7 @@ uint64_t RandomIncarnation() {
 }
 
 // A short printable id of a worker address, for messages.
-std::string AddressTag(std::string_view address) {
+std::string AddressTag(const std::string& address) {
   uint64_t h = 1469598103934665603ull;
   for (char c : address) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   return absl::StrCat("ucx-peer-", absl::Hex(h & 0xffffffffull));
@@ -89,9 +89,11 @@ class UcxTransport::Impl {
     absl::Notification ready;
     absl::Status init_status;
     thread_ = std::thread([this, &ready, &init_status] {
-      init_status = Init();
-      ready.Notify();
-      if (init_status.ok()) Loop();
+      absl::Status s = Init();
+      const bool ok = s.ok();
+      init_status = std::move(s);
+      ready.Notify();  // `ready` and `init_status` are gone after this
+      if (ok) Loop();
       Teardown();
     });
     ready.WaitForNotification();
@@ -206,8 +208,7 @@ class UcxTransport::Impl {
     });
   }
 
-  void Notify(const KvTarget& target, std::string payload, absl::Time deadline,
-              TransferDone done) {
+  void Notify(const KvTarget& target, std::string payload, absl::Time deadline, TransferDone done) {
     auto d = std::make_shared<TransferDone>(std::move(done));
     Post([this, target, payload = std::move(payload), deadline, d](bool cancelled) mutable {
       if (cancelled) {
@@ -236,6 +237,8 @@ class UcxTransport::Impl {
     absl::Status status;
     bool finished = false;  // `done` ran
     bool queued = false;    // on ready_
+    // Outstanding UCX requests (released at teardown if UCX never completes them).
+    absl::flat_hash_set<void*> requests;
     int outstanding() const { return puts_outstanding + other_outstanding; }
   };
 
@@ -248,14 +251,20 @@ class UcxTransport::Impl {
     absl::flat_hash_set<Op*> ops;
     bool failed = false;  // error callback ran, or we gave up on it
     absl::Status error;
+    // Created with UCP_ERR_HANDLING_MODE_PEER: a failure is reported, and a forced close cancels
+    // outstanding requests. Without, UCX can neither (shared memory in UCX 1.13).
+    bool peer_errors = true;
     bool closing = false;
     bool closed = false;
+    bool abandoned = false;  // given up on without peer error handling; may never close
+    void* close_request = nullptr;
   };
 
   // A rendezvous notice being received.
   struct PendingNotice {
     Impl* impl = nullptr;
     std::string data;
+    void* request = nullptr;
   };
 
   // ---- progress thread only from here ----
@@ -353,7 +362,8 @@ class UcxTransport::Impl {
         last_busy = now;
         continue;
       }
-      const bool in_flight = !ops_.empty() || !closing_.empty() || !pending_notices_.empty();
+      const bool in_flight =
+          NumActiveOps() > 0 || NumActiveClosing() > 0 || !pending_notices_.empty();
       if (in_flight && now - last_busy < options_.busy_poll) continue;
       Sleep(now);
       last_busy = absl::Now();
@@ -413,7 +423,7 @@ class UcxTransport::Impl {
         const int64_t ms = absl::ToInt64Milliseconds(op->deadline - now) + 1;
         timeout_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, timeout_ms));
       }
-      if (!closing_.empty()) timeout_ms = std::min(timeout_ms, 10);
+      if (NumActiveClosing() > 0) timeout_ms = std::min(timeout_ms, 10);
       epoll_event events[4];
       epoll_wait(epoll_fd_, events, 4, timeout_ms);
       uint64_t value;
@@ -422,6 +432,19 @@ class UcxTransport::Impl {
     }
     absl::MutexLock lock(&mu_);
     sleeping_ = false;
+  }
+
+  // Operations whose `done` has not run yet.
+  size_t NumActiveOps() const {
+    size_t n = 0;
+    for (const Op* op : ops_) n += op->finished ? 0 : 1;
+    return n;
+  }
+  // Endpoints closing that are expected to finish closing.
+  size_t NumActiveClosing() const {
+    size_t n = 0;
+    for (const auto& ep : closing_) n += (ep->closed || ep->abandoned) ? 0 : 1;
+    return n;
   }
 
   void Wake() {
@@ -494,11 +517,26 @@ class UcxTransport::Impl {
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(ep->address.data());
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_mode =
+        options_.peer_error_handling ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     params.err_handler.cb = &Impl::EpErrorCb;
     params.err_handler.arg = ep.get();
     ucs_status_t s = ucp_ep_create(worker_, &params, &ep->ep);
+    if (s == UCS_ERR_UNREACHABLE && params.err_mode == UCP_ERR_HANDLING_MODE_PEER) {
+      // No transport to this peer detects peer failure (UCX 1.13's shared memory): go on
+      // without, and rely on deadlines.
+      params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      s = ucp_ep_create(worker_, &params, &ep->ep);
+      if (s == UCS_OK && !warned_no_peer_errors_) {
+        warned_no_peer_errors_ = true;
+        spdlog::warn(
+            "ucx transport: no transport to {} detects peer failure; a dead peer is noticed "
+            "only at each operation's deadline",
+            ep->tag);
+      }
+    }
     if (s != UCS_OK) return UcsStatus(s, absl::StrCat("ucp_ep_create to ", ep->tag));
+    ep->peer_errors = params.err_mode == UCP_ERR_HANDLING_MODE_PEER;
     Endpoint* raw = ep.get();
     endpoints_.emplace(address, std::move(ep));
     return raw;
@@ -571,8 +609,8 @@ class UcxTransport::Impl {
       return;
     }
     ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                     UCP_OP_ATTR_FIELD_MEMH;
+    p.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
     p.cb.send = &Impl::PutCb;
     p.user_data = op;
     p.memh = memh;
@@ -586,6 +624,7 @@ class UcxTransport::Impl {
         break;
       }
       ++op->puts_outstanding;
+      op->requests.insert(r);
     }
     if (op->status.ok()) IssueFlush(op);
     Advance(op);
@@ -613,6 +652,7 @@ class UcxTransport::Impl {
       return;
     }
     ++op->other_outstanding;
+    op->requests.insert(r);
   }
 
   void IssueNotice(Op* op) {
@@ -641,6 +681,7 @@ class UcxTransport::Impl {
       return;
     }
     ++op->other_outstanding;
+    op->requests.insert(r);
   }
 
   // Moves an operation on once none of its requests is outstanding: a notice whose earlier
@@ -675,6 +716,7 @@ class UcxTransport::Impl {
 
   static void PutCb(void* request, ucs_status_t status, void* user_data) {
     Op* op = static_cast<Op*>(user_data);
+    op->requests.erase(request);
     ucp_request_free(request);
     --op->puts_outstanding;
     if (status != UCS_OK) {
@@ -685,11 +727,12 @@ class UcxTransport::Impl {
 
   static void OtherCb(void* request, ucs_status_t status, void* user_data) {
     Op* op = static_cast<Op*>(user_data);
+    op->requests.erase(request);
     ucp_request_free(request);
     --op->other_outstanding;
     if (status != UCS_OK) {
-      op->status.Update(UcsStatus(
-          status, absl::StrCat(op->is_notify ? "notice to " : "flush to ", op->ep->tag)));
+      op->status.Update(
+          UcsStatus(status, absl::StrCat(op->is_notify ? "notice to " : "flush to ", op->ep->tag)));
     }
     op->impl->MarkReady(op);
   }
@@ -698,16 +741,15 @@ class UcxTransport::Impl {
     Endpoint* ep = static_cast<Endpoint*>(arg);
     if (ep->failed) return;
     ep->failed = true;
-    ep->error = UcsStatus(status, absl::StrCat("connection to ", ep->tag, " failed"));
-    if (ep->error.code() != absl::StatusCode::kDeadlineExceeded) {
-      ep->error = absl::UnavailableError(ep->error.message());
-    }
+    ep->error = absl::UnavailableError(
+        absl::StrCat("connection to ", ep->tag, " failed: ", ucs_status_string(status)));
     ep->impl->failed_eps_.push_back(ep);
   }
 
   static void CloseCb(void* request, ucs_status_t, void* user_data) {
     Endpoint* ep = static_cast<Endpoint*>(user_data);
     ucp_request_free(request);
+    ep->close_request = nullptr;
     ep->closed = true;
   }
 
@@ -723,7 +765,8 @@ class UcxTransport::Impl {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv_am = &Impl::AmDataCb;
     p.user_data = pending;
-    ucs_status_ptr_t r = ucp_am_recv_data_nbx(self->worker_, data, pending->data.data(), length, &p);
+    ucs_status_ptr_t r =
+        ucp_am_recv_data_nbx(self->worker_, data, pending->data.data(), length, &p);
     if (r == nullptr) {
       self->deliveries_.push_back(std::move(pending->data));
       delete pending;
@@ -732,6 +775,7 @@ class UcxTransport::Impl {
                     ucs_status_string(UCS_PTR_STATUS(r)));
       delete pending;
     } else {
+      pending->request = r;
       self->pending_notices_.insert(pending);
     }
     return UCS_OK;
@@ -757,12 +801,16 @@ class UcxTransport::Impl {
     while (!failed_eps_.empty()) {
       Endpoint* ep = failed_eps_.back();
       failed_eps_.pop_back();
-      spdlog::warn("ucx transport: {}", ep->error.message());
+      spdlog::warn("ucx transport: {}", std::string(ep->error.message()));
       Retire(ep);
     }
   }
 
-  // Removes `ep` from the cache, fails its operations with its error and closes it by force.
+  // Removes `ep` from the cache, fails its operations with its error and closes it. With peer
+  // error handling the close is forced: outstanding requests complete (cancelled) and their
+  // operations finish then. Without, UCX cannot cancel them: the operations fail now, their
+  // requests stay with UCX (completing if the peer resumes, discarded with the worker), and the
+  // close waits for the peer.
   void Retire(Endpoint* ep) {
     auto it = endpoints_.find(ep->address);
     if (it != endpoints_.end() && it->second.get() == ep) {
@@ -771,18 +819,28 @@ class UcxTransport::Impl {
     }
     for (Op* op : ep->ops) {
       if (!op->finished) op->status.Update(ep->error);
+      if (!ep->peer_errors) Finish(op);
       MarkReady(op);
     }
+    if (!ep->peer_errors && ep->error.code() != absl::StatusCode::kCancelled) ep->abandoned = true;
     if (ep->closing) return;
     ep->closing = true;
     ucp_request_param_t p{};
     p.op_attr_mask =
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    p.flags = ep->peer_errors ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     p.cb.send = &Impl::CloseCb;
     p.user_data = ep;
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep->ep, &p);
-    if (r == nullptr || UCS_PTR_IS_ERR(r)) ep->closed = true;
+    if (UCS_PTR_IS_ERR(r)) {
+      spdlog::warn("ucx transport: closing the endpoint to {}: {}", ep->tag,
+                   ucs_status_string(UCS_PTR_STATUS(r)));
+    }
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+      ep->closed = true;
+    } else {
+      ep->close_request = r;
+    }
   }
 
   // Deletes closed endpoints whose operations are all gone. True if it deleted any.
@@ -813,11 +871,11 @@ class UcxTransport::Impl {
                        " ran past its deadline"));
       op->status = deadline;
       if (op->puts_outstanding > 0 && !op->ep->failed) {
-        // Puts may still read the caller's memory: stop them all by closing the endpoint.
+        // Puts may still read the caller's memory: stop them all by closing the endpoint (for
+        // an endpoint without peer error handling, abandon it: see Retire).
         op->ep->failed = true;
-        op->ep->error = absl::UnavailableError(
-            absl::StrCat("connection to ", op->ep->tag,
-                         " closed: a write to it ran past its deadline"));
+        op->ep->error = absl::UnavailableError(absl::StrCat(
+            "connection to ", op->ep->tag, " closed: a write to it ran past its deadline"));
         Retire(op->ep);
         op->status = deadline;
       } else if (op->puts_outstanding == 0) {
@@ -837,8 +895,19 @@ class UcxTransport::Impl {
       ep->error = absl::CancelledError("ucx transport stopped");
       Retire(ep);
     }
+    // Wait for forced closes (quick) and for flushing closes of endpoints whose peer has not
+    // been given up on; an endpoint abandoned past a deadline may never close.
+    auto waiting = [this] {
+      for (const auto& ep : closing_) {
+        if (!ep->closed && (ep->peer_errors || !ep->abandoned)) return true;
+      }
+      for (Op* op : ops_) {
+        if (!op->finished) return true;
+      }
+      return false;
+    };
     const absl::Time give_up = absl::Now() + options_.shutdown_timeout;
-    while (worker_ != nullptr && (!closing_.empty() || !ops_.empty()) && absl::Now() < give_up) {
+    while (worker_ != nullptr && waiting() && absl::Now() < give_up) {
       ucp_worker_progress(worker_);
       AfterProgress();
       RunCommandsCancelled();
@@ -847,21 +916,34 @@ class UcxTransport::Impl {
       op->status.Update(absl::CancelledError("ucx transport stopped"));
       Finish(op);
     }
-    if (!ops_.empty() || !closing_.empty()) {
-      spdlog::warn("ucx transport: {} operations and {} endpoints did not finish closing",
-                   ops_.size(), closing_.size());
+    if (waiting()) {
+      spdlog::warn("ucx transport: {} endpoints did not finish closing", closing_.size());
+    }
+    // Release what UCX still holds so that destroying the worker calls nothing of ours.
+    for (Op* op : ops_) {
+      for (void* r : op->requests) ucp_request_free(r);
+      op->requests.clear();
+    }
+    for (auto& ep : closing_) {
+      if (ep->close_request != nullptr) ucp_request_free(ep->close_request);
+      ep->close_request = nullptr;
+    }
+    for (PendingNotice* p : pending_notices_) {
+      if (p->request != nullptr) ucp_request_free(p->request);
+      p->request = nullptr;
     }
     for (auto& ep : closing_) {
       for (auto& [key, rkey] : ep->rkeys) ucp_rkey_destroy(rkey);
+      ep->rkeys.clear();
     }
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    worker_ = nullptr;
     {
       absl::MutexLock lock(&info_mu_);
       if (pool_memh_ != nullptr) ucp_mem_unmap(context_, pool_memh_);
       pool_memh_ = nullptr;
       pool_ = nullptr;
     }
-    if (worker_ != nullptr) ucp_worker_destroy(worker_);
-    worker_ = nullptr;
     for (PendingNotice* p : pending_notices_) delete p;
     pending_notices_.clear();
     for (Op* op : ops_) delete op;
@@ -924,6 +1006,7 @@ class UcxTransport::Impl {
   ucp_worker_h worker_ = nullptr;
   int ucx_fd_ = -1;
   int epoll_fd_ = -1;
+  bool warned_no_peer_errors_ = false;
   absl::flat_hash_map<std::string, std::unique_ptr<Endpoint>> endpoints_;
   std::vector<std::unique_ptr<Endpoint>> closing_;
   absl::flat_hash_set<Op*> ops_;
@@ -954,7 +1037,9 @@ absl::Status UcxTransport::RegisterPool(void* base, size_t bytes) {
   return impl_->RegisterPool(base, bytes);
 }
 
-absl::StatusOr<void*> UcxTransport::AllocatePool(size_t bytes) { return impl_->AllocatePool(bytes); }
+absl::StatusOr<void*> UcxTransport::AllocatePool(size_t bytes) {
+  return impl_->AllocatePool(bytes);
+}
 
 std::string UcxTransport::address() const { return impl_->address(); }
 std::string UcxTransport::pool_remote_key() const { return impl_->pool_remote_key(); }

@@ -19,6 +19,18 @@
 // DeadlineExceeded. If any of its puts may still read local memory, its endpoint is closed by force
 // (failing the other operations on it with Unavailable) so that when `done` runs, nothing reads the
 // caller's memory any more.
+//
+// UCX 1.13's shared-memory transports (posix, sysv) have no peer error handling: endpoints that
+// only they reach are created without it (logged once). There a dead or hung peer is noticed only
+// at each operation's deadline, and UCX cannot cancel queued puts: the operation fails at its
+// deadline anyway and the endpoint is abandoned, but a put UCX still holds may read its source
+// later if the peer resumes (the source pool stays mapped until the transport is destroyed; the
+// owner must treat blocks of a failed transfer as poisoned, as it must for any failed writer).
+//
+// Shared memory and the pool: an owner pool from AllocatePool lives in a UCX shared-memory
+// segment that same-host writers copy into directly; a pool passed to RegisterPool cannot be
+// reached that way, and UCX emulates RMA with active messages (one to two orders of magnitude
+// slower; see bench/kv_transfer). tcp does not care.
 #ifndef TANDEM_COMMON_TRANSPORT_UCX_TRANSPORT_H_
 #define TANDEM_COMMON_TRANSPORT_UCX_TRANSPORT_H_
 
@@ -44,6 +56,12 @@ struct UcxTransportOptions {
   // How long the progress thread polls without progress before it sleeps on the event fds while
   // operations are in flight. Longer: lower latency, more CPU.
   absl::Duration busy_poll = absl::Microseconds(50);
+  // Create endpoints with UCX peer error handling, so a dead peer fails its operations at once.
+  // Peers only reachable through transports without it (UCX 1.13's posix/sysv shared memory) get
+  // an endpoint without (logged once); there, and with this false, a dead or hung peer is noticed
+  // at each operation's deadline. With several transports configured, peer error handling makes
+  // UCX prefer those that support it (tcp over shared memory on one host).
+  bool peer_error_handling = true;
   // How notices travel. kAuto lets UCX choose (eager for small payloads); the others force a
   // protocol (tests use them to cover both receive paths).
   enum class NoticeProtocol { kAuto, kEager, kRendezvous };
@@ -71,10 +89,11 @@ class UcxTransport : public KvTransport {
   // Maps `base` with ucp_mem_map and packs its remote key. Blocks until the progress thread did it.
   absl::Status RegisterPool(void* base, size_t bytes) override;
   // Alternative to RegisterPool for an owner: UCX allocates the pool itself (ucp_mem_map with
-  // UCP_MEM_MAP_ALLOCATE), which lets shared-memory peers write into it directly instead of
-  // through active messages. Returns the pool's first byte (zeroed); it lives until the transport
-  // is destroyed.
-  absl::StatusOr<void*> AllocatePool(size_t bytes);
+  // UCP_MEM_MAP_ALLOCATE; UCX_MEM_ALLOC_METHODS decides how, shared-memory segments first by
+  // default, else ordinary memory), which lets shared-memory peers write into it directly
+  // instead of through active messages. Returns the pool's first byte (zeroed); it lives until
+  // the transport is destroyed.
+  absl::StatusOr<void*> AllocatePool(size_t bytes) override;
 
   std::string address() const override;
   std::string pool_remote_key() const override;

@@ -1,0 +1,306 @@
+// tandem-bench-kv-transfer: KV write bandwidth through UcxTransport between two processes.
+//
+// The writer (this process) starts a target process (itself, --role target) that registers a pool
+// and publishes its address and key on stdout; the writer then pushes --total-mib of data in
+// messages of --message-bytes (one KvCopy each, --copies-per-write per Write, --in-flight Writes
+// outstanding), waits for the last write and sends a notice. Prints one line per run and writes
+// JSON (--json). bench/kv_transfer/vs_ucx_perftest.sh runs it beside ucx_perftest.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/transport/ucx_transport.h"
+#include "common/util/cli_flags.h"
+#include "nlohmann/json.hpp"
+#include "tests/common/transport/transport_test_util.h"
+
+namespace tandem {
+namespace {
+
+struct Options {
+  std::string role = "writer";
+  std::string tls;
+  double total_mib = 512;
+  uint64_t message_bytes = 1 << 20;
+  int copies_per_write = 0;  // 0: enough for about 16 MiB per Write
+  int in_flight = 4;
+  uint64_t pool_bytes = 64 << 20;
+  bool allocate = false;  // the target lets UCX allocate its pool
+  int repeat = 3;
+  double warmup_mib = 32;
+  int64_t busy_poll_us = 50;
+  std::string json;
+  bool verbose = false;
+};
+
+constexpr const char* kUsage = R"(tandem-bench-kv-transfer: KV write bandwidth through UcxTransport
+
+  --tls STR               UCX_TLS for both processes ("tcp", "posix,sysv,self"; "" = UCX's own)
+  --total-mib N           data per run (default 512)
+  --message-bytes N       bytes per put (default 1048576)
+  --copies-per-write N    puts per Write call (default: about 16 MiB per Write)
+  --in-flight N           Write calls outstanding (default 4)
+  --pool-bytes N          pool size on each side; message offsets wrap (default 67108864;
+                          the message size: every put to the same place, as ucx_perftest)
+  --allocate              the target's pool is allocated by UCX (shared-memory peers write directly)
+  --repeat N              timed runs (default 3; the best is reported)
+  --warmup-mib N          untimed data first (default 32)
+  --busy-poll-us N        progress-thread spin before sleeping (default 50)
+  --json PATH             write the results as JSON
+  --verbose               print the endpoint's UCX lanes
+)";
+
+int RunTarget(const Options& o) {
+  UcxTransportOptions to;
+  to.tls = o.tls;
+  to.busy_poll = absl::Microseconds(o.busy_poll_us);
+  auto transport = UcxTransport::Create(to);
+  if (!transport.ok()) {
+    std::cerr << "target: " << transport.status() << "\n";
+    return 1;
+  }
+  const size_t bytes = o.pool_bytes;
+  std::vector<char> owned;
+  if (o.allocate) {
+    auto p = (*transport)->AllocatePool(bytes);
+    if (!p.ok()) {
+      std::cerr << "target: " << p.status() << "\n";
+      return 1;
+    }
+  } else {
+    owned.assign(bytes, 0);
+    absl::Status s = (*transport)->RegisterPool(owned.data(), bytes);
+    if (!s.ok()) {
+      std::cerr << "target: " << s << "\n";
+      return 1;
+    }
+  }
+  (*transport)->SetNoticeHandler([](std::string_view) {});
+  std::cout << "READY " << testing::ToHex((*transport)->address()) << " "
+            << testing::ToHex((*transport)->pool_remote_key()) << " " << (*transport)->pool_base()
+            << std::endl;
+  std::string line;
+  while (std::getline(std::cin, line) && line != "EXIT") {
+  }
+  return 0;
+}
+
+// Outstanding-Write accounting for one run.
+class Window {
+ public:
+  explicit Window(int limit) : limit_(limit) {}
+  void Acquire() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](Window* w)
+             ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return w->outstanding_ < w->limit_; },
+        this));
+    ++outstanding_;
+  }
+  TransferDone Release() {
+    return [this](absl::Status s) {
+      absl::MutexLock lock(&mu_);
+      --outstanding_;
+      if (!s.ok() && error_.ok()) error_ = s;
+    };
+  }
+  absl::Status Drain() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](Window* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return w->outstanding_ == 0; },
+        this));
+    return error_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  const int limit_;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+struct RunResult {
+  double seconds = 0;    // first Write issued to last Write done
+  double notice_us = 0;  // the notice after the last write
+  uint64_t bytes = 0;
+  double gbps() const { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
+};
+
+absl::StatusOr<RunResult> RunOnce(UcxTransport& t, const KvTarget& target, const Options& o,
+                                  uint64_t total_bytes) {
+  const uint64_t pool = o.pool_bytes;
+  const uint64_t msg = o.message_bytes;
+  const uint64_t slots = std::max<uint64_t>(1, pool / msg);
+  const uint64_t messages = (total_bytes + msg - 1) / msg;
+  const int per_write = o.copies_per_write > 0
+                            ? o.copies_per_write
+                            : static_cast<int>(std::max<uint64_t>(1, (16ull << 20) / msg));
+  Window window(o.in_flight);
+  const absl::Time deadline = absl::Now() + absl::Minutes(10);
+  const absl::Time start = absl::Now();
+  uint64_t next = 0;
+  while (next < messages) {
+    std::vector<KvCopy> copies;
+    for (int i = 0; i < per_write && next < messages; ++i, ++next) {
+      const uint64_t off = (next % slots) * msg;
+      copies.push_back(KvCopy{off, off, msg});
+    }
+    window.Acquire();
+    t.Write(target, std::move(copies), deadline, window.Release());
+  }
+  absl::Status s = window.Drain();
+  const absl::Time writes_done = absl::Now();
+  if (!s.ok()) return s;
+  absl::Notification noticed;
+  absl::Status notice_status;
+  t.Notify(target, "done", deadline, [&](absl::Status st) {
+    notice_status = st;
+    noticed.Notify();
+  });
+  noticed.WaitForNotification();
+  if (!notice_status.ok()) return notice_status;
+  RunResult r;
+  r.seconds = absl::ToDoubleSeconds(writes_done - start);
+  r.notice_us = absl::ToDoubleMicroseconds(absl::Now() - writes_done);
+  r.bytes = messages * msg;
+  return r;
+}
+
+int RunWriter(const Options& o, const char* self) {
+  if (o.message_bytes == 0 || o.message_bytes > o.pool_bytes) {
+    std::cerr << "--message-bytes must be in (0, pool size]\n";
+    return 2;
+  }
+  std::vector<std::string> argv = {self,
+                                   "--role",
+                                   "target",
+                                   "--tls",
+                                   o.tls,
+                                   "--pool-bytes",
+                                   std::to_string(o.pool_bytes),
+                                   "--busy-poll-us",
+                                   std::to_string(o.busy_poll_us)};
+  if (o.allocate) argv.push_back("--allocate");
+  testing::ChildProcess target_process(argv);
+  auto ready = target_process.ReadLine(30000);
+  if (!ready) {
+    std::cerr << "the target process did not start\n";
+    return 1;
+  }
+  std::istringstream in(*ready);
+  std::string word, addr, key;
+  uint64_t base = 0;
+  in >> word >> addr >> key >> base;
+  if (word != "READY") {
+    std::cerr << "unexpected target output: " << *ready << "\n";
+    return 1;
+  }
+  UcxTransportOptions to;
+  to.tls = o.tls;
+  to.busy_poll = absl::Microseconds(o.busy_poll_us);
+  auto transport = UcxTransport::Create(to);
+  if (!transport.ok()) {
+    std::cerr << transport.status() << "\n";
+    return 1;
+  }
+  std::vector<char> pool(o.pool_bytes);
+  testing::FillRandom(pool.data(), pool.size(), 1);
+  if (absl::Status s = (*transport)->RegisterPool(pool.data(), pool.size()); !s.ok()) {
+    std::cerr << s << "\n";
+    return 1;
+  }
+  KvTarget target{testing::FromHex(addr), testing::FromHex(key), base, 0};
+  if (o.verbose) {
+    auto d = (*transport)->DescribeEndpoint(target.address);
+    std::cerr << (d.ok() ? *d : d.status().ToString()) << "\n";
+  }
+  auto warm = RunOnce(**transport, target, o, static_cast<uint64_t>(o.warmup_mib * (1 << 20)));
+  if (!warm.ok()) {
+    std::cerr << "warmup: " << warm.status() << "\n";
+    return 1;
+  }
+  const std::string tls_name = o.tls.empty() ? "(default)" : o.tls;
+  std::vector<RunResult> runs;
+  for (int i = 0; i < o.repeat; ++i) {
+    auto r = RunOnce(**transport, target, o, static_cast<uint64_t>(o.total_mib * (1 << 20)));
+    if (!r.ok()) {
+      std::cerr << "run " << i << ": " << r.status() << "\n";
+      return 1;
+    }
+    runs.push_back(*r);
+    std::printf("tls=%-16s msg=%9llu B  bytes=%llu  %.3f s  %.3f GB/s  notice %.0f us\n",
+                tls_name.c_str(), static_cast<unsigned long long>(o.message_bytes),
+                static_cast<unsigned long long>(r->bytes), r->seconds, r->gbps(), r->notice_us);
+  }
+  transport->reset();  // before the target goes, so it does not look like a lost peer
+  target_process.WriteLine("EXIT");
+  target_process.CloseAndWait();
+  double best = 0;
+  for (const RunResult& r : runs) best = std::max(best, r.gbps());
+  std::printf("best %.3f GB/s\n", best);
+  if (!o.json.empty()) {
+    nlohmann::json j;
+    j["tls"] = o.tls;
+    j["message_bytes"] = o.message_bytes;
+    j["total_bytes"] = runs.empty() ? 0 : runs[0].bytes;
+    j["in_flight"] = o.in_flight;
+    j["copies_per_write"] = o.copies_per_write;
+    j["allocate"] = o.allocate;
+    j["pool_bytes"] = o.pool_bytes;
+    j["best_gbps"] = best;
+    for (const RunResult& r : runs) {
+      j["runs"].push_back({{"seconds", r.seconds}, {"gbps", r.gbps()}, {"notice_us", r.notice_us}});
+    }
+    std::ofstream(o.json) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  tandem::Options o;
+  tandem::FlagSet flags;
+  flags.String("role", &o.role);
+  flags.String("tls", &o.tls);
+  flags.Number("total-mib", &o.total_mib);
+  flags.Number("message-bytes", &o.message_bytes);
+  flags.Number("copies-per-write", &o.copies_per_write);
+  flags.Number("in-flight", &o.in_flight);
+  flags.Number("pool-bytes", &o.pool_bytes);
+  flags.Switch("allocate", &o.allocate);
+  flags.Number("repeat", &o.repeat);
+  flags.Number("warmup-mib", &o.warmup_mib);
+  flags.Number("busy-poll-us", &o.busy_poll_us);
+  flags.String("json", &o.json);
+  flags.Switch("verbose", &o.verbose);
+  bool help = false;
+  std::string error = flags.Parse(argc, argv, &help);
+  if (help) {
+    std::cout << tandem::kUsage;
+    return 0;
+  }
+  if (!error.empty()) {
+    std::cerr << error << "\n";
+    return 2;
+  }
+  if (o.role == "target") return tandem::RunTarget(o);
+  if (o.role != "writer") {
+    std::cerr << "--role is writer or target\n";
+    return 2;
+  }
+  return tandem::RunWriter(o, "/proc/self/exe");
+}

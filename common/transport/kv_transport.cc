@@ -1,0 +1,28 @@
+#include "common/transport/kv_transport.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem {
+
+absl::StatusOr<void*> KvTransport::AllocatePool(size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("empty pool");
+  if (owned_pool_ != nullptr) return absl::FailedPreconditionError("pool already allocated");
+  constexpr size_t kPage = 4096;
+  const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+  void* p = std::aligned_alloc(kPage, rounded);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a ", bytes, "-byte pool"));
+  }
+  std::memset(p, 0, rounded);
+  absl::Status s = RegisterPool(p, bytes);
+  if (!s.ok()) {
+    std::free(p);
+    return s;
+  }
+  owned_pool_.reset(p);
+  return p;
+}
+
+}  // namespace tandem

@@ -1,0 +1,115 @@
+#include "router/call_watchdog.h"
+
+#include <utility>
+
+namespace tandem {
+namespace {
+
+// After the request deadline the node calls are cancelled; if the handler is still there this
+// much later (stuck writing to a client that does not read), the client call is cancelled too.
+constexpr absl::Duration kServerCancelGrace = absl::Seconds(1);
+
+}  // namespace
+
+void CallGuard::Attach(grpc::ClientContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  attached_.insert(ctx);
+  if (client_cancelled_ || timed_out_ || attempt_timed_out_) ctx->TryCancel();
+}
+
+void CallGuard::Detach(grpc::ClientContext* ctx) {
+  absl::MutexLock lock(&mu_);
+  attached_.erase(ctx);
+}
+
+void CallGuard::SetAttemptDeadline(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  attempt_deadline_ = deadline;
+  attempt_timed_out_ = false;
+}
+
+bool CallGuard::client_cancelled() const {
+  absl::MutexLock lock(&mu_);
+  return client_cancelled_;
+}
+
+bool CallGuard::timed_out() const {
+  absl::MutexLock lock(&mu_);
+  return timed_out_;
+}
+
+bool CallGuard::attempt_timed_out() const {
+  absl::MutexLock lock(&mu_);
+  return attempt_timed_out_;
+}
+
+void CallGuard::CancelAttachedLocked() {
+  for (grpc::ClientContext* ctx : attached_) ctx->TryCancel();
+}
+
+void CallGuard::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+void CallGuard::Poll(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  if (!client_cancelled_ && server_ctx_ != nullptr && server_ctx_->IsCancelled()) {
+    client_cancelled_ = true;
+    CancelAttachedLocked();
+  }
+  if (!timed_out_ && now >= deadline_) {
+    timed_out_ = true;
+    CancelAttachedLocked();
+  }
+  if (timed_out_ && !server_cancelled_ && now >= deadline_ + kServerCancelGrace &&
+      server_ctx_ != nullptr) {
+    server_cancelled_ = true;
+    server_ctx_->TryCancel();
+  }
+  if (!attempt_timed_out_ && now >= attempt_deadline_) {
+    attempt_timed_out_ = true;
+    CancelAttachedLocked();
+  }
+}
+
+CallWatchdog::CallWatchdog(absl::Duration interval) : interval_(interval) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+CallWatchdog::~CallWatchdog() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void CallWatchdog::Add(std::shared_ptr<CallGuard> guard) {
+  absl::MutexLock lock(&mu_);
+  guards_.insert(std::move(guard));
+}
+
+void CallWatchdog::Remove(const std::shared_ptr<CallGuard>& guard) {
+  guard->Close();
+  absl::MutexLock lock(&mu_);
+  guards_.erase(guard);
+}
+
+void CallWatchdog::Run() {
+  std::vector<std::shared_ptr<CallGuard>> guards;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), interval_);
+      if (stop_) return;
+      guards.assign(guards_.begin(), guards_.end());
+    }
+    const absl::Time now = absl::Now();
+    for (const auto& guard : guards) guard->Poll(now);
+    guards.clear();
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,85 @@
+// Bounds every request the router serves. The sync gRPC server gives a handler no callback when
+// its client goes away, and a blocked Read on a node's stream cannot watch anything else, so one
+// thread polls every active request:
+//   - the client cancelled or disconnected (ServerContext::IsCancelled): cancel the request's
+//     node calls, so the nodes see their streams cancelled;
+//   - the attempt passed its first-token deadline: cancel its node calls (the handler retries);
+//   - the request passed its deadline: cancel its node calls, and a little later the client
+//     call itself, which unblocks a Write to a client that stopped reading.
+#ifndef TANDEM_ROUTER_CALL_WATCHDOG_H_
+#define TANDEM_ROUTER_CALL_WATCHDOG_H_
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/server_context.h"
+
+namespace tandem {
+
+// One request's watch state. The handler attaches the ClientContexts of its node calls while
+// they run; the watchdog cancels them.
+class CallGuard {
+ public:
+  CallGuard(grpc::ServerContext* server_ctx, absl::Time deadline)
+      : server_ctx_(server_ctx), deadline_(deadline) {}
+
+  // An attached context is cancelled at once if the request is already cancelled or expired.
+  void Attach(grpc::ClientContext* ctx);
+  void Detach(grpc::ClientContext* ctx);
+  // The current attempt must see its first token by `deadline` (InfiniteFuture: no limit).
+  void SetAttemptDeadline(absl::Time deadline);
+
+  bool client_cancelled() const;
+  bool timed_out() const;
+  bool attempt_timed_out() const;
+  absl::Time deadline() const { return deadline_; }
+
+  // Checks the conditions above at `now`; the watchdog calls this.
+  void Poll(absl::Time now);
+  // The handler is returning: the server context must not be touched any more.
+  void Close();
+
+ private:
+  void CancelAttachedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  grpc::ServerContext* const server_ctx_;
+  const absl::Time deadline_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_set<grpc::ClientContext*> attached_ ABSL_GUARDED_BY(mu_);
+  absl::Time attempt_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool client_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
+  bool server_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool attempt_timed_out_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class CallWatchdog {
+ public:
+  explicit CallWatchdog(absl::Duration interval);
+  ~CallWatchdog();
+  CallWatchdog(const CallWatchdog&) = delete;
+  CallWatchdog& operator=(const CallWatchdog&) = delete;
+
+  void Add(std::shared_ptr<CallGuard> guard);
+  void Remove(const std::shared_ptr<CallGuard>& guard);
+
+ private:
+  void Run();
+
+  const absl::Duration interval_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<std::shared_ptr<CallGuard>> guards_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_CALL_WATCHDOG_H_

@@ -1,0 +1,95 @@
+// Counts of every decision the router makes (ARCHITECTURE.md: "No silent fallback"): where each
+// attempt was placed and why, each retry and its reason, and how requests ended. Plain atomics;
+// the Prometheus endpoint will export them.
+#ifndef TANDEM_ROUTER_ROUTER_COUNTERS_H_
+#define TANDEM_ROUTER_ROUTER_COUNTERS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tandem {
+
+enum class RetryReason {
+  kReserveFailed,      // DecodeNode.Reserve failed before its handoff event
+  kBadHandoff,         // Reserve's first event carried no handoff
+  kPrefillFailed,      // PrefillNode.Prefill failed
+  kDecodeFailed,       // the decode node's stream failed before the first token
+  kFirstTokenTimeout,  // no first token within --first-token-timeout-ms
+};
+inline constexpr int kNumRetryReasons = 5;
+
+inline std::string_view RetryReasonName(RetryReason reason) {
+  switch (reason) {
+    case RetryReason::kReserveFailed:
+      return "reserve_failed";
+    case RetryReason::kBadHandoff:
+      return "bad_handoff";
+    case RetryReason::kPrefillFailed:
+      return "prefill_failed";
+    case RetryReason::kDecodeFailed:
+      return "decode_failed";
+    case RetryReason::kFirstTokenTimeout:
+      return "first_token_timeout";
+  }
+  return "?";
+}
+
+struct RouterCounters {
+  // Requests and how they ended.
+  std::atomic<int64_t> requests{0};
+  std::atomic<int64_t> requests_ok{0};
+  std::atomic<int64_t> requests_invalid{0};    // INVALID_ARGUMENT before placement
+  std::atomic<int64_t> requests_cancelled{0};  // the client went away
+  std::atomic<int64_t> requests_failed{0};     // any other error
+  std::atomic<int64_t> failed_after_first_token{0};
+  std::atomic<int64_t> no_node_available{0};
+
+  // Placement of attempts.
+  std::atomic<int64_t> disaggregated{0};
+  std::atomic<int64_t> local_prefill_short_prompt{0};
+  std::atomic<int64_t> local_prefill_no_prefill_node{0};
+  std::atomic<int64_t> colocated{0};
+
+  std::array<std::atomic<int64_t>, kNumRetryReasons> retries{};
+  std::atomic<int64_t> stop_string_hits{0};
+  // Cancel RPCs sent to nodes (client disconnect, stop strings, abandoned attempts).
+  std::atomic<int64_t> cancels_sent{0};
+
+  int64_t retries_for(RetryReason reason) const { return retries[static_cast<int>(reason)].load(); }
+  void AddRetry(RetryReason reason) { ++retries[static_cast<int>(reason)]; }
+
+  // (name, value) pairs, e.g. ("retries{reason=prefill_failed}", 1), for logs and tests.
+  std::vector<std::pair<std::string, int64_t>> Values() const {
+    std::vector<std::pair<std::string, int64_t>> v = {
+        {"requests", requests.load()},
+        {"requests_ok", requests_ok.load()},
+        {"requests_invalid", requests_invalid.load()},
+        {"requests_cancelled", requests_cancelled.load()},
+        {"requests_failed", requests_failed.load()},
+        {"failed_after_first_token", failed_after_first_token.load()},
+        {"no_node_available", no_node_available.load()},
+        {"placements{kind=disaggregated}", disaggregated.load()},
+        {"placements{kind=local_prefill,reason=short_prompt}", local_prefill_short_prompt.load()},
+        {"placements{kind=local_prefill,reason=no_prefill_node}",
+         local_prefill_no_prefill_node.load()},
+        {"placements{kind=colocated}", colocated.load()},
+        {"stop_string_hits", stop_string_hits.load()},
+        {"cancels_sent", cancels_sent.load()},
+    };
+    for (int i = 0; i < kNumRetryReasons; ++i) {
+      v.emplace_back(std::string("retries{reason=") +
+                         std::string(RetryReasonName(static_cast<RetryReason>(i))) + "}",
+                     retries[i].load());
+    }
+    return v;
+  }
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_ROUTER_COUNTERS_H_

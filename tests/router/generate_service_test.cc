@@ -1,0 +1,673 @@
+// The Generation service end to end, in-process, against fake prefill and decode node servers on
+// loopback: disaggregated streaming (Reserve → handoff → Prefill → tokens), UTF-8-safe text,
+// stop strings, retries before the first token and none after it, cancellation reaching the
+// nodes, deadlines, colocated mode, conditional and prefix-aware placement, bad input.
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/kv/block_hash.h"
+#include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
+#include "router/node_probe.h"
+#include "router/router_server.h"
+#include "router/served_model.h"
+#include "tests/router/fake_nodes.h"
+#include "tests/router/router_test_util.h"
+
+namespace tandem {
+namespace {
+
+using ::testing::Contains;
+using testing::DecodeScript;
+using ::testing::ElementsAreArray;
+using testing::FakeDecodeNode;
+using testing::FakePrefillNode;
+using ::testing::HasSubstr;
+using testing::PrefillBehavior;
+using testing::RouterStub;
+using testing::RunGenerate;
+using testing::StreamResult;
+using testing::TestRouterOptions;
+
+bool WaitUntil(const std::function<bool()>& pred) { return FakeDecodeNode::WaitUntil(pred); }
+
+bool IsValidUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    int n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (int k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+class GenerateServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = LoadServedModel(TestModelDir("llama"), "");
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = new std::shared_ptr<const ServedModel>(*model);
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+
+  void TearDown() override {
+    if (router_ != nullptr) router_->Shutdown(absl::Seconds(5));
+    router_.reset();
+  }
+
+  void StartRouter(const RouterOptions& options) {
+    auto router = RouterServer::Start(options);
+    ASSERT_TRUE(router.ok()) << router.status();
+    router_ = *std::move(router);
+    stub_ = RouterStub(router_->address());
+  }
+
+  static std::vector<int32_t> Encode(const std::string& text, bool special = false) {
+    return (*model_)->tokenizer->Encode(text, special);
+  }
+
+  static DecodeScript Script(const std::string& text) {
+    DecodeScript s;
+    s.tokens = Encode(text);
+    return s;
+  }
+
+  static v1::GenerateRequest TextRequest(const std::string& text, const std::string& id = "") {
+    v1::GenerateRequest r;
+    r.set_text(text);
+    r.set_request_id(id);
+    return r;
+  }
+
+  const RouterCounters& counters() { return router_->counters(); }
+
+  std::shared_ptr<Node> PoolNode(NodeRole role, const std::string& address) {
+    for (const auto& n : router_->pool().Nodes(role)) {
+      if (n->address() == address) return n;
+    }
+    return nullptr;
+  }
+
+  static std::shared_ptr<const ServedModel>* model_;
+
+  // Nodes first: they outlive the router (members are destroyed in reverse order).
+  FakePrefillNode p1_, p2_;
+  FakeDecodeNode d1_, d2_;
+  std::unique_ptr<RouterServer> router_;
+  std::unique_ptr<v1::Generation::Stub> stub_;
+};
+
+std::shared_ptr<const ServedModel>* GenerateServiceTest::model_ = nullptr;
+
+TEST_F(GenerateServiceTest, StreamsDisaggregatedRequestsWithDetokenizedText) {
+  const std::string output = " The quick brown fox jumps over the lazy dog.";
+  d1_.SetScript(Script(output));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+
+  v1::GenerateRequest req = TextRequest("Once upon a time", "r1");
+  req.mutable_sampling()->set_max_tokens(50);
+  StreamResult r = RunGenerate(*stub_, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+
+  const std::vector<int32_t> out_ids = Encode(output);
+  EXPECT_EQ(r.token_ids(), out_ids);
+  EXPECT_EQ(r.text(), output);
+  ASSERT_EQ(r.responses.size(), out_ids.size());  // one response per event
+  const std::vector<int32_t> prompt = Encode("Once upon a time", true);
+  EXPECT_THAT(r.responses.front().prompt_token_ids(), ElementsAreArray(prompt));
+  for (size_t i = 0; i < r.responses.size(); ++i) {
+    EXPECT_EQ(r.responses[i].request_id(), "r1");
+    if (i > 0) {
+      EXPECT_EQ(r.responses[i].prompt_token_ids_size(), 0);
+    }
+    if (i + 1 < r.responses.size()) {
+      EXPECT_EQ(r.responses[i].finish_reason(), "");
+    }
+  }
+  EXPECT_FLOAT_EQ(r.responses[0].tokens(0).logprob(), -0.25f);
+  EXPECT_EQ(r.finish_reason(), "length");
+  const v1::Usage& usage = r.responses.back().usage();
+  EXPECT_EQ(usage.prompt_tokens(), static_cast<int>(prompt.size()));
+  EXPECT_EQ(usage.completion_tokens(), static_cast<int>(out_ids.size()));
+
+  // D reserved with the prompt, the lease and the sampling; P got D's handoff.
+  ASSERT_EQ(d1_.reserve_calls(), 1);
+  const v1::ReserveRequest reserve = d1_.reserves()[0];
+  EXPECT_THAT(reserve.prompt_token_ids(), ElementsAreArray(prompt));
+  EXPECT_EQ(reserve.request_id(), "r1");
+  EXPECT_EQ(reserve.lease_ms(), 30000);
+  EXPECT_EQ(reserve.sampling().max_tokens(), 50);
+  EXPECT_TRUE(reserve.sampling().has_seed());
+  ASSERT_EQ(p1_.prefill_calls(), 1);
+  const v1::PrefillRequest prefill = p1_.prefills()[0];
+  EXPECT_THAT(prefill.prompt_token_ids(), ElementsAreArray(prompt));
+  EXPECT_EQ(prefill.handoff().decode_incarnation(), d1_.incarnation());
+  EXPECT_EQ(prefill.request_id(), "r1");
+  // Both nodes draw from one random stream.
+  EXPECT_EQ(prefill.sampling().seed(), reserve.sampling().seed());
+  EXPECT_EQ(d1_.generate_calls(), 0);
+
+  EXPECT_EQ(counters().disaggregated.load(), 1);
+  EXPECT_EQ(counters().requests_ok.load(), 1);
+  EXPECT_EQ(counters().requests.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, TextStaysValidUtf8WhenCharactersSpanTokens) {
+  const std::string output = " Llamas 🦙 love 日本語 ❤️!";
+  d1_.SetScript(Script(output));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  bool some_held = false;
+  for (const auto& resp : r.responses) {
+    EXPECT_TRUE(IsValidUtf8(resp.text())) << resp.text();
+    if (resp.tokens_size() > 0 && resp.text().empty()) some_held = true;
+  }
+  EXPECT_TRUE(some_held);  // bytes of a character waited for the rest of it
+  EXPECT_EQ(r.text(), output);
+}
+
+TEST_F(GenerateServiceTest, StopStringEndsTheOutputAndCancelsTheDecodeNode) {
+  DecodeScript script = Script(" Hello world, this is a test of stop strings and more text");
+  script.token_interval = absl::Milliseconds(20);
+  d1_.SetScript(script);
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  v1::GenerateRequest req = TextRequest("Say hello", "stop-1");
+  req.add_stop("is a");
+  StreamResult r = RunGenerate(*stub_, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " Hello world, this ");
+  EXPECT_EQ(r.finish_reason(), "stop");
+  EXPECT_LT(r.token_ids().size(), script.tokens.size());
+  EXPECT_EQ(r.responses.back().usage().completion_tokens(), static_cast<int>(r.token_ids().size()));
+  // The decode node stops generating: its stream is cancelled and it gets a Cancel.
+  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] {
+    auto c = d1_.cancel_rpcs();
+    return std::find(c.begin(), c.end(), "stop-1") != c.end();
+  }));
+  EXPECT_EQ(counters().stop_string_hits.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, IncludeStopStringInOutput) {
+  d1_.SetScript(Script(" one two three four"));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  v1::GenerateRequest req = TextRequest("Count");
+  req.add_stop(" three");
+  req.set_include_stop_str_in_output(true);
+  StreamResult r = RunGenerate(*stub_, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " one two three");
+  EXPECT_EQ(r.finish_reason(), "stop");
+}
+
+TEST_F(GenerateServiceTest, RetriesOnAnotherPrefillNodeWhenPrefillFails) {
+  p1_.SetBehavior(
+      PrefillBehavior{.error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "prefill broke")});
+  p1_.SetLoad(/*queued_tokens=*/0);
+  p2_.SetLoad(/*queued_tokens=*/5000);  // least_loaded tries p1 first
+  const std::string output = " fine";
+  d1_.SetScript(Script(output));
+  RouterOptions o = TestRouterOptions({p1_.address(), p2_.address()}, {d1_.address()});
+  o.placement.policy = PlacementPolicy::kLeastLoaded;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi", "retry-p"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), output);
+  EXPECT_EQ(r.token_ids(), Encode(output));  // tokens sent once
+  EXPECT_EQ(p1_.prefill_calls(), 1);
+  EXPECT_EQ(p2_.prefill_calls(), 1);
+  ASSERT_EQ(d1_.reserve_calls(), 2);
+  EXPECT_EQ(d1_.reserves()[1].request_id(), "retry-p#1");
+  // The first reservation was given back.
+  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] {
+    auto c = d1_.cancel_rpcs();
+    return std::find(c.begin(), c.end(), "retry-p") != c.end();
+  }));
+  EXPECT_EQ(counters().retries_for(RetryReason::kPrefillFailed), 1);
+  EXPECT_EQ(counters().disaggregated.load(), 2);
+  // UNAVAILABLE marked p1 down (until its next health check passes).
+  EXPECT_GE(router_->pool().counters().marked_down.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, RetriesOnAnotherDecodeNodeWhenReserveFails) {
+  DecodeScript failing;
+  failing.fail_at_start = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "no KV blocks");
+  d1_.SetScript(failing);
+  d1_.SetLoad(/*free_kv_blocks=*/5000);  // least_loaded tries d1 first
+  d2_.SetLoad(/*free_kv_blocks=*/100);
+  d2_.SetScript(Script(" ok"));
+  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()});
+  o.placement.policy = PlacementPolicy::kLeastLoaded;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " ok");
+  EXPECT_EQ(d1_.reserve_calls(), 1);
+  EXPECT_EQ(d2_.reserve_calls(), 1);
+  EXPECT_EQ(p1_.prefill_calls(), 1);  // only for the attempt that reserved
+  EXPECT_EQ(counters().retries_for(RetryReason::kReserveFailed), 1);
+  // RESOURCE_EXHAUSTED is the node being full, not gone: it stays up.
+  EXPECT_TRUE(PoolNode(NodeRole::kDecode, d1_.address())->up());
+}
+
+TEST_F(GenerateServiceTest, RetriesWhenTheDecodeStreamFailsBeforeTheFirstToken) {
+  DecodeScript broken = Script(" never");
+  broken.fail_after_tokens = 0;
+  d1_.SetScript(broken);
+  d1_.SetLoad(5000);
+  d2_.SetLoad(100);
+  d2_.SetScript(Script(" second"));
+  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()});
+  o.placement.policy = PlacementPolicy::kLeastLoaded;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " second");
+  EXPECT_EQ(p1_.prefill_calls(), 2);
+  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 1);
+}
+
+TEST_F(GenerateServiceTest, NoRetryOnceATokenWasSent) {
+  DecodeScript script = Script(" one two three four five");
+  script.fail_after_tokens = 2;
+  script.stream_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node died");
+  d1_.SetScript(script);
+  d1_.SetLoad(5000);  // picked first
+  d2_.SetScript(Script(" other"));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  EXPECT_EQ(d1_.reserve_calls(), 1);
+  EXPECT_EQ(d2_.reserve_calls(), 0);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("decode node died"));
+  EXPECT_EQ(r.token_ids().size(), 2u);
+  EXPECT_EQ(counters().failed_after_first_token.load(), 1);
+  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 0);
+}
+
+TEST_F(GenerateServiceTest, DecodeNodeDyingMidStreamFailsTheStream) {
+  DecodeScript script;
+  script.tokens.assign(200, 1734);
+  script.token_interval = absl::Milliseconds(10);
+  d1_.SetScript(script);
+  d1_.SetLoad(5000);  // picked first
+  d2_.SetScript(Script(" other"));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
+  std::thread killer;
+  grpc::ClientContext ctx;
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"), &ctx, [&](size_t n) {
+    if (n == 2) killer = std::thread([&] { d1_.Kill(); });
+  });
+  killer.join();
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
+  EXPECT_GE(r.token_ids().size(), 2u);
+  EXPECT_LT(r.token_ids().size(), 200u);
+  EXPECT_EQ(d2_.reserve_calls(), 0);  // no retry after tokens were sent
+  EXPECT_EQ(counters().failed_after_first_token.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, DecodeNodeDyingBeforeTheFirstTokenIsRetried) {
+  p1_.SetBehavior(PrefillBehavior{.delay = absl::Milliseconds(300)});
+  d1_.SetLoad(5000);  // picked first
+  d2_.SetScript(Script(" survived"));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
+  std::thread killer([&] {
+    WaitUntil([&] { return p1_.prefill_calls() == 1; });
+    d1_.Kill();
+  });
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  killer.join();
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " survived");
+  EXPECT_EQ(d2_.reserve_calls(), 1);
+  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 1);
+  // The abandoned prefill was cancelled.
+  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
+}
+
+TEST_F(GenerateServiceTest, GivesUpAfterMaxRetries) {
+  p1_.SetBehavior(
+      PrefillBehavior{.error = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full")});
+  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address()});
+  o.max_retries = 2;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("3 attempts"));
+  EXPECT_THAT(r.status.error_message(), HasSubstr("queue full"));
+  EXPECT_TRUE(r.responses.empty());
+  EXPECT_EQ(p1_.prefill_calls(), 3);
+  EXPECT_EQ(d1_.reserve_calls(), 3);
+  EXPECT_EQ(counters().retries_for(RetryReason::kPrefillFailed), 2);
+  EXPECT_EQ(counters().requests_failed.load(), 1);
+  // Every reservation was released.
+  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 3; }));
+}
+
+TEST_F(GenerateServiceTest, NodeInvalidArgumentIsNotRetried) {
+  DecodeScript script;
+  script.fail_at_start = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt too long here");
+  d1_.SetScript(script);
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("prompt too long here"));
+  EXPECT_EQ(d1_.reserve_calls(), 1);
+}
+
+TEST_F(GenerateServiceTest, ClientDisconnectCancelsTheDecodeNode) {
+  DecodeScript script;
+  script.tokens.assign(300, 1734);
+  script.token_interval = absl::Milliseconds(10);
+  d1_.SetScript(script);
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  grpc::ClientContext ctx;
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi", "gone-1"), &ctx, [&](size_t n) {
+    if (n == 3) ctx.TryCancel();
+  });
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] {
+    auto c = d1_.cancel_rpcs();
+    return std::find(c.begin(), c.end(), "gone-1") != c.end();
+  }));
+  EXPECT_TRUE(WaitUntil([&] { return counters().requests_cancelled.load() == 1; }));
+}
+
+TEST_F(GenerateServiceTest, ClientDisconnectDuringPrefillCancelsBothNodes) {
+  p1_.SetBehavior(PrefillBehavior{.hang = true});
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  grpc::ClientContext ctx;
+  std::thread canceller([&] {
+    WaitUntil([&] { return p1_.prefill_calls() == 1; });
+    ctx.TryCancel();
+  });
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi", "gone-2"), &ctx, [](size_t) {});
+  canceller.join();
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] {
+    auto c = p1_.cancel_rpcs();
+    return std::find(c.begin(), c.end(), "gone-2") != c.end();
+  }));
+}
+
+TEST_F(GenerateServiceTest, TheClientsDeadlineBoundsTheRequest) {
+  p1_.SetBehavior(PrefillBehavior{.hang = true});
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"), &ctx, [](size_t) {});
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
+}
+
+TEST_F(GenerateServiceTest, RequestTimeoutEndsAHungRequest) {
+  p1_.SetBehavior(PrefillBehavior{.hang = true});
+  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address()});
+  o.request_timeout_ms = 300;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
+}
+
+TEST_F(GenerateServiceTest, FirstTokenTimeoutRetriesElsewhere) {
+  p1_.SetBehavior(PrefillBehavior{.hang = true});
+  p1_.SetLoad(0);
+  p2_.SetLoad(5000);
+  d1_.SetScript(Script(" late but fine"));
+  RouterOptions o = TestRouterOptions({p1_.address(), p2_.address()}, {d1_.address()});
+  o.placement.policy = PlacementPolicy::kLeastLoaded;
+  o.first_token_timeout_ms = 300;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " late but fine");
+  EXPECT_EQ(counters().retries_for(RetryReason::kFirstTokenTimeout), 1);
+  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
+  EXPECT_EQ(p2_.prefill_calls(), 1);
+}
+
+TEST_F(GenerateServiceTest, ColocatedModeGeneratesOnTheDecodeNode) {
+  d1_.SetScript(Script(" colocated output"));
+  RouterOptions o = TestRouterOptions({}, {d1_.address()});
+  o.placement.mode = ServingMode::kColocated;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi", "colo"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " colocated output");
+  ASSERT_EQ(d1_.generate_calls(), 1);
+  EXPECT_EQ(d1_.generates()[0].request_id(), "colo");
+  EXPECT_THAT(d1_.generates()[0].prompt_token_ids(), ElementsAreArray(Encode("Hi", true)));
+  EXPECT_EQ(d1_.reserve_calls(), 0);
+  EXPECT_EQ(p1_.prefill_calls(), 0);
+  EXPECT_EQ(counters().colocated.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, ColocatedRetriesOnAnotherDecodeNode) {
+  DecodeScript failing;
+  failing.fail_at_start = grpc::Status(grpc::StatusCode::UNAVAILABLE, "draining");
+  d1_.SetScript(failing);
+  d1_.SetLoad(5000);
+  d2_.SetLoad(10);
+  d2_.SetScript(Script(" from d2"));
+  RouterOptions o = TestRouterOptions({}, {d1_.address(), d2_.address()});
+  o.placement.mode = ServingMode::kColocated;
+  o.placement.policy = PlacementPolicy::kLeastLoaded;
+  StartRouter(o);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " from d2");
+  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 1);
+}
+
+TEST_F(GenerateServiceTest, ShortPromptsPrefillOnTheDecodeNode) {
+  d1_.SetScript(Script(" out"));
+  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address()});
+  o.placement.local_prefill_threshold = 10;
+  StartRouter(o);
+  StreamResult short_prompt = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(short_prompt.status.ok()) << short_prompt.status.error_message();
+  EXPECT_EQ(d1_.generate_calls(), 1);
+  EXPECT_EQ(d1_.reserve_calls(), 0);
+
+  v1::GenerateRequest long_prompt;
+  for (int i = 0; i < 20; ++i) long_prompt.mutable_token_ids()->add_ids(1000 + i);
+  StreamResult r = RunGenerate(*stub_, long_prompt);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(d1_.reserve_calls(), 1);
+  EXPECT_EQ(p1_.prefill_calls(), 1);
+  EXPECT_EQ(counters().local_prefill_short_prompt.load(), 1);
+  EXPECT_EQ(counters().disaggregated.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, PrefixAwarePlacementFollowsTheCache) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(2000 + i);
+  std::vector<uint64_t> hashes = HashFullBlocks(prompt, 16);
+  ASSERT_EQ(hashes.size(), 2u);
+  p2_.StoreBlocks(hashes);  // p2 holds the first 32 tokens
+  p1_.SetLoad(0);
+  p2_.SetLoad(5000);  // but is busier
+  d1_.SetScript(Script(" cached"));
+  StartRouter(TestRouterOptions({p1_.address(), p2_.address()}, {d1_.address()}));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return PoolNode(NodeRole::kPrefill, p2_.address())->num_cached_blocks() == 2; }));
+
+  v1::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  StreamResult r = RunGenerate(*stub_, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(p2_.prefill_calls(), 1);
+  EXPECT_EQ(p1_.prefill_calls(), 0);
+
+  // Another prompt shares nothing: the less loaded p1 gets it.
+  v1::GenerateRequest other;
+  for (int i = 0; i < 40; ++i) other.mutable_token_ids()->add_ids(3000 + i);
+  r = RunGenerate(*stub_, other);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(p1_.prefill_calls(), 1);
+}
+
+TEST_F(GenerateServiceTest, CachedPrefixMakesTheRestShortEnoughForLocalPrefill) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(2000 + i);
+  p1_.StoreBlocks(HashFullBlocks(prompt, 16));  // 32 of 40 cached: 8 uncached
+  d1_.SetScript(Script(" x"));
+  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address()});
+  o.placement.local_prefill_threshold = 16;
+  StartRouter(o);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return PoolNode(NodeRole::kPrefill, p1_.address())->num_cached_blocks() == 2; }));
+  v1::GenerateRequest req;
+  req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+  StreamResult r = RunGenerate(*stub_, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(d1_.generate_calls(), 1);
+  EXPECT_EQ(p1_.prefill_calls(), 0);
+  EXPECT_EQ(counters().local_prefill_short_prompt.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, NoPrefillNodeUpFallsBackToLocalPrefillAndCountsIt) {
+  p1_.SetServing(false);
+  d1_.SetScript(Script(" local"));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " local");
+  EXPECT_EQ(d1_.generate_calls(), 1);
+  EXPECT_EQ(counters().local_prefill_no_prefill_node.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, NodesThatAreDownAreNotUsed) {
+  d1_.SetScript(Script(" d1"));
+  d2_.SetScript(Script(" d2"));
+  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()});
+  o.placement.policy = PlacementPolicy::kRoundRobin;
+  StartRouter(o);
+  d1_.SetServing(false);
+  ASSERT_TRUE(WaitUntil([&] { return !PoolNode(NodeRole::kDecode, d1_.address())->up(); }));
+  for (int i = 0; i < 3; ++i) {
+    StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.text(), " d2");
+  }
+  EXPECT_EQ(d1_.reserve_calls(), 0);
+  // Back in service: used again.
+  d1_.SetServing(true);
+  ASSERT_TRUE(WaitUntil([&] { return PoolNode(NodeRole::kDecode, d1_.address())->up(); }));
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(RunGenerate(*stub_, TextRequest("Hi")).status.ok());
+  EXPECT_EQ(d1_.reserve_calls(), 1);
+}
+
+TEST_F(GenerateServiceTest, NoDecodeNodeIsUnavailable) {
+  d1_.Kill();
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("decode node"));
+  EXPECT_EQ(counters().no_node_available.load(), 1);
+}
+
+TEST_F(GenerateServiceTest, BadInputIsInvalidArgumentAndTheServerKeepsServing) {
+  d1_.SetScript(Script(" still here"));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  std::vector<v1::GenerateRequest> bad(5);
+  bad[0].set_text("Hi");
+  bad[0].set_model("some-other-model");
+  // bad[1]: no prompt
+  bad[2].set_text("Hi");
+  bad[2].mutable_sampling()->set_temperature(-1);
+  bad[3].mutable_token_ids()->add_ids(-3);
+  bad[4].set_text("Hi");
+  bad[4].add_stop("");
+  for (const v1::GenerateRequest& req : bad) {
+    StreamResult r = RunGenerate(*stub_, req);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << req.ShortDebugString() << ": " << r.status.error_message();
+    EXPECT_TRUE(r.responses.empty());
+  }
+  EXPECT_EQ(counters().requests_invalid.load(), 5);
+  EXPECT_EQ(d1_.reserve_calls(), 0);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text(), " still here");
+}
+
+TEST_F(GenerateServiceTest, ChatRequestsUseTheTemplate) {
+  d1_.SetScript(Script(" Hello!"));
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  v1::GenerateRequest req;
+  v1::ChatMessage* m = req.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("Hi!");
+  StreamResult r = RunGenerate(*stub_, req);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_EQ(d1_.reserve_calls(), 1);
+  const v1::ReserveRequest reserve = d1_.reserves()[0];
+  const auto& ids = reserve.prompt_token_ids();
+  EXPECT_EQ(ids[0], 128000);
+  EXPECT_EQ(ids[ids.size() - 2], 128007);
+}
+
+TEST_F(GenerateServiceTest, ManyConcurrentRequests) {
+  d1_.SetScript(Script(" parallel output one"));
+  d2_.SetScript(Script(" parallel output one"));
+  StartRouter(TestRouterOptions({p1_.address(), p2_.address()}, {d1_.address(), d2_.address()}));
+  std::vector<std::future<StreamResult>> futures;
+  for (int i = 0; i < 8; ++i) {
+    futures.push_back(std::async(std::launch::async, [&, i] {
+      return RunGenerate(*stub_, TextRequest("Prompt " + std::to_string(i)));
+    }));
+  }
+  for (auto& f : futures) {
+    StreamResult r = f.get();
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.text(), " parallel output one");
+  }
+  EXPECT_EQ(counters().requests_ok.load(), 8);
+  EXPECT_EQ(d1_.reserve_calls() + d2_.reserve_calls(), 8);
+  EXPECT_EQ(p1_.prefill_calls() + p2_.prefill_calls(), 8);
+}
+
+TEST_F(GenerateServiceTest, RouterAnswersHealthChecks) {
+  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  auto channel = grpc::CreateChannel(router_->address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Slice empty;
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) { done.set_value(s); });
+  grpc::Status status = done.get_future().get();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(ParseHealthCheckResponse(bytes), 1);  // SERVING
+}
+
+}  // namespace
+}  // namespace tandem
