@@ -62,8 +62,8 @@ class KvTransport {
   // Instead of RegisterPool: the transport allocates the pool (zeroed, page-aligned, alive until
   // the transport is destroyed) where peers reach it fastest, and registers it. UCX allocates it in
   // shared memory, which same-host peers write directly (tens of GB/s) instead of through UCX's
-  // active-message emulation of RMA (well under 1 GB/s) that memory from elsewhere gets. The
-  // default allocates ordinary memory and calls RegisterPool.
+  // active-message emulation of RMA that memory from elsewhere gets (several times slower, far
+  // slower on busy CPUs). The default allocates ordinary memory and calls RegisterPool.
   virtual absl::StatusOr<void*> AllocatePool(size_t bytes);
 
   // Owner side: what a KvHandoff carries.

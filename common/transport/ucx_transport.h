@@ -29,8 +29,9 @@
 //
 // Shared memory and the pool: an owner pool from AllocatePool lives in a UCX shared-memory
 // segment that same-host writers copy into directly; a pool passed to RegisterPool cannot be
-// reached that way, and UCX emulates RMA with active messages (one to two orders of magnitude
-// slower; see bench/kv_transfer). tcp does not care.
+// reached that way, and UCX emulates RMA with active messages that both progress threads copy
+// (on a 2-core VM: 2-9 GB/s against 36-41 GB/s, and far less when the CPUs are busy; see
+// bench/kv_transfer). tcp does not care.
 #ifndef TANDEM_COMMON_TRANSPORT_UCX_TRANSPORT_H_
 #define TANDEM_COMMON_TRANSPORT_UCX_TRANSPORT_H_
 
