@@ -4,6 +4,9 @@
 # with a prompt of 8 prefill chunks, prints the table and writes bench/results/ttft_<tls>.json.
 #
 #   bench/ttft/ttft_breakdown.sh [tcp|posix,sysv,self] [MODEL_DIR]
+#
+# LINK_GB_S (the link's bandwidth from bench/kv_transfer/vs_ucx_perftest.sh) turns the exposed
+# transfer time into the share of the transfer hidden behind compute.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="$root/build/bin"
@@ -31,5 +34,6 @@ mkdir -p "$root/bench/results"
 out="$root/bench/results/ttft_${tls//,/_}.json"
 echo "UCX_TLS=$tls, model $(basename "$model"), chunk $chunk tokens, prompt of 8 chunks, $threads thread(s) per node"
 "$bin/tandem-bench-ttft" --decode "$(addr "$work/d.json")" --prefill "$(addr "$work/p.json")" \
-  --prompt-tokens $((8 * chunk)) --repeats "${REPEATS:-3}" --json "$out"
+  --prompt-tokens $((8 * chunk)) --repeats "${REPEATS:-3}" --json "$out" \
+  --link-gb-s "${LINK_GB_S:-0}"
 echo "wrote $out"

@@ -26,6 +26,9 @@ struct Options {
   int repeats = 5;
   int first_token_id = 1000;
   std::string json;
+  // The link's bandwidth (from tandem-bench-kv-transfer), to estimate what sending the KV after
+  // the compute would have cost; 0: not given.
+  double link_gb_s = 0;
 };
 
 struct Sample {
@@ -118,12 +121,13 @@ int main(int argc, char** argv) {
   flags.Number("prompt-tokens", &o.prompt_tokens);
   flags.Number("repeats", &o.repeats);
   flags.String("json", &o.json);
+  flags.Number("link-gb-s", &o.link_gb_s);
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
     std::puts(
         "Usage: tandem-bench-ttft --decode ADDR --prefill ADDR [--prompt-tokens N] [--repeats R] "
-        "[--json FILE]");
+        "[--json FILE] [--link-gb-s X]");
     return 0;
   }
   if (error.empty() && (o.decode.empty() || o.prefill.empty())) {
@@ -153,7 +157,10 @@ int main(int argc, char** argv) {
   };
   const double transfer = median(&Sample::transfer_ms);
   const double exposed = median(&Sample::transfer_exposed_ms);
-  const double hidden = transfer > 0 ? 1.0 - exposed / transfer : 0.0;
+  // Sending the whole KV after the compute would cost bytes / bandwidth; what shows is `exposed`.
+  const double serial_ms =
+      o.link_gb_s > 0 ? samples.front().bytes / (o.link_gb_s * 1e9) * 1e3 : 0.0;
+  const double hidden = serial_ms > 0 ? std::max(0.0, 1.0 - exposed / serial_ms) : -1.0;
   std::printf("TTFT breakdown, prompt of %d tokens, median of %d runs\n", o.prompt_tokens,
               o.repeats);
   std::printf("| part | ms |\n|---|---|\n");
@@ -161,14 +168,19 @@ int main(int argc, char** argv) {
               median(&Sample::reserve_ms));
   std::printf("| prefill queue | %.2f |\n", median(&Sample::queue_ms));
   std::printf("| prefill compute | %.2f |\n", median(&Sample::compute_ms));
-  std::printf("| KV transfer, total (first write -> completion) | %.2f |\n", transfer);
+  std::printf("| first KV write -> completion sent (spans the compute) | %.2f |\n", transfer);
   std::printf("| KV transfer, exposed (after the first token) | %.2f |\n", exposed);
   std::printf("| completion -> first token at the client | %.2f |\n",
               median(&Sample::first_token_ms));
   std::printf("| TTFT (client) | %.2f |\n", median(&Sample::ttft_ms));
   std::printf("| first decode step (token 1 -> 2) | %.2f |\n", median(&Sample::second_token_ms));
-  std::printf("transfer hidden behind compute: %.1f%%; %.1f MiB in %d writes\n", hidden * 100,
-              samples.front().bytes / (1 << 20), samples.front().writes);
+  std::printf("KV: %.1f MiB in %d writes", samples.front().bytes / (1 << 20),
+              samples.front().writes);
+  if (serial_ms > 0) {
+    std::printf("; sent after the compute it would take %.1f ms at %.2f GB/s: %.1f%% hidden",
+                serial_ms, o.link_gb_s, hidden * 100);
+  }
+  std::printf("\n");
   if (!o.json.empty()) {
     nlohmann::json j = {{"prompt_tokens", o.prompt_tokens},
                         {"repeats", o.repeats},
@@ -177,6 +189,8 @@ int main(int argc, char** argv) {
                         {"compute_ms", median(&Sample::compute_ms)},
                         {"transfer_ms", transfer},
                         {"transfer_exposed_ms", exposed},
+                        {"link_gb_s", o.link_gb_s},
+                        {"serial_transfer_estimate_ms", serial_ms},
                         {"transfer_hidden_fraction", hidden},
                         {"completion_to_first_token_ms", median(&Sample::first_token_ms)},
                         {"ttft_ms", median(&Sample::ttft_ms)},
