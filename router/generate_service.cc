@@ -598,9 +598,11 @@ grpc::Status GenerateService::Generate(grpc::ServerContext* context,
         ++counters_->colocated;
         break;
     }
-    spdlog::debug("{}: attempt {}: {} ({}) decode {}{}", req.request_id, attempt,
-                  PlacementKindName(chosen->kind), chosen->reason, chosen->decode->address(),
-                  chosen->prefill ? absl::StrCat(" prefill ", chosen->prefill->address()) : "");
+    spdlog::debug("{}: attempt {}: {} ({}) decode {}{} ({} of {} prompt tokens cached)",
+                  req.request_id, attempt, PlacementKindName(chosen->kind), chosen->reason,
+                  chosen->decode->address(),
+                  chosen->prefill ? absl::StrCat(" prefill ", chosen->prefill->address()) : "",
+                  chosen->cached_prefix_tokens, req.prompt.size());
 
     const std::string node_request_id =
         attempt == 0 ? req.request_id : absl::StrCat(req.request_id, "#", attempt);
