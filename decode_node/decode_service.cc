@@ -77,6 +77,7 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
 
   // Wait for blocks (FIFO behind other reservations); the client may give up meanwhile.
   absl::StatusOr<KvReservation> reservation = absl::UnknownError("no reservation");
+  bool cancel_sent = false;
   while (true) {
     absl::MutexLock lock(&slot->mu);
     slot->mu.AwaitWithTimeout(absl::Condition(&HasResult, slot.get()), kPollInterval);
@@ -84,7 +85,8 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
       reservation = std::move(*slot->result);
       break;
     }
-    if (context->IsCancelled()) {
+    if (!cancel_sent && context->IsCancelled()) {
+      cancel_sent = true;
       engine_->Cancel(*id);  // on_reserved will answer Cancelled
     }
   }
