@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
 #include "common/transport/handoff_codec.h"
 #include "spdlog/spdlog.h"
@@ -41,18 +42,6 @@ DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServi
   transport_->SetNoticeHandler([this](std::string_view payload) { OnNotice(payload); });
 }
 
-void DecodeService::Track(const std::string& router_id, RequestId id) {
-  if (router_id.empty()) return;
-  absl::MutexLock lock(&mu_);
-  by_router_id_[router_id] = id;
-}
-
-void DecodeService::Untrack(const std::string& router_id) {
-  if (router_id.empty()) return;
-  absl::MutexLock lock(&mu_);
-  by_router_id_.erase(router_id);
-}
-
 grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
                                     grpc::ServerWriter<v1::DecodeEvent>* writer) {
   absl::Duration lease =
@@ -73,7 +62,7 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
         slot->result = std::move(r);
       });
   if (!id.ok()) return ToGrpcStatus(id.status());
-  Track(request->request_id(), *id);
+  router_ids_.Track(request->request_id(), *id);
 
   // Wait for blocks (FIFO behind other reservations); the client may give up meanwhile.
   absl::StatusOr<KvReservation> reservation = absl::UnknownError("no reservation");
@@ -92,7 +81,7 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
   }
   if (!reservation.ok()) {
     stream->WaitWithTimeout(absl::Seconds(5));
-    Untrack(request->request_id());
+    router_ids_.Untrack(request->request_id());
     return context->IsCancelled()
                ? grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled while reserving")
                : ToGrpcStatus(reservation.status());
@@ -108,7 +97,7 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
     engine_->Cancel(*id);
   }
   grpc::Status status = StreamEvents(context, *id, with_logprobs, stream.get(), writer);
-  Untrack(request->request_id());
+  router_ids_.Untrack(request->request_id());
   return status;
 }
 
@@ -121,9 +110,9 @@ grpc::Status DecodeService::Generate(grpc::ServerContext* context,
   const bool with_logprobs = engine_request.params.logprobs >= 0;
   absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
   if (!id.ok()) return ToGrpcStatus(id.status());
-  Track(request->request_id(), *id);
+  router_ids_.Track(request->request_id(), *id);
   grpc::Status status = StreamEvents(context, *id, with_logprobs, stream.get(), writer);
-  Untrack(request->request_id());
+  router_ids_.Untrack(request->request_id());
   return status;
 }
 
@@ -166,12 +155,7 @@ grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId
 
 grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                    v1::CancelResponse* response) {
-  std::optional<RequestId> id;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = by_router_id_.find(request->request_id());
-    if (it != by_router_id_.end()) id = it->second;
-  }
+  std::optional<RequestId> id = router_ids_.Find(request->request_id());
   response->set_found(id.has_value());
   if (id.has_value()) engine_->Cancel(*id);
   return grpc::Status::OK;
@@ -179,21 +163,8 @@ grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest
 
 grpc::Status DecodeService::GetLoad(grpc::ServerContext*, const v1::LoadRequest*,
                                     v1::NodeLoad* response) {
-  const EngineStats stats = engine_->Stats();
-  response->set_role("decode");
-  response->set_incarnation(transport_->incarnation());
-  response->set_model(options_.model_name);
-  response->set_block_size(engine_->kv_layout().block_size);
-  response->set_num_kv_blocks(stats.num_kv_blocks);
-  response->set_num_free_kv_blocks(stats.num_free_kv_blocks);
-  response->set_num_running(stats.num_running);
-  response->set_num_waiting(stats.num_waiting + stats.num_pending_reservations);
-  response->set_num_queued_tokens(stats.num_queued_prompt_tokens);
-  response->set_max_context_tokens(engine_->max_context_tokens());
-  response->set_num_awaiting_kv(stats.num_awaiting_kv);
-  response->set_num_finished_requests(stats.num_finished_requests);
-  response->set_num_imported_requests(stats.num_imported_requests);
-  response->set_num_held_kv_blocks(stats.num_quarantined_blocks);
+  FillNodeLoad(*engine_, "decode", transport_->incarnation(), options_.model_name, response);
+  response->set_num_held_kv_blocks(engine_->Stats().num_quarantined_blocks);
   return grpc::Status::OK;
 }
 

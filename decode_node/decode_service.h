@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
 #include "common/engine/request_stream.h"
+#include "common/serving/node_requests.h"
 #include "common/transport/kv_transport.h"
 #include "tandem/v1/node.grpc.pb.h"
 
@@ -50,14 +51,11 @@ class DecodeService final : public v1::DecodeNode::Service {
   // goes away. Returns the call's status.
   grpc::Status StreamEvents(grpc::ServerContext* context, RequestId id, bool with_logprobs,
                             RequestStream* stream, grpc::ServerWriter<v1::DecodeEvent>* writer);
-  void Track(const std::string& router_id, RequestId id);
-  void Untrack(const std::string& router_id);
 
   Engine* const engine_;
   KvTransport* const transport_;
   const DecodeServiceOptions options_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, RequestId> by_router_id_ ABSL_GUARDED_BY(mu_);
+  RouterRequestIds router_ids_;
 };
 
 }  // namespace tandem

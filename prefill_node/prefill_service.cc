@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
 #include "common/transport/handoff_codec.h"
 #include "common/transport/kv_block_writer.h"
@@ -38,18 +39,6 @@ int64_t Micros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
 PrefillService::PrefillService(Engine* engine, KvTransport* transport,
                                PrefillServiceOptions options)
     : engine_(engine), transport_(transport), options_(std::move(options)) {}
-
-void PrefillService::Track(const std::string& router_id, RequestId id) {
-  if (router_id.empty()) return;
-  absl::MutexLock lock(&mu_);
-  by_router_id_[router_id] = id;
-}
-
-void PrefillService::Untrack(const std::string& router_id) {
-  if (router_id.empty()) return;
-  absl::MutexLock lock(&mu_);
-  by_router_id_.erase(router_id);
-}
 
 grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                      const v1::PrefillRequest* request,
@@ -116,7 +105,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                  [](absl::Status) {});
     return ToGrpcStatus(refused);
   }
-  Track(request->request_id(), *id);
+  router_ids_.Track(request->request_id(), *id);
 
   bool cancelled = false;
   absl::StatusOr<KvWriteResult> result = absl::UnknownError("no result");
@@ -138,7 +127,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
       engine_->Cancel(*id);
     }
   }
-  Untrack(request->request_id());
+  router_ids_.Untrack(request->request_id());
   if (!result.ok()) {
     if (context->IsCancelled()) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "prefill cancelled");
@@ -171,12 +160,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
 
 grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                     v1::CancelResponse* response) {
-  std::optional<RequestId> id;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = by_router_id_.find(request->request_id());
-    if (it != by_router_id_.end()) id = it->second;
-  }
+  std::optional<RequestId> id = router_ids_.Find(request->request_id());
   response->set_found(id.has_value());
   if (id.has_value()) engine_->Cancel(*id);
   return grpc::Status::OK;
@@ -184,20 +168,8 @@ grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelReques
 
 grpc::Status PrefillService::GetLoad(grpc::ServerContext*, const v1::LoadRequest*,
                                      v1::NodeLoad* response) {
-  const EngineStats stats = engine_->Stats();
-  response->set_role("prefill");
-  response->set_incarnation(transport_->incarnation());
-  response->set_model(options_.model_name);
-  response->set_block_size(engine_->kv_layout().block_size);
-  response->set_num_kv_blocks(stats.num_kv_blocks);
-  response->set_num_free_kv_blocks(stats.num_free_kv_blocks);
-  response->set_num_running(stats.num_running);
-  response->set_num_waiting(stats.num_waiting);
-  response->set_num_queued_tokens(stats.num_queued_prompt_tokens);
-  response->set_max_context_tokens(engine_->max_context_tokens());
-  response->set_num_finished_requests(stats.num_finished_requests);
-  response->set_num_imported_requests(stats.num_imported_requests);
-  response->set_num_held_kv_blocks(stats.num_export_held_blocks);
+  FillNodeLoad(*engine_, "prefill", transport_->incarnation(), options_.model_name, response);
+  response->set_num_held_kv_blocks(engine_->Stats().num_export_held_blocks);
   return grpc::Status::OK;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
+#include "common/serving/node_requests.h"
 #include "common/transport/kv_transport.h"
 #include "tandem/v1/node.grpc.pb.h"
 
@@ -38,14 +39,10 @@ class PrefillService final : public v1::PrefillNode::Service {
                              grpc::ServerWriter<v1::KvEvents>* writer) override;
 
  private:
-  void Track(const std::string& router_id, RequestId id);
-  void Untrack(const std::string& router_id);
-
   Engine* const engine_;
   KvTransport* const transport_;
   const PrefillServiceOptions options_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, RequestId> by_router_id_ ABSL_GUARDED_BY(mu_);
+  RouterRequestIds router_ids_;
 };
 
 }  // namespace tandem

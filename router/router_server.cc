@@ -17,7 +17,7 @@ namespace {
 std::string DialAddress(const std::string& listen, int port) {
   std::string host;
   int ignored = 0;
-  // SplitHostPort rejects port 0; put a placeholder port in for the split.
+  // SplitHostPort rejects port 0, so split "HOST:1" instead: only the host is wanted here.
   const size_t colon = listen.rfind(':');
   if (!SplitHostPort(absl::StrCat(listen.substr(0, colon), ":1"), &host, &ignored).ok() ||
       host == "0.0.0.0" || host == "::" || host == "localhost") {

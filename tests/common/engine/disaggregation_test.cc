@@ -68,17 +68,19 @@ class CopyingExporter : public KvExporter {
   KvReservation reservation_;
 };
 
+// Reserves and runs the engine once. The callback may fire later (a reservation that waits for
+// blocks), so its result lives on the heap, not on this frame.
 absl::StatusOr<KvReservation> ReserveNow(Engine& decode, GenerateRequest request,
                                          RequestStream* stream,
                                          absl::Duration lease = absl::Seconds(30)) {
-  std::optional<absl::StatusOr<KvReservation>> result;
+  auto result = std::make_shared<std::optional<absl::StatusOr<KvReservation>>>();
   request.on_event = stream->Callback();
   auto id = decode.Reserve(std::move(request), lease,
-                           [&](absl::StatusOr<KvReservation> r) { result = std::move(r); });
+                           [result](absl::StatusOr<KvReservation> r) { *result = std::move(r); });
   if (!id.ok()) return id.status();
   EXPECT_TRUE(decode.RunUntilIdle().ok());
-  if (!result.has_value()) return absl::UnavailableError("no reservation yet");
-  return *result;
+  if (!result->has_value()) return absl::UnavailableError("no reservation yet");
+  return **result;
 }
 
 struct Cluster {
@@ -295,6 +297,8 @@ TEST(DisaggregationTest, ReservationsWaitForBlocksInOrderAndCanBeCancelled) {
   ASSERT_TRUE(engine->RunUntilIdle().ok());
   EXPECT_EQ(engine->Stats().num_pending_reservations, 0);
   EXPECT_EQ(engine->Stats().num_awaiting_kv, 1);  // the second one got the freed blocks
+  engine->Stop();  // ends the second request while its stream still exists
+  EXPECT_TRUE(second_stream.finished());
 }
 
 TEST(DisaggregationTest, CancelledExportKeepsItsBlocksUntilReleased) {

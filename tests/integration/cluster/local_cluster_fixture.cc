@@ -23,41 +23,34 @@ v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_t
   return request;
 }
 
-absl::StatusOr<std::string> LocalCluster::StartDecode(int i, const std::string& listen) {
+absl::StatusOr<std::string> LocalCluster::StartNode(
+    const std::string& binary, const std::vector<std::string>& extra_args,
+    const std::string& listen, std::vector<std::unique_ptr<LaunchedProcess>>* processes,
+    std::vector<std::string>* addresses, int i) {
   std::vector<std::string> args = NodeArgs(spec_, listen);
-  args.insert(args.end(), spec_.decode_args.begin(), spec_.decode_args.end());
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
   args.push_back("--served-model-name");
   args.push_back("test-model");
   LaunchedProcess::Options options;
   options.env = {{"UCX_TLS", spec_.ucx_tls}};
-  auto process = LaunchedProcess::Start(BinaryPath("tandem-decode"), args, options);
+  auto process = LaunchedProcess::Start(BinaryPath(binary), args, options);
   if (!process.ok()) return process.status();
-  if (static_cast<int>(decode_.size()) <= i) decode_.resize(i + 1);
-  decode_[i] = std::move(*process);
-  auto address = decode_[i]->WaitReady(absl::Seconds(60));
+  if (static_cast<int>(processes->size()) <= i) processes->resize(i + 1);
+  (*processes)[i] = std::move(*process);
+  auto address = (*processes)[i]->WaitReady(absl::Seconds(60));
   if (address.ok()) {
-    if (static_cast<int>(decode_addresses_.size()) <= i) decode_addresses_.resize(i + 1);
-    decode_addresses_[i] = *address;
+    if (static_cast<int>(addresses->size()) <= i) addresses->resize(i + 1);
+    (*addresses)[i] = *address;
   }
   return address;
 }
 
+absl::StatusOr<std::string> LocalCluster::StartDecode(int i, const std::string& listen) {
+  return StartNode("tandem-decode", spec_.decode_args, listen, &decode_, &decode_addresses_, i);
+}
+
 absl::StatusOr<std::string> LocalCluster::StartPrefill(int i, const std::string& listen) {
-  std::vector<std::string> args = NodeArgs(spec_, listen);
-  args.push_back("--served-model-name");
-  args.push_back("test-model");
-  LaunchedProcess::Options options;
-  options.env = {{"UCX_TLS", spec_.ucx_tls}};
-  auto process = LaunchedProcess::Start(BinaryPath("tandem-prefill"), args, options);
-  if (!process.ok()) return process.status();
-  if (static_cast<int>(prefill_.size()) <= i) prefill_.resize(i + 1);
-  prefill_[i] = std::move(*process);
-  auto address = prefill_[i]->WaitReady(absl::Seconds(60));
-  if (address.ok()) {
-    if (static_cast<int>(prefill_addresses_.size()) <= i) prefill_addresses_.resize(i + 1);
-    prefill_addresses_[i] = *address;
-  }
-  return address;
+  return StartNode("tandem-prefill", {}, listen, &prefill_, &prefill_addresses_, i);
 }
 
 void LocalCluster::Start(const ClusterSpec& spec) {

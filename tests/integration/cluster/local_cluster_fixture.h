@@ -67,6 +67,12 @@ class LocalCluster {
                    const std::function<bool(const v1::NodeLoad&)>& pred, absl::Duration timeout);
 
  private:
+  absl::StatusOr<std::string> StartNode(const std::string& binary,
+                                        const std::vector<std::string>& extra_args,
+                                        const std::string& listen,
+                                        std::vector<std::unique_ptr<LaunchedProcess>>* processes,
+                                        std::vector<std::string>* addresses, int i);
+
   ClusterSpec spec_;
   std::vector<std::unique_ptr<LaunchedProcess>> decode_;
   std::vector<std::unique_ptr<LaunchedProcess>> prefill_;
