@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/serving/grpc_server.h"
+#include "common/util/ready_file.h"
 #include "common/serving/node_engine.h"
 #include "common/transport/ucx_transport.h"
 #include "common/util/cli_flags.h"
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
                (*node)->model_name(), server->address, (*node)->engine()->kv_layout().num_blocks,
                (*node)->engine()->kv_layout().block_size);
   if (!o.ready_file.empty()) {
-    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, server->address); !s.ok()) {
+    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, {.grpc = server->address}); !s.ok()) {
       std::fprintf(stderr, "tandem-prefill: %s\n", s.ToString().c_str());
       return 1;
     }

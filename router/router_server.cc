@@ -8,7 +8,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "router/ready_file.h"
+#include "common/util/ready_file.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
       PlacementPolicyName(placement.policy), router->pool_->Nodes(NodeRole::kPrefill).size(),
       router->pool_->Nodes(NodeRole::kDecode).size());
   if (!options.ready_file.empty()) {
-    absl::Status written = WriteFileAtomically(options.ready_file, ReadyFileJson(router->address_));
+    absl::Status written = WriteReadyFile(options.ready_file, {.grpc = router->address_});
     if (!written.ok()) {
       router->Shutdown(absl::ZeroDuration());
       return written;

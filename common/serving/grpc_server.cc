@@ -37,20 +37,6 @@ absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
   return running;
 }
 
-absl::Status WriteReadyFile(const std::string& path, const std::string& address) {
-  nlohmann::json j = {{"grpc", address}, {"pid", static_cast<int>(getpid())}};
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump() << "\n";
-    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  return absl::OkStatus();
-}
-
 namespace {
 sigset_t TerminationSignals() {
   sigset_t set;

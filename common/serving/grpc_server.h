@@ -23,9 +23,6 @@ struct RunningServer {
 absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
                                               const std::vector<grpc::Service*>& services);
 
-// Writes {"grpc": address, "pid": getpid()} to `path` atomically (temp file + rename).
-absl::Status WriteReadyFile(const std::string& path, const std::string& address);
-
 // Blocks SIGINT and SIGTERM in the calling thread (call first thing in main, so that every
 // thread started later inherits the mask).
 void BlockTerminationSignals();

@@ -52,23 +52,6 @@ absl::StatusOr<ReadyInfo> ReadReadyFile(const std::string& path) {
   return info;
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& json_text) {
-  std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << json_text;
-    out.flush();
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", strerror(err)));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<ReadyInfo> WaitForReadyFile(const std::string& path, ChildProcess& child,
                                            absl::Duration timeout,
                                            const std::function<bool()>& should_stop) {

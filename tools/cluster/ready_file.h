@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/util/atomic_file.h"
 #include "tools/cluster/child_process.h"
 
 namespace tandem {
@@ -28,9 +29,6 @@ absl::StatusOr<ReadyInfo> ParseReadyFile(const std::string& text);
 
 // Reads and parses `path`; NotFound while it does not exist.
 absl::StatusOr<ReadyInfo> ReadReadyFile(const std::string& path);
-
-// Writes `json_text` to `path` atomically (a temp file beside it, then rename).
-absl::Status WriteFileAtomically(const std::string& path, const std::string& json_text);
 
 // Waits until `path` holds a valid ready file. Fails with FailedPrecondition when `child` exits
 // first, DeadlineExceeded after `timeout`, Cancelled when `should_stop` (polled; may be empty)

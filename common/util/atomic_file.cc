@@ -1,4 +1,4 @@
-#include "router/ready_file.h"
+#include "common/util/atomic_file.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 
 namespace tandem {
 
@@ -31,13 +30,6 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
         absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
   }
   return absl::OkStatus();
-}
-
-std::string ReadyFileJson(const std::string& grpc_address) {
-  nlohmann::json j;
-  j["grpc"] = grpc_address;
-  j["pid"] = static_cast<int64_t>(::getpid());
-  return j.dump();
 }
 
 }  // namespace tandem
