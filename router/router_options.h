@@ -30,7 +30,16 @@ struct NodePoolOptions {
 struct RouterOptions {
   std::string model_dir;
   std::string served_model_name;  // "": basename of model_dir
-  std::string listen = "127.0.0.1:0";
+  std::string listen = "127.0.0.1:0";  // gRPC Generation
+  // The OpenAI-compatible HTTP API ("": off) and its settings (router/http/http_server.h).
+  std::string http_listen = "127.0.0.1:0";
+  int http_threads = 2;
+  int64_t max_body_bytes = 8 << 20;
+  std::string api_key;  // "": no authentication
+  // Prometheus /metrics ("": off).
+  std::string metrics_listen = "127.0.0.1:0";
+  // Requests in flight beyond this are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429).
+  int64_t max_concurrent_requests = 4096;
   std::string ready_file;  // "": none
   NodePoolOptions pool;
   PlacementOptions placement;

