@@ -6,8 +6,8 @@ namespace tandem {
 namespace {
 
 // After the request deadline the node calls are cancelled; if the handler is still there this
-// much later (stuck writing to a client that does not read), the client call is cancelled too.
-constexpr absl::Duration kServerCancelGrace = absl::Seconds(1);
+// much later (stuck writing to a client that does not read), the client side is aborted too.
+constexpr absl::Duration kSinkAbortGrace = absl::Seconds(1);
 
 }  // namespace
 
@@ -55,7 +55,7 @@ void CallGuard::Close() {
 void CallGuard::Poll(absl::Time now) {
   absl::MutexLock lock(&mu_);
   if (closed_) return;
-  if (!client_cancelled_ && server_ctx_ != nullptr && server_ctx_->IsCancelled()) {
+  if (!client_cancelled_ && sink_ != nullptr && sink_->ClientGone()) {
     client_cancelled_ = true;
     CancelAttachedLocked();
   }
@@ -63,10 +63,9 @@ void CallGuard::Poll(absl::Time now) {
     timed_out_ = true;
     CancelAttachedLocked();
   }
-  if (timed_out_ && !server_cancelled_ && now >= deadline_ + kServerCancelGrace &&
-      server_ctx_ != nullptr) {
-    server_cancelled_ = true;
-    server_ctx_->TryCancel();
+  if (timed_out_ && !sink_aborted_ && now >= deadline_ + kSinkAbortGrace && sink_ != nullptr) {
+    sink_aborted_ = true;
+    sink_->Abort();
   }
   if (!attempt_timed_out_ && now >= attempt_deadline_) {
     attempt_timed_out_ = true;

@@ -1,11 +1,11 @@
 // Bounds every request the router serves. The sync gRPC server gives a handler no callback when
 // its client goes away, and a blocked Read on a node's stream cannot watch anything else, so one
 // thread polls every active request:
-//   - the client cancelled or disconnected (ServerContext::IsCancelled): cancel the request's
+//   - the client cancelled or disconnected (ResponseSink::ClientGone): cancel the request's
 //     node calls, so the nodes see their streams cancelled;
 //   - the attempt passed its first-token deadline: cancel its node calls (the handler retries);
-//   - the request passed its deadline: cancel its node calls, and a little later the client
-//     call itself, which unblocks a Write to a client that stopped reading.
+//   - the request passed its deadline: cancel its node calls, and a little later abort the
+//     client side (ResponseSink::Abort), which unblocks a Write to a client that stopped reading.
 #ifndef TANDEM_ROUTER_CALL_WATCHDOG_H_
 #define TANDEM_ROUTER_CALL_WATCHDOG_H_
 
@@ -18,7 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/server_context.h"
+#include "router/response_sink.h"
 
 namespace tandem {
 
@@ -26,8 +26,8 @@ namespace tandem {
 // they run; the watchdog cancels them.
 class CallGuard {
  public:
-  CallGuard(grpc::ServerContext* server_ctx, absl::Time deadline)
-      : server_ctx_(server_ctx), deadline_(deadline) {}
+  // `sink` (may be null in tests) is polled until Close().
+  CallGuard(ResponseSink* sink, absl::Time deadline) : sink_(sink), deadline_(deadline) {}
 
   // An attached context is cancelled at once if the request is already cancelled or expired.
   void Attach(grpc::ClientContext* ctx);
@@ -42,20 +42,20 @@ class CallGuard {
 
   // Checks the conditions above at `now`; the watchdog calls this.
   void Poll(absl::Time now);
-  // The handler is returning: the server context must not be touched any more.
+  // The handler is returning: the sink must not be touched any more.
   void Close();
 
  private:
   void CancelAttachedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  grpc::ServerContext* const server_ctx_;
+  ResponseSink* const sink_;
   const absl::Time deadline_;
   mutable absl::Mutex mu_;
   absl::flat_hash_set<grpc::ClientContext*> attached_ ABSL_GUARDED_BY(mu_);
   absl::Time attempt_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool client_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool timed_out_ ABSL_GUARDED_BY(mu_) = false;
-  bool server_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool sink_aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool attempt_timed_out_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };

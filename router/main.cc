@@ -22,9 +22,11 @@ constexpr char kUsage[] =
     R"(Usage: tandem-router --model DIR (--decode ADDRS | --decode-dns NAME:PORT)
                      [--prefill ADDRS | --prefill-dns NAME:PORT] [options]
 
-Serves tandem.v1.Generation/Generate over gRPC (plus grpc.health.v1.Health): validates and
-tokenizes each request, places it on a decode node and a prefill node (or prefills on the
-decode node), and streams the detokenized output back.
+Serves the OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v1/models,
+/health, /ready) and tandem.v1.Generation/Generate over gRPC (plus grpc.health.v1.Health):
+validates and tokenizes each request, places it on a decode node and a prefill node (or
+prefills on the decode node), and streams the detokenized output back. Prometheus metrics on
+their own port (/metrics).
 
 Model:
   --model DIR                  Hugging Face model directory (tokenizer.json, config.json,
@@ -32,7 +34,15 @@ Model:
   --served-model-name NAME     the name requests give in `model` (default: DIR's base name)
 Serving:
   --listen HOST:PORT           gRPC address (default 127.0.0.1:0; port 0 picks a free port)
-  --ready-file PATH            once serving, write {"grpc": "127.0.0.1:PORT", "pid": N} there
+  --http-listen HOST:PORT      OpenAI-compatible HTTP address (default 127.0.0.1:0; "" = off)
+  --http-threads N             HTTP I/O threads (default 2; requests run on their own threads)
+  --max-body-bytes N           larger HTTP request bodies get 413 (default 8388608)
+  --api-key KEY                HTTP /v1/* requests must send "Authorization: Bearer KEY"
+  --metrics-listen HOST:PORT   Prometheus /metrics address (default 127.0.0.1:0; "" = off)
+  --max-concurrent-requests N  requests in flight beyond N are refused with gRPC
+                               RESOURCE_EXHAUSTED / HTTP 429 (default 4096)
+  --ready-file PATH            once serving, write {"grpc": "127.0.0.1:PORT", "http": ...,
+                               "metrics": ..., "pid": N} there
 Nodes:
   --prefill A:P,B:P            prefill nodes (static list)
   --decode C:P,...             decode nodes (static list)
@@ -77,6 +87,12 @@ std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool
   flags.String("model", &o->model_dir);
   flags.String("served-model-name", &o->served_model_name);
   flags.String("listen", &o->listen);
+  flags.String("http-listen", &o->http_listen);
+  flags.Number("http-threads", &o->http_threads);
+  flags.Number("max-body-bytes", &o->max_body_bytes);
+  flags.String("api-key", &o->api_key);
+  flags.String("metrics-listen", &o->metrics_listen);
+  flags.Number("max-concurrent-requests", &o->max_concurrent_requests);
   flags.String("ready-file", &o->ready_file);
   flags.Custom("prefill",
                [o](std::string_view v) { return ParseAddressList(v, &o->pool.prefill.addresses); });
@@ -128,6 +144,9 @@ std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool
   if (o->request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
   if (o->first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";
   if (o->drain_timeout_ms < 0) return "--drain-timeout-ms must be >= 0";
+  if (o->http_threads < 1) return "--http-threads must be >= 1";
+  if (o->max_body_bytes < 1024) return "--max-body-bytes must be >= 1024";
+  if (o->max_concurrent_requests < 1) return "--max-concurrent-requests must be >= 1";
   return "";
 }
 

@@ -115,11 +115,12 @@ v1::SamplingParams SamplingToProto(const SamplingParams& p) {
 std::string MakeRequestId() { return absl::StrFormat("req-%016x", RandomU64()); }
 
 absl::StatusOr<RouterRequest> BuildRequest(const v1::GenerateRequest& request,
-                                           const ServedModel& model) {
+                                           const ServedModel& model,
+                                           bool unset_max_tokens_fills_context) {
   if (!request.model().empty() && request.model() != model.name) {
-    return absl::InvalidArgumentError(absl::StrCat("model \"", request.model(),
-                                                   "\" is not served here; this router serves \"",
-                                                   model.name, "\""));
+    return absl::NotFoundError(absl::StrCat("model \"", request.model(),
+                                            "\" is not served here; this router serves \"",
+                                            model.name, "\""));
   }
   RouterRequest out;
   out.request_id = request.request_id().empty() ? MakeRequestId() : request.request_id();
@@ -152,6 +153,8 @@ absl::StatusOr<RouterRequest> BuildRequest(const v1::GenerateRequest& request,
                                   prompt_tokens, " in the prompt, ", out.sampling.max_tokens,
                                   " in sampling.max_tokens)"));
     }
+  } else if (unset_max_tokens_fills_context) {
+    out.sampling.max_tokens = static_cast<int32_t>(context - prompt_tokens);
   } else {
     out.sampling.max_tokens =
         static_cast<int32_t>(std::min<int64_t>(out.sampling.max_tokens, context - prompt_tokens));

@@ -36,10 +36,13 @@ SamplingParams SamplingFromProto(const v1::SamplingParams& proto);
 // Every field written, optionals included (seed and logprobs only when set).
 v1::SamplingParams SamplingToProto(const SamplingParams& params);
 
-// Validates and tokenizes. max_tokens unset is clamped to the context left after the prompt;
-// set, prompt + max_tokens must fit the model's context (vLLM's rule).
+// Validates and tokenizes. max_tokens unset is 16 clamped to the context left after the prompt
+// (all of the context left when `unset_max_tokens_fills_context`); set, prompt + max_tokens must
+// fit the model's context (vLLM's rule). NotFound for a model this router does not serve,
+// InvalidArgument for anything else wrong with the request.
 absl::StatusOr<RouterRequest> BuildRequest(const v1::GenerateRequest& request,
-                                           const ServedModel& model);
+                                           const ServedModel& model,
+                                           bool unset_max_tokens_fills_context = false);
 
 // "req-" and 16 random hex digits.
 std::string MakeRequestId();

@@ -76,8 +76,8 @@ class RequestRunner {
   struct ClientStream;
   struct AttemptResult;
 
-  grpc::Status RunAdmitted(const v1::GenerateRequest& request, const RunOptions& run_options,
-                           ResponseSink& sink, RequestTimer& timer);
+  // Deadline, placement, attempts and retries of a validated request.
+  grpc::Status RunBuilt(ClientStream& stream, absl::Time client_deadline);
   absl::StatusOr<Chosen> Place(const RouterRequest& request,
                                const std::vector<std::string>& failed_nodes);
   AttemptResult RunDisaggregated(const Chosen& chosen, const std::string& node_request_id,

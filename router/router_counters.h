@@ -1,6 +1,6 @@
 // Counts of every decision the router makes (ARCHITECTURE.md: "No silent fallback"): where each
 // attempt was placed and why, each retry and its reason, and how requests ended. Plain atomics;
-// the Prometheus endpoint will export them.
+// RouterMetrics exports them.
 #ifndef TANDEM_ROUTER_ROUTER_COUNTERS_H_
 #define TANDEM_ROUTER_ROUTER_COUNTERS_H_
 
@@ -44,6 +44,7 @@ struct RouterCounters {
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> requests_ok{0};
   std::atomic<int64_t> requests_invalid{0};    // INVALID_ARGUMENT before placement
+  std::atomic<int64_t> requests_refused{0};    // over --max-concurrent-requests
   std::atomic<int64_t> requests_cancelled{0};  // the client went away
   std::atomic<int64_t> requests_failed{0};     // any other error
   std::atomic<int64_t> failed_after_first_token{0};
@@ -69,6 +70,7 @@ struct RouterCounters {
         {"requests", requests.load()},
         {"requests_ok", requests_ok.load()},
         {"requests_invalid", requests_invalid.load()},
+        {"requests_refused", requests_refused.load()},
         {"requests_cancelled", requests_cancelled.load()},
         {"requests_failed", requests_failed.load()},
         {"failed_after_first_token", failed_after_first_token.load()},

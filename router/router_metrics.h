@@ -34,25 +34,21 @@ class RequestTimer {
 
   // An attempt was sent to its nodes (the last call before the first token counts).
   void Dispatched(absl::Time now) {
-    if (first_token_ == absl::InfinitePast()) dispatched_ = now;
+    if (!has_first_token()) dispatched_ = now;
   }
   // Time the request waited on a node before its prompt was scheduled (reported by the node).
   void SetNodeQueue(absl::Duration queued) { node_queue_ = queued; }
-  // A response carrying `n` > 0 tokens was written to the client.
-  void TokensWritten(int64_t n, absl::Time now);
 
   absl::Time arrival() const { return arrival_; }
-  bool has_first_token() const { return first_token_ != absl::InfinitePast(); }
-  absl::Duration ttft() const { return first_token_ - arrival_; }
+  bool has_first_token() const { return tokens_ > 0; }
+  absl::Time first_token() const { return first_token_; }
+  absl::Time last_token() const { return last_token_; }
+  int64_t tokens() const { return tokens_; }
   // Router time before dispatch plus the node's queue time.
   absl::Duration queue() const {
     return (dispatched_ == absl::InfinitePast() ? absl::ZeroDuration() : dispatched_ - arrival_) +
            node_queue_;
   }
-  absl::Time last_token() const { return last_token_; }
-  int64_t tokens() const { return tokens_; }
-  // Gaps between consecutive token-carrying responses, not yet observed.
-  absl::Duration TakeGap(bool* has_gap);
 
  private:
   friend class RouterMetrics;
@@ -62,8 +58,6 @@ class RequestTimer {
   absl::Time last_token_ = absl::InfinitePast();
   absl::Duration node_queue_ = absl::ZeroDuration();
   int64_t tokens_ = 0;
-  bool has_gap_ = false;
-  absl::Duration gap_;
 };
 
 class RouterMetrics {
@@ -77,7 +71,8 @@ class RouterMetrics {
   std::shared_ptr<prometheus::Collectable> decisions() const { return decisions_; }
 
   void RequestStarted();
-  // Called after each token-carrying response reached the client (inter-token latency).
+  // A response carrying `n` > 0 tokens reached the client: updates `timer`, and observes the gap
+  // since the previous such response (inter-token latency).
   void TokensWritten(RequestTimer& timer, int64_t n, absl::Time now);
   // Ends a request started with RequestStarted: counts it by API and status, observes its
   // latencies (TTFT etc. only when it produced tokens) and adds its token counts.

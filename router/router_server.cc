@@ -1,14 +1,15 @@
 #include "router/router_server.h"
 
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/ready_file.h"
 #include "common/util/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
-#include "common/util/ready_file.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -43,8 +44,22 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   router->pool_ = std::make_unique<NodePool>(std::move(pool_options), std::move(resolver));
   RETURN_IF_ERROR(router->pool_->Start());
 
-  router->service_ = std::make_unique<GenerateService>(router->model_, router->pool_.get(), options,
-                                                       &router->counters_);
+  router->placement_ = placement;
+  router->metrics_ = std::make_unique<RouterMetrics>(&router->counters_, router->pool_.get());
+  if (!options.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
+        MetricsServer::Start(options.metrics_listen);
+    if (!metrics.ok()) {
+      router->pool_->Stop();
+      return metrics.status();
+    }
+    router->metrics_server_ = *std::move(metrics);
+    router->metrics_server_->Register(router->metrics_->registry());
+    router->metrics_server_->Register(router->metrics_->decisions());
+  }
+  router->runner_ = std::make_unique<RequestRunner>(router->model_, router->pool_.get(), options,
+                                                    &router->counters_, router->metrics_.get());
+  router->service_ = std::make_unique<GenerateService>(router->runner_.get());
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &router->port_);
@@ -55,14 +70,33 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
   router->address_ = DialAddress(options.listen, router->port_);
+  if (!options.http_listen.empty()) {
+    HttpServerOptions http;
+    http.listen = options.http_listen;
+    http.io_threads = options.http_threads;
+    http.max_body_bytes = options.max_body_bytes;
+    http.api_key = options.api_key;
+    RouterServer* self = router.get();
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        HttpServer::Start(http, router->runner_.get(), [self] { return self->Ready(); });
+    if (!started.ok()) {
+      router->Shutdown(absl::ZeroDuration());
+      return started.status();
+    }
+    router->http_ = *std::move(started);
+  }
   spdlog::info(
-      "tandem-router serving model \"{}\" on {} ({} mode, {} placement, {} prefill / {} "
-      "decode nodes known)",
-      router->model_->name, router->address_, ServingModeName(placement.mode),
-      PlacementPolicyName(placement.policy), router->pool_->Nodes(NodeRole::kPrefill).size(),
+      "tandem-router serving model \"{}\": gRPC {}, HTTP {}, metrics {} ({} mode, {} placement, "
+      "{} prefill / {} decode nodes known)",
+      router->model_->name, router->address_, router->http_address(), router->metrics_address(),
+      ServingModeName(placement.mode), PlacementPolicyName(placement.policy),
+      router->pool_->Nodes(NodeRole::kPrefill).size(),
       router->pool_->Nodes(NodeRole::kDecode).size());
   if (!options.ready_file.empty()) {
-    absl::Status written = WriteReadyFile(options.ready_file, {.grpc = router->address_});
+    absl::Status written =
+        WriteReadyFile(options.ready_file, {.grpc = router->address_,
+                                            .http = router->http_address(),
+                                            .metrics = router->metrics_address()});
     if (!written.ok()) {
       router->Shutdown(absl::ZeroDuration());
       return written;
@@ -80,11 +114,33 @@ void RouterServer::Shutdown(absl::Duration drain) {
     if (auto* health = server_->GetHealthCheckService(); health != nullptr) {
       health->SetServingStatus(false);
     }
+  }
+  // Both APIs drain at once: HTTP on a thread beside the gRPC server's shutdown.
+  std::thread http_drain;
+  if (http_ != nullptr) http_drain = std::thread([this, drain] { http_->Shutdown(drain); });
+  if (server_ != nullptr) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + drain));
     server_->Wait();
   }
+  if (http_drain.joinable()) http_drain.join();
   if (pool_ != nullptr) pool_->Stop();
   spdlog::info("tandem-router stopped");
+}
+
+absl::Status RouterServer::Ready() const {
+  if (pool_->UpNodes(NodeRole::kDecode).empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("no decode node is up (", pool_->Nodes(NodeRole::kDecode).size(), " known)"));
+  }
+  // A colocated router prefills on its decode nodes. A disaggregated one could fall back to
+  // local prefill without prefill nodes, but that is not the cluster it was deployed as: it is
+  // ready only with a prefill node up.
+  if (placement_.mode == ServingMode::kDisaggregated &&
+      pool_->UpNodes(NodeRole::kPrefill).empty()) {
+    return absl::UnavailableError(absl::StrCat("no prefill node is up (",
+                                               pool_->Nodes(NodeRole::kPrefill).size(), " known)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tandem

@@ -1,6 +1,7 @@
-// The router process minus its command line: loads the served model, starts the node pool and
-// the gRPC server (Generation + the standard health service), writes the ready file, and drains
-// on Shutdown. Tests run it in-process; main.cc runs it until SIGINT/SIGTERM.
+// The router process minus its command line: loads the served model, starts the node pool, the
+// gRPC server (Generation + the standard health service), the OpenAI-compatible HTTP server and
+// the Prometheus /metrics endpoint, writes the ready file, and drains on Shutdown. Tests run it
+// in-process; main.cc runs it until SIGINT/SIGTERM.
 #ifndef TANDEM_ROUTER_ROUTER_SERVER_H_
 #define TANDEM_ROUTER_ROUTER_SERVER_H_
 
@@ -9,11 +10,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/metrics/metrics_server.h"
 #include "grpcpp/server.h"
 #include "router/dns_resolver.h"
 #include "router/generate_service.h"
+#include "router/http/http_server.h"
 #include "router/node_pool.h"
+#include "router/request_runner.h"
 #include "router/router_counters.h"
+#include "router/router_metrics.h"
 #include "router/router_options.h"
 #include "router/served_model.h"
 
@@ -29,9 +34,12 @@ class RouterServer {
   int port() const { return port_; }
   // HOST:PORT a client on this machine dials (127.0.0.1 for wildcard listen addresses).
   const std::string& address() const { return address_; }
+  // The HTTP API's and /metrics' HOST:PORT ("" when off).
+  std::string http_address() const { return http_ ? http_->address() : ""; }
+  std::string metrics_address() const { return metrics_server_ ? metrics_server_->address() : ""; }
 
-  // Reports NOT_SERVING to health checks, stops accepting calls, gives in-flight streams up to
-  // `drain` to finish, cancels the rest, then stops the node pool. Idempotent.
+  // Reports NOT_SERVING to health checks, stops accepting calls (gRPC and HTTP), gives in-flight
+  // streams up to `drain` to finish, cancels the rest, then stops the node pool. Idempotent.
   void Shutdown(absl::Duration drain);
 
   const RouterCounters& counters() const { return counters_; }
@@ -41,11 +49,19 @@ class RouterServer {
  private:
   RouterServer() = default;
 
+  // Whether GET /ready answers OK: a decode node and a prefill-capable node are up.
+  absl::Status Ready() const;
+
   RouterCounters counters_;
+  PlacementOptions placement_;
   std::shared_ptr<const ServedModel> model_;
   std::unique_ptr<NodePool> pool_;
+  std::unique_ptr<RouterMetrics> metrics_;
+  std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<GenerateService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   int port_ = 0;
   std::string address_;
   bool shut_down_ = false;

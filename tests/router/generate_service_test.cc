@@ -602,7 +602,9 @@ TEST_F(GenerateServiceTest, BadInputIsInvalidArgumentAndTheServerKeepsServing) {
   bad[4].add_stop("");
   for (const v1::GenerateRequest& req : bad) {
     StreamResult r = RunGenerate(*stub_, req);
-    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+    // A model this router does not serve is NOT_FOUND (HTTP 404); the rest is bad input.
+    EXPECT_EQ(r.status.error_code(), req.model().empty() ? grpc::StatusCode::INVALID_ARGUMENT
+                                                         : grpc::StatusCode::NOT_FOUND)
         << req.ShortDebugString() << ": " << r.status.error_message();
     EXPECT_TRUE(r.responses.empty());
   }

@@ -142,7 +142,7 @@ TEST_F(RequestBuilderTest, ChecksTheModelName) {
   EXPECT_TRUE(BuildRequest(req, model()).ok());
   req.set_model("gpt-4");
   auto r = BuildRequest(req, model());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(r.status().message(), HasSubstr("gpt-4"));
   EXPECT_THAT(r.status().message(), HasSubstr("generate-llama"));
 }
@@ -166,6 +166,24 @@ TEST_F(RequestBuilderTest, PromptsMustFitTheContext) {
   r = BuildRequest(req, model());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(), HasSubstr("max_tokens"));
+}
+
+TEST_F(RequestBuilderTest, UnsetMaxTokensCanFillTheContext) {
+  const int context = model().max_context_tokens();
+  v1::GenerateRequest req;
+  for (int i = 0; i < 10; ++i) req.mutable_token_ids()->add_ids(100);
+  auto r = BuildRequest(req, model());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sampling.max_tokens, 16);
+  r = BuildRequest(req, model(), /*unset_max_tokens_fills_context=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sampling.max_tokens, context - 10);
+  EXPECT_EQ(r->node_sampling.max_tokens(), context - 10);
+  // An explicit max_tokens is kept either way.
+  req.mutable_sampling()->set_max_tokens(5);
+  r = BuildRequest(req, model(), /*unset_max_tokens_fills_context=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->sampling.max_tokens, 5);
 }
 
 TEST_F(RequestBuilderTest, SamplingDefaultsFromUnsetOptionals) {

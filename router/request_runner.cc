@@ -1,0 +1,680 @@
+#include "router/request_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/kv/block_hash.h"
+#include "router/output_text.h"
+#include "spdlog/spdlog.h"
+
+namespace tandem {
+namespace {
+
+constexpr absl::Duration kWatchdogInterval = absl::Milliseconds(10);
+constexpr absl::Duration kCancelRpcTimeout = absl::Seconds(2);
+// The decode stream finished while the prefill call had not answered yet (its answer races with
+// the first token): how long it gets before it is cancelled.
+constexpr absl::Duration kPrefillAnswerGrace = absl::Seconds(1);
+// A decode node that reports no block size: the estimate of blocks a request takes uses this.
+constexpr int64_t kDefaultBlockSize = 16;
+
+bool RetryableCode(grpc::StatusCode code) {
+  // The node found the request itself bad: another node would too.
+  return code != grpc::StatusCode::INVALID_ARGUMENT && code != grpc::StatusCode::OUT_OF_RANGE;
+}
+
+grpc::Status WithContext(const grpc::Status& status, const std::string& what) {
+  return grpc::Status(status.error_code(), absl::StrCat(what, ": ", status.error_message()));
+}
+
+std::string NodeName(const std::shared_ptr<Node>& node) {
+  return absl::StrCat(NodeRoleName(node->role()), " node ", node->address());
+}
+
+// How reading one decode node stream ended.
+struct StreamOutcome {
+  bool stopped = false;   // a stop string ended the output; the router cancelled the stream
+  bool finished = false;  // the last response (finish_reason set) went to the client
+  grpc::Status status;    // the node stream's status
+};
+
+}  // namespace
+
+struct RequestRunner::Chosen {
+  PlacementKind kind = PlacementKind::kDisaggregated;
+  std::string_view reason;
+  std::shared_ptr<Node> decode;
+  std::shared_ptr<Node> prefill;  // kDisaggregated only
+  int64_t cached_prefix_tokens = 0;
+};
+
+struct RequestRunner::AttemptResult {
+  grpc::Status status;  // OK: the request is done
+  bool retry = false;
+  RetryReason reason = RetryReason::kDecodeFailed;
+  std::vector<std::shared_ptr<Node>> blame;  // not to be used again by this request if possible
+};
+
+// The client side of one request, shared by its attempts.
+struct RequestRunner::ClientStream {
+  ClientStream(ResponseSink* s, const RouterRequest& r, const Tokenizer& tokenizer, RequestTimer* t,
+               RouterMetrics* m)
+      : sink(s),
+        request(r),
+        output(tokenizer, r.skip_special_tokens, r.stop, r.include_stop_str_in_output),
+        timer(t),
+        metrics(m) {}
+
+  enum class EventResult { kContinue, kFinished, kStopped, kClientGone };
+
+  bool Write(v1::GenerateResponse& response) {
+    response.set_request_id(request.request_id);
+    if (!first_response_sent) {
+      first_response_sent = true;
+      response.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
+    }
+    const bool written = sink->Write(response);
+    if (response.tokens_size() > 0) {
+      metrics->TokensWritten(*timer, response.tokens_size(), absl::Now());
+    }
+    if (!written) {
+      client_gone = true;
+      return false;
+    }
+    return true;
+  }
+
+  void SetUsage(v1::GenerateResponse& response) const {
+    v1::Usage* usage = response.mutable_usage();
+    usage->set_prompt_tokens(static_cast<int32_t>(request.prompt.size()));
+    usage->set_completion_tokens(static_cast<int32_t>(completion_tokens));
+    usage->set_cached_tokens(static_cast<int32_t>(cached_tokens));
+  }
+
+  // One event of a decode node's stream → at most one response to the client.
+  EventResult OnEvent(const v1::DecodeEvent& event) {
+    v1::GenerateResponse response;
+    if (event.has_usage()) {
+      cached_tokens = std::max<int64_t>(cached_tokens, event.usage().cached_tokens());
+    }
+    if (event.tokens_size() > 0) {
+      std::vector<TokenId> ids;
+      ids.reserve(event.tokens_size());
+      for (const v1::Token& t : event.tokens()) ids.push_back(t.id());
+      OutputText::Step step = output.Add(ids);
+      for (size_t i = 0; i < step.tokens_used; ++i) *response.add_tokens() = event.tokens(i);
+      completion_tokens += static_cast<int64_t>(step.tokens_used);
+      if (step.tokens_used > 0) sent_tokens = true;
+      response.set_text(std::move(step.text));
+      if (step.stopped) {
+        response.set_finish_reason("stop");
+        SetUsage(response);
+        finished = true;
+        Write(response);
+        return EventResult::kStopped;
+      }
+    }
+    if (!event.finish_reason().empty()) {
+      response.mutable_text()->append(output.Finish());
+      response.set_finish_reason(output.stopped() ? "stop" : event.finish_reason());
+      SetUsage(response);
+      finished = true;
+      Write(response);
+      return EventResult::kFinished;
+    }
+    if (response.tokens_size() == 0 && response.text().empty()) return EventResult::kContinue;
+    return Write(response) ? EventResult::kContinue : EventResult::kClientGone;
+  }
+
+  // Reads a decode node's event stream until it ends, the output stops or the client goes away;
+  // `on_first_token` runs when the first event with tokens arrives.
+  template <typename OnFirstToken>
+  StreamOutcome ReadFrom(grpc::ClientReader<v1::DecodeEvent>* reader, grpc::ClientContext* ctx,
+                         OnFirstToken on_first_token) {
+    StreamOutcome outcome;
+    bool first_token = false;
+    EventResult r = EventResult::kContinue;
+    v1::DecodeEvent event;
+    while (r == EventResult::kContinue && reader->Read(&event)) {
+      if (event.tokens_size() > 0 && !first_token) {
+        first_token = true;
+        on_first_token(event);
+      }
+      r = OnEvent(event);
+    }
+    if (r == EventResult::kStopped) {
+      outcome.stopped = true;
+      outcome.finished = true;
+      ctx->TryCancel();
+    } else if (r == EventResult::kClientGone) {
+      ctx->TryCancel();
+    } else if (r == EventResult::kFinished) {
+      outcome.finished = true;
+      // The node ends its stream right after the last event: drain it for Finish().
+      while (reader->Read(&event)) {
+      }
+    }
+    outcome.status = reader->Finish();
+    return outcome;
+  }
+
+  ResponseSink* const sink;
+  const RouterRequest& request;
+  OutputText output;
+  RequestTimer* const timer;
+  RouterMetrics* const metrics;
+  bool first_response_sent = false;
+  bool sent_tokens = false;  // a token went (or was being written) to the client
+  bool finished = false;     // the last response (finish_reason set) was written
+  bool client_gone = false;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodePool* pool,
+                             const RouterOptions& options, RouterCounters* counters,
+                             RouterMetrics* metrics)
+    : model_(std::move(model)),
+      pool_(pool),
+      options_(options),
+      counters_(counters),
+      metrics_(metrics),
+      placer_(options.placement),
+      watchdog_(kWatchdogInterval) {}
+
+RequestRunner::~RequestRunner() {
+  absl::MutexLock lock(&cancels_mu_);
+  auto none = [this]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(cancels_mu_) { return cancels_in_flight_ == 0; };
+  cancels_mu_.AwaitWithTimeout(absl::Condition(&none), kCancelRpcTimeout + absl::Seconds(1));
+}
+
+void RequestRunner::SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id) {
+  struct Call {
+    std::shared_ptr<Node> node;
+    grpc::ClientContext ctx;
+    v1::CancelRequest request;
+    v1::CancelResponse response;
+  };
+  auto* call = new Call;
+  call->node = node;
+  call->request.set_request_id(request_id);
+  call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + kCancelRpcTimeout));
+  {
+    absl::MutexLock lock(&cancels_mu_);
+    ++cancels_in_flight_;
+  }
+  ++counters_->cancels_sent;
+  auto done = [this, call](grpc::Status status) {
+    if (!status.ok()) {
+      spdlog::debug("Cancel({}) on {}: {}", call->request.request_id(), NodeName(call->node),
+                    status.error_message());
+    }
+    delete call;
+    absl::MutexLock lock(&cancels_mu_);
+    --cancels_in_flight_;
+  };
+  if (node->role() == NodeRole::kDecode) {
+    node->decode().async()->Cancel(&call->ctx, &call->request, &call->response, std::move(done));
+  } else {
+    node->prefill().async()->Cancel(&call->ctx, &call->request, &call->response, std::move(done));
+  }
+}
+
+absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
+    const RouterRequest& request, const std::vector<std::string>& failed_nodes) {
+  const PlacementOptions& popts = options_.placement;
+  // Nodes this request has not failed on yet; all nodes that are up when that leaves none.
+  auto usable = [&](NodeRole role) {
+    std::vector<std::shared_ptr<Node>> up = pool_->UpNodes(role);
+    std::vector<std::shared_ptr<Node>> fresh;
+    for (const auto& n : up) {
+      if (std::find(failed_nodes.begin(), failed_nodes.end(), n->address()) == failed_nodes.end()) {
+        fresh.push_back(n);
+      }
+    }
+    return fresh.empty() ? up : fresh;
+  };
+  std::vector<std::shared_ptr<Node>> decode = usable(NodeRole::kDecode);
+  std::vector<std::shared_ptr<Node>> prefill;
+  if (popts.mode == ServingMode::kDisaggregated) prefill = usable(NodeRole::kPrefill);
+  if (decode.empty()) {
+    const size_t known = pool_->Nodes(NodeRole::kDecode).size();
+    return absl::UnavailableError(known == 0
+                                      ? std::string("no decode node is known")
+                                      : absl::StrCat("none of the ", known, " decode nodes is up"));
+  }
+
+  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  const bool use_prefix =
+      popts.policy == PlacementPolicy::kPrefixAware ||
+      (popts.mode == ServingMode::kDisaggregated && popts.local_prefill_threshold > 0);
+  absl::flat_hash_map<int32_t, std::vector<uint64_t>> hashes_by_block_size;
+
+  std::vector<NodeCandidate> prefill_candidates;
+  for (size_t i = 0; i < prefill.size(); ++i) {
+    const Node::Snapshot s = prefill[i]->snapshot();
+    NodeCandidate c;
+    c.index = static_cast<int>(i);
+    c.address = prefill[i]->address();
+    c.free_kv_blocks = s.load.num_free_kv_blocks() - s.pending_blocks;
+    c.queued_tokens = s.load.num_queued_tokens() + s.pending_tokens;
+    c.num_sequences = s.load.num_running() + s.load.num_waiting() + s.pending_requests;
+    const int32_t block_size = prefill[i]->kv_block_size();
+    if (use_prefix && block_size > 0 && prefill[i]->num_cached_blocks() > 0) {
+      auto it = hashes_by_block_size.find(block_size);
+      if (it == hashes_by_block_size.end()) {
+        it = hashes_by_block_size.emplace(block_size, HashFullBlocks(request.prompt, block_size))
+                 .first;
+      }
+      c.cached_prefix_tokens = prefill[i]->CachedPrefixBlocks(it->second) * block_size;
+    }
+    prefill_candidates.push_back(std::move(c));
+  }
+  std::vector<NodeCandidate> decode_candidates;
+  for (size_t i = 0; i < decode.size(); ++i) {
+    const Node::Snapshot s = decode[i]->snapshot();
+    NodeCandidate c;
+    c.index = static_cast<int>(i);
+    c.address = decode[i]->address();
+    c.free_kv_blocks = s.load.num_free_kv_blocks() - s.pending_blocks;
+    c.queued_tokens = s.load.num_queued_tokens() + s.pending_tokens;
+    c.num_sequences =
+        s.load.num_running() + s.load.num_waiting() + s.load.num_awaiting_kv() + s.pending_requests;
+    decode_candidates.push_back(std::move(c));
+  }
+
+  absl::StatusOr<Placement> placement =
+      placer_.Choose(prefill_candidates, decode_candidates, prompt_tokens);
+  if (!placement.ok()) return placement.status();
+  Chosen chosen;
+  chosen.kind = placement->kind;
+  chosen.reason = placement->reason;
+  chosen.decode = decode[placement->decode];
+  chosen.cached_prefix_tokens = placement->cached_prefix_tokens;
+  if (placement->prefill >= 0) chosen.prefill = prefill[placement->prefill];
+
+  // Until the nodes' next load reports, count what this router just sent them.
+  int64_t block_size = chosen.decode->snapshot().load.block_size();
+  if (block_size <= 0) block_size = kDefaultBlockSize;
+  const int64_t total = prompt_tokens + request.sampling.max_tokens;
+  const bool local = chosen.kind != PlacementKind::kDisaggregated;
+  chosen.decode->AddPending(local ? prompt_tokens : 0, (total + block_size - 1) / block_size);
+  if (chosen.prefill != nullptr) {
+    chosen.prefill->AddPending(prompt_tokens - chosen.cached_prefix_tokens, 0);
+  }
+  return chosen;
+}
+
+RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chosen,
+                                                             const std::string& node_request_id,
+                                                             CallGuard& guard,
+                                                             ClientStream& stream) {
+  const RouterRequest& request = stream.request;
+  const std::shared_ptr<Node>& d = chosen.decode;
+  const std::shared_ptr<Node>& p = chosen.prefill;
+  AttemptResult result;
+
+  // 1. Reserve on D: its first event is the handoff.
+  grpc::ClientContext d_ctx;
+  d_ctx.set_deadline(absl::ToChronoTime(guard.deadline()));
+  guard.Attach(&d_ctx);
+  absl::Cleanup detach_d = [&] { guard.Detach(&d_ctx); };
+  v1::ReserveRequest reserve;
+  reserve.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
+  *reserve.mutable_sampling() = request.node_sampling;
+  reserve.set_request_id(node_request_id);
+  reserve.set_lease_ms(options_.lease_ms);
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
+      d->decode().Reserve(&d_ctx, reserve);
+  v1::DecodeEvent first;
+  if (!reader->Read(&first)) {
+    grpc::Status status = reader->Finish();
+    result.status = WithContext(status, absl::StrCat(NodeName(d), ": Reserve"));
+    result.retry = RetryableCode(status.error_code());
+    result.reason =
+        guard.attempt_timed_out() ? RetryReason::kFirstTokenTimeout : RetryReason::kReserveFailed;
+    result.blame = {d};
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      pool_->ReportFailure(d, status.error_message());
+    }
+    return result;
+  }
+  if (!first.has_handoff()) {
+    d_ctx.TryCancel();
+    reader->Finish();
+    SendCancel(d, node_request_id);
+    result.status =
+        grpc::Status(grpc::StatusCode::INTERNAL,
+                     absl::StrCat(NodeName(d), ": Reserve's first event has no handoff"));
+    result.retry = true;
+    result.reason = RetryReason::kBadHandoff;
+    result.blame = {d};
+    return result;
+  }
+  stream.cached_tokens =
+      std::max<int64_t>(stream.cached_tokens, first.handoff().num_cached_tokens());
+
+  // 2. Prefill on P, concurrently with reading D's stream. A prefill that fails before D's first
+  // token cancels D's stream so the attempt ends at once.
+  struct PrefillCall {
+    grpc::ClientContext ctx;
+    v1::PrefillRequest request;
+    v1::PrefillResponse response;
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    grpc::Status status ABSL_GUARDED_BY(mu);
+    // Once set, the callback leaves D's context alone.
+    bool d_ctx_off_limits ABSL_GUARDED_BY(mu) = false;
+    bool cancelled_by_router ABSL_GUARDED_BY(mu) = false;
+  };
+  auto prefill = std::make_shared<PrefillCall>();
+  prefill->ctx.set_deadline(absl::ToChronoTime(guard.deadline()));
+  prefill->request.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
+  *prefill->request.mutable_sampling() = request.node_sampling;
+  *prefill->request.mutable_handoff() = first.handoff();
+  prefill->request.set_request_id(node_request_id);
+  guard.Attach(&prefill->ctx);
+  grpc::ClientContext* d_ctx_ptr = &d_ctx;
+  p->prefill().async()->Prefill(&prefill->ctx, &prefill->request, &prefill->response,
+                                [prefill, d_ctx_ptr](grpc::Status status) {
+                                  absl::MutexLock lock(&prefill->mu);
+                                  if (!status.ok() && !prefill->d_ctx_off_limits) {
+                                    d_ctx_ptr->TryCancel();
+                                  }
+                                  prefill->status = std::move(status);
+                                  prefill->done = true;
+                                });
+
+  // 3. D's tokens.
+  StreamOutcome outcome = stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent&) {
+    guard.SetAttemptDeadline(absl::InfiniteFuture());
+    absl::MutexLock lock(&prefill->mu);
+    prefill->d_ctx_off_limits = true;  // a late prefill error must not cut a live stream
+  });
+
+  // 4. The prefill call ends before this attempt does.
+  bool cancel_prefill = false;
+  {
+    absl::MutexLock lock(&prefill->mu);
+    prefill->d_ctx_off_limits = true;
+    if (!prefill->done) {
+      if (!outcome.finished ||
+          !prefill->mu.AwaitWithTimeout(absl::Condition(&prefill->done), kPrefillAnswerGrace)) {
+        prefill->cancelled_by_router = true;
+        cancel_prefill = true;
+      }
+    }
+  }
+  if (cancel_prefill) prefill->ctx.TryCancel();
+  grpc::Status prefill_status;
+  bool prefill_ok = false;
+  bool prefill_failed = false;
+  {
+    absl::MutexLock lock(&prefill->mu);
+    // The deadline or the cancel above ends the call; the margin guards against a lost callback.
+    prefill->mu.AwaitWithTimeout(
+        absl::Condition(&prefill->done),
+        std::max(guard.deadline() - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
+    prefill_status = prefill->status;
+    prefill_ok = prefill->done && prefill->status.ok();
+    if (prefill_ok) {
+      stream.timer->SetNodeQueue(absl::Microseconds(prefill->response.timings().queue_us()));
+    }
+    prefill_failed = prefill->done && !prefill->status.ok() && !prefill->cancelled_by_router;
+  }
+  guard.Detach(&prefill->ctx);
+  // A prefill that did not complete (cancelled here or by the watchdog, or failed) may still
+  // hold work on P: tell it explicitly.
+  if (!prefill_ok && (cancel_prefill || !outcome.finished)) SendCancel(p, node_request_id);
+
+  if (outcome.finished) {
+    if (outcome.stopped) {
+      ++counters_->stop_string_hits;
+      SendCancel(d, node_request_id);
+    }
+    result.status = grpc::Status::OK;
+    return result;
+  }
+  if (stream.client_gone || guard.client_cancelled() || guard.timed_out()) {
+    SendCancel(d, node_request_id);
+    result.status =
+        guard.timed_out() && !guard.client_cancelled()
+            ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the request ran past its deadline")
+            : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+    return result;
+  }
+  if (stream.sent_tokens) {
+    // Tokens reached the client: no retry, the stream fails with the node's status.
+    grpc::Status status =
+        outcome.status.ok()
+            ? grpc::Status(grpc::StatusCode::INTERNAL, "the stream ended without a finish reason")
+            : outcome.status;
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      pool_->ReportFailure(d, status.error_message());
+    }
+    result.status = WithContext(status, NodeName(d));
+    return result;
+  }
+  // Nothing reached the client: release what this attempt holds, then retry elsewhere.
+  SendCancel(d, node_request_id);
+  // The watchdog cancelled this attempt's calls: whatever they answered is not their fault.
+  if (guard.attempt_timed_out()) {
+    result.status =
+        grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     absl::StrCat("no first token from ", NodeName(d), " (prefill on ", NodeName(p),
+                                  ") within ", options_.first_token_timeout_ms, " ms"));
+    result.retry = true;
+    result.reason = RetryReason::kFirstTokenTimeout;
+    result.blame = {d, p};
+    return result;
+  }
+  if (prefill_failed) {
+    if (prefill_status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      pool_->ReportFailure(p, prefill_status.error_message());
+    }
+    result.status = WithContext(prefill_status, absl::StrCat(NodeName(p), ": Prefill"));
+    result.retry = RetryableCode(prefill_status.error_code());
+    result.reason = RetryReason::kPrefillFailed;
+    result.blame = {p};
+    return result;
+  }
+  grpc::Status status = outcome.status.ok()
+                            ? grpc::Status(grpc::StatusCode::INTERNAL,
+                                           "the stream ended without tokens or a finish reason")
+                            : outcome.status;
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    pool_->ReportFailure(d, status.error_message());
+  }
+  result.status = WithContext(status, NodeName(d));
+  result.retry = RetryableCode(status.error_code());
+  result.reason = RetryReason::kDecodeFailed;
+  result.blame = {d};
+  return result;
+}
+
+RequestRunner::AttemptResult RequestRunner::RunLocal(const Chosen& chosen,
+                                                     const std::string& node_request_id,
+                                                     CallGuard& guard, ClientStream& stream) {
+  const RouterRequest& request = stream.request;
+  const std::shared_ptr<Node>& d = chosen.decode;
+  AttemptResult result;
+  grpc::ClientContext d_ctx;
+  d_ctx.set_deadline(absl::ToChronoTime(guard.deadline()));
+  guard.Attach(&d_ctx);
+  absl::Cleanup detach_d = [&] { guard.Detach(&d_ctx); };
+  v1::NodeGenerateRequest generate;
+  generate.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
+  *generate.mutable_sampling() = request.node_sampling;
+  generate.set_request_id(node_request_id);
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
+      d->decode().Generate(&d_ctx, generate);
+  StreamOutcome outcome = stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent& event) {
+    guard.SetAttemptDeadline(absl::InfiniteFuture());
+    stream.timer->SetNodeQueue(absl::Microseconds(event.queue_us()));
+  });
+
+  if (outcome.finished) {
+    if (outcome.stopped) {
+      ++counters_->stop_string_hits;
+      SendCancel(d, node_request_id);
+    }
+    result.status = grpc::Status::OK;
+    return result;
+  }
+  if (stream.client_gone || guard.client_cancelled() || guard.timed_out()) {
+    SendCancel(d, node_request_id);
+    result.status =
+        guard.timed_out() && !guard.client_cancelled()
+            ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the request ran past its deadline")
+            : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+    return result;
+  }
+  grpc::Status status =
+      outcome.status.ok()
+          ? grpc::Status(grpc::StatusCode::INTERNAL, "the stream ended without a finish reason")
+          : outcome.status;
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    pool_->ReportFailure(d, status.error_message());
+  }
+  result.status = WithContext(status, absl::StrCat(NodeName(d), ": Generate"));
+  if (stream.sent_tokens) return result;
+  SendCancel(d, node_request_id);
+  if (guard.attempt_timed_out()) {
+    result.status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                 absl::StrCat("no first token from ", NodeName(d), " within ",
+                                              options_.first_token_timeout_ms, " ms"));
+    result.retry = true;
+    result.reason = RetryReason::kFirstTokenTimeout;
+  } else {
+    result.retry = RetryableCode(status.error_code());
+    result.reason = RetryReason::kDecodeFailed;
+  }
+  result.blame = {d};
+  return result;
+}
+
+grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOptions& options,
+                                ResponseSink& sink) {
+  ++counters_->requests;
+  RequestTimer timer(absl::Now());
+  if (in_flight_.fetch_add(1) >= options_.max_concurrent_requests) {
+    in_flight_.fetch_sub(1);
+    ++counters_->requests_refused;
+    metrics_->RequestRefused(options.api, grpc::StatusCode::RESOURCE_EXHAUSTED);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("the router is serving ", options_.max_concurrent_requests,
+                                     " requests (--max-concurrent-requests); retry later"));
+  }
+  absl::Cleanup leave = [&] { in_flight_.fetch_sub(1); };
+  absl::StatusOr<RouterRequest> built =
+      BuildRequest(request, *model_, options.unset_max_tokens_fills_context);
+  if (!built.ok()) {
+    ++counters_->requests_invalid;
+    const auto code = static_cast<grpc::StatusCode>(built.status().code());
+    metrics_->RequestRefused(options.api, code);
+    return grpc::Status(code, std::string(built.status().message()));
+  }
+  metrics_->RequestStarted();
+  ClientStream stream(&sink, *built, *model_->tokenizer, &timer, metrics_);
+  grpc::Status status = RunBuilt(stream, options.deadline);
+  metrics_->RequestFinished(options.api, status.error_code(), timer, absl::Now(),
+                            static_cast<int64_t>(built->prompt.size()), stream.completion_tokens,
+                            stream.cached_tokens);
+  return status;
+}
+
+grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_deadline) {
+  const RouterRequest& req = stream.request;
+  absl::Time deadline = absl::Now() + absl::Milliseconds(options_.request_timeout_ms);
+  deadline = std::min(deadline, client_deadline);
+  auto guard = std::make_shared<CallGuard>(stream.sink, deadline);
+  watchdog_.Add(guard);
+  absl::Cleanup unwatch = [&] { watchdog_.Remove(guard); };
+
+  std::vector<std::string> failed_nodes;
+  grpc::Status last;
+  for (int attempt = 0;; ++attempt) {
+    if (guard->client_cancelled()) {
+      ++counters_->requests_cancelled;
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+    }
+    if (guard->timed_out()) {
+      ++counters_->requests_failed;
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          attempt == 0 ? std::string("the request ran past its deadline")
+                                       : absl::StrCat("the request ran past its deadline; last "
+                                                      "error: ",
+                                                      last.error_message()));
+    }
+    absl::StatusOr<Chosen> chosen = Place(req, failed_nodes);
+    if (!chosen.ok()) {
+      ++counters_->no_node_available;
+      ++counters_->requests_failed;
+      std::string message(chosen.status().message());
+      if (attempt > 0) absl::StrAppend(&message, "; last error: ", last.error_message());
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, message);
+    }
+    switch (chosen->kind) {
+      case PlacementKind::kDisaggregated:
+        ++counters_->disaggregated;
+        break;
+      case PlacementKind::kLocalPrefill:
+        ++(chosen->reason == "no_prefill_node" ? counters_->local_prefill_no_prefill_node
+                                               : counters_->local_prefill_short_prompt);
+        break;
+      case PlacementKind::kColocated:
+        ++counters_->colocated;
+        break;
+    }
+    spdlog::debug("{}: attempt {}: {} ({}) decode {}{} ({} of {} prompt tokens cached)",
+                  req.request_id, attempt, PlacementKindName(chosen->kind), chosen->reason,
+                  chosen->decode->address(),
+                  chosen->prefill ? absl::StrCat(" prefill ", chosen->prefill->address()) : "",
+                  chosen->cached_prefix_tokens, req.prompt.size());
+
+    const std::string node_request_id =
+        attempt == 0 ? req.request_id : absl::StrCat(req.request_id, "#", attempt);
+    stream.timer->Dispatched(absl::Now());
+    guard->SetAttemptDeadline(absl::Now() + absl::Milliseconds(options_.first_token_timeout_ms));
+    AttemptResult r = chosen->kind == PlacementKind::kDisaggregated
+                          ? RunDisaggregated(*chosen, node_request_id, *guard, stream)
+                          : RunLocal(*chosen, node_request_id, *guard, stream);
+    guard->SetAttemptDeadline(absl::InfiniteFuture());
+    if (r.status.ok()) {
+      ++counters_->requests_ok;
+      return grpc::Status::OK;
+    }
+    if (stream.client_gone || guard->client_cancelled()) {
+      ++counters_->requests_cancelled;
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+    }
+    if (guard->timed_out()) {
+      ++counters_->requests_failed;
+      return r.status;
+    }
+    if (!r.retry || stream.sent_tokens || attempt >= options_.max_retries) {
+      ++counters_->requests_failed;
+      if (stream.sent_tokens) ++counters_->failed_after_first_token;
+      spdlog::warn("{}: failed: {}", req.request_id, r.status.error_message());
+      if (r.retry && attempt > 0) {
+        return grpc::Status(r.status.error_code(),
+                            absl::StrCat("failed after ", attempt + 1,
+                                         " attempts; last: ", r.status.error_message()));
+      }
+      return r.status;
+    }
+    counters_->AddRetry(r.reason);
+    spdlog::warn("{}: attempt {} failed ({}), retrying: {}", req.request_id, attempt,
+                 RetryReasonName(r.reason), r.status.error_message());
+    for (const auto& node : r.blame) failed_nodes.push_back(node->address());
+    last = r.status;
+  }
+}
+
+}  // namespace tandem

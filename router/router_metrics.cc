@@ -1,0 +1,231 @@
+#include "router/router_metrics.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "common/metrics/buckets.h"
+#include "prometheus/metric_family.h"
+
+namespace tandem {
+namespace {
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+std::string CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "ok";
+    case grpc::StatusCode::CANCELLED:
+      return "cancelled";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "invalid_argument";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "deadline_exceeded";
+    case grpc::StatusCode::NOT_FOUND:
+      return "not_found";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "resource_exhausted";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "out_of_range";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "unavailable";
+    case grpc::StatusCode::INTERNAL:
+      return "internal";
+    default:
+      return "other";
+  }
+}
+
+prometheus::ClientMetric Value(double v, std::vector<prometheus::ClientMetric::Label> labels = {}) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  m.counter.value = v;
+  m.gauge.value = v;
+  return m;
+}
+
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type,
+                                std::vector<prometheus::ClientMetric> metrics) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  f.metric = std::move(metrics);
+  return f;
+}
+
+// RouterCounters and the node pool, read when Prometheus scrapes.
+class RouterDecisions final : public prometheus::Collectable {
+ public:
+  RouterDecisions(const RouterCounters* counters, const NodePool* pool)
+      : c_(counters), pool_(pool) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    using prometheus::MetricType;
+    std::vector<prometheus::MetricFamily> out;
+    auto v = [](const std::atomic<int64_t>& a) { return static_cast<double>(a.load()); };
+    out.push_back(Family(
+        "tandem_router_placements_total",
+        "Attempts placed on nodes, by mode (disaggregated, local_prefill, colocated) and reason.",
+        MetricType::Counter,
+        {Value(v(c_->disaggregated), {{"mode", "disaggregated"}, {"reason", "prefill_node"}}),
+         Value(v(c_->local_prefill_short_prompt),
+               {{"mode", "local_prefill"}, {"reason", "short_prompt"}}),
+         Value(v(c_->local_prefill_no_prefill_node),
+               {{"mode", "local_prefill"}, {"reason", "no_prefill_node"}}),
+         Value(v(c_->colocated), {{"mode", "colocated"}, {"reason", "colocated_mode"}})}));
+    std::vector<prometheus::ClientMetric> retries;
+    for (int i = 0; i < kNumRetryReasons; ++i) {
+      const auto reason = static_cast<RetryReason>(i);
+      retries.push_back(Value(static_cast<double>(c_->retries_for(reason)),
+                              {{"reason", std::string(RetryReasonName(reason))}}));
+    }
+    out.push_back(Family("tandem_router_retries_total",
+                         "Attempts that failed before the first token and were retried on "
+                         "other nodes, by reason.",
+                         MetricType::Counter, std::move(retries)));
+    out.push_back(Family("tandem_router_no_node_available_total",
+                         "Requests that found no usable node to place on.", MetricType::Counter,
+                         {Value(v(c_->no_node_available))}));
+    out.push_back(Family("tandem_router_failed_after_first_token_total",
+                         "Requests that failed after tokens had reached the client (no retry).",
+                         MetricType::Counter, {Value(v(c_->failed_after_first_token))}));
+    out.push_back(Family("tandem_router_stop_string_hits_total",
+                         "Requests ended by a stop string the router matched.", MetricType::Counter,
+                         {Value(v(c_->stop_string_hits))}));
+    out.push_back(Family("tandem_router_cancels_sent_total",
+                         "Cancel RPCs sent to nodes (client disconnects, stop strings, abandoned "
+                         "attempts).",
+                         MetricType::Counter, {Value(v(c_->cancels_sent))}));
+    if (pool_ != nullptr) {
+      std::vector<prometheus::ClientMetric> nodes;
+      for (NodeRole role : {NodeRole::kPrefill, NodeRole::kDecode}) {
+        const double known = static_cast<double>(pool_->Nodes(role).size());
+        const double up = static_cast<double>(pool_->UpNodes(role).size());
+        const std::string name(NodeRoleName(role));
+        nodes.push_back(Value(up, {{"role", name}, {"state", "up"}}));
+        nodes.push_back(Value(known - up, {{"role", name}, {"state", "down"}}));
+      }
+      out.push_back(Family("tandem_router_nodes", "Nodes the router knows, by role and health.",
+                           MetricType::Gauge, std::move(nodes)));
+      const NodePoolCounters& pc = pool_->counters();
+      out.push_back(Family("tandem_router_node_marked_down_total",
+                           "Times a node was marked down (failed health check or call).",
+                           MetricType::Counter, {Value(v(pc.marked_down))}));
+      out.push_back(Family("tandem_router_node_restarts_total",
+                           "Node restarts seen (a new incarnation id at a known address).",
+                           MetricType::Counter, {Value(v(pc.incarnation_changes))}));
+      out.push_back(Family("tandem_router_dns_failures_total",
+                           "Failed DNS resolutions of node service names.", MetricType::Counter,
+                           {Value(v(pc.dns_failures))}));
+    }
+    return out;
+  }
+
+ private:
+  const RouterCounters* const c_;
+  const NodePool* const pool_;
+};
+
+}  // namespace
+
+std::string_view RequestApiName(RequestApi api) {
+  switch (api) {
+    case RequestApi::kGrpc:
+      return "grpc";
+    case RequestApi::kCompletions:
+      return "completions";
+    case RequestApi::kChatCompletions:
+      return "chat_completions";
+  }
+  return "?";
+}
+
+RouterMetrics::RouterMetrics(const RouterCounters* counters, const NodePool* pool)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      decisions_(std::make_shared<RouterDecisions>(counters, pool)) {
+  prometheus::Registry& r = *registry_;
+  requests_ = &prometheus::BuildCounter()
+                   .Name("tandem_router_requests_total")
+                   .Help(
+                       "Requests by API (grpc, completions, chat_completions) and final status "
+                       "(ok, or the gRPC status code name of the error).")
+                   .Register(r);
+  in_flight_ = &prometheus::BuildGauge()
+                    .Name("tandem_router_requests_in_flight")
+                    .Help("Requests being served right now.")
+                    .Register(r)
+                    .Add({});
+  auto histogram = [&r](const char* name, const char* help, std::vector<double> buckets) {
+    return &prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add(
+        {}, prometheus::Histogram::BucketBoundaries(std::move(buckets)));
+  };
+  ttft_ = histogram("tandem_router_time_to_first_token_seconds",
+                    "Arrival at the router until the first token was written to the client, of "
+                    "requests that produced tokens.",
+                    RequestLatencyBuckets());
+  inter_token_ = histogram("tandem_router_inter_token_latency_seconds",
+                           "Time between consecutive token-carrying responses to a client.",
+                           StepLatencyBuckets());
+  tpot_ = histogram("tandem_router_time_per_output_token_seconds",
+                    "Per request: (last token - first token) / (completion tokens - 1), for "
+                    "requests with at least two completion tokens.",
+                    StepLatencyBuckets());
+  e2e_ = histogram("tandem_router_e2e_request_latency_seconds",
+                   "Arrival at the router until the request ended, of requests that were placed.",
+                   RequestLatencyBuckets());
+  queue_ = histogram("tandem_router_request_queue_time_seconds",
+                     "Arrival until the prompt was scheduled on a node: router time before "
+                     "dispatch plus the node's reported queue time.",
+                     RequestLatencyBuckets());
+  auto counter = [&r](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  prompt_tokens_ =
+      counter("tandem_router_prompt_tokens_total", "Prompt tokens of placed requests.");
+  completion_tokens_ =
+      counter("tandem_router_completion_tokens_total", "Completion tokens sent to clients.");
+  cached_tokens_ = counter("tandem_router_cached_prompt_tokens_total",
+                           "Prompt tokens served from a node's prefix cache.");
+}
+
+void RouterMetrics::RequestStarted() { in_flight_->Increment(); }
+
+void RouterMetrics::TokensWritten(RequestTimer& timer, int64_t n, absl::Time now) {
+  if (n <= 0) return;
+  if (timer.tokens_ == 0) {
+    timer.first_token_ = now;
+    ttft_->Observe(Seconds(now - timer.arrival_));
+  } else {
+    inter_token_->Observe(Seconds(now - timer.last_token_));
+  }
+  timer.last_token_ = now;
+  timer.tokens_ += n;
+}
+
+void RouterMetrics::RequestFinished(RequestApi api, grpc::StatusCode code,
+                                    const RequestTimer& timer, absl::Time now,
+                                    int64_t prompt_tokens, int64_t completion_tokens,
+                                    int64_t cached_tokens) {
+  in_flight_->Decrement();
+  requests_->Add({{"api", std::string(RequestApiName(api))}, {"status", CodeName(code)}})
+      .Increment();
+  e2e_->Observe(Seconds(now - timer.arrival()));
+  queue_->Observe(Seconds(timer.queue()));
+  if (completion_tokens >= 2 && timer.has_first_token()) {
+    tpot_->Observe(Seconds(timer.last_token() - timer.first_token()) /
+                   static_cast<double>(completion_tokens - 1));
+  }
+  prompt_tokens_->Increment(static_cast<double>(prompt_tokens));
+  completion_tokens_->Increment(static_cast<double>(completion_tokens));
+  cached_tokens_->Increment(static_cast<double>(cached_tokens));
+}
+
+void RouterMetrics::RequestRefused(RequestApi api, grpc::StatusCode code) {
+  requests_->Add({{"api", std::string(RequestApiName(api))}, {"status", CodeName(code)}})
+      .Increment();
+}
+
+}  // namespace tandem
