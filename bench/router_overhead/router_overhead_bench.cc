@@ -61,7 +61,9 @@ struct Result {
 
 std::vector<int> Prompt(int n, int salt) {
   std::vector<int> ids;
-  for (int i = 0; i < n; ++i) ids.push_back(1000 + (i * 7919 + salt * 104729) % 20000);
+  for (int64_t i = 0; i < n; ++i) {
+    ids.push_back(static_cast<int>(1000 + (i * 7919 + int64_t{salt} * 104729) % 20000));
+  }
   return ids;
 }
 

@@ -51,7 +51,7 @@ absl::Status PostSse(const std::string& address, const std::string& target,
   while (!parser.is_done()) {
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof(chunk);
-    http::read(stream, buffer, parser, ec);
+    http::read_some(stream, buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) return absl::UnavailableError(absl::StrCat("read body: ", ec.message()));
     const size_t n = sizeof(chunk) - parser.get().body().size;
