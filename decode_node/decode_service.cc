@@ -44,9 +44,21 @@ DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServi
 
 grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
                                     grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  if (options_.metrics != nullptr) options_.metrics->ReservationStarted();
+  ReservationOutcome outcome = ReservationOutcome::kFailed;
+  grpc::Status status = RunReserve(context, request, writer, &outcome);
+  if (options_.metrics != nullptr) options_.metrics->ReservationEnded(outcome);
+  return status;
+}
+
+grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
+                                       const v1::ReserveRequest* request,
+                                       grpc::ServerWriter<v1::DecodeEvent>* writer,
+                                       ReservationOutcome* outcome) {
   absl::Duration lease =
       request->lease_ms() > 0 ? absl::Milliseconds(request->lease_ms()) : options_.default_lease;
   if (lease > options_.max_lease) {
+    *outcome = ReservationOutcome::kRefused;
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         absl::StrCat("lease_ms ", request->lease_ms(), " exceeds the maximum of ",
                                      absl::ToInt64Milliseconds(options_.max_lease)));
@@ -61,7 +73,11 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
         absl::MutexLock lock(&slot->mu);
         slot->result = std::move(r);
       });
-  if (!id.ok()) return ToGrpcStatus(id.status());
+  if (!id.ok()) {
+    *outcome = absl::IsInvalidArgument(id.status()) ? ReservationOutcome::kRefused
+                                                    : ReservationOutcome::kFailed;
+    return ToGrpcStatus(id.status());
+  }
   router_ids_.Track(request->request_id(), *id);
 
   // Wait for blocks (FIFO behind other reservations); the client may give up meanwhile.
@@ -82,6 +98,9 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
   if (!reservation.ok()) {
     stream->WaitWithTimeout(absl::Seconds(5));
     router_ids_.Untrack(request->request_id());
+    *outcome = context->IsCancelled() || absl::IsCancelled(reservation.status())
+                   ? ReservationOutcome::kCancelled
+                   : ReservationOutcome::kFailed;
     return context->IsCancelled()
                ? grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled while reserving")
                : ToGrpcStatus(reservation.status());
@@ -96,14 +115,29 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
   if (!writer->Write(first)) {
     engine_->Cancel(*id);
   }
-  grpc::Status status = StreamEvents(context, *id, with_logprobs, stream.get(), writer);
+  StreamSummary summary;
+  grpc::Status status = StreamEvents(context, *id, with_logprobs, DecodePath::kReserve,
+                                     stream.get(), writer, &summary);
   router_ids_.Untrack(request->request_id());
+  if (summary.got_token) {
+    *outcome = ReservationOutcome::kImported;
+  } else if (summary.finish_reason == FinishReason::kAborted) {
+    *outcome = summary.status.ok() ? ReservationOutcome::kCancelled : ReservationOutcome::kFailed;
+  } else if (summary.finish_reason == FinishReason::kError &&
+             absl::IsDeadlineExceeded(summary.status)) {
+    *outcome = ReservationOutcome::kLeaseExpired;
+  } else if (summary.finish_reason == FinishReason::kError && absl::IsAborted(summary.status)) {
+    *outcome = ReservationOutcome::kAborted;
+  } else {
+    *outcome = ReservationOutcome::kFailed;
+  }
   return status;
 }
 
 grpc::Status DecodeService::Generate(grpc::ServerContext* context,
                                      const v1::NodeGenerateRequest* request,
                                      grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  if (options_.metrics != nullptr) options_.metrics->GenerateStarted();
   auto stream = std::make_shared<RequestStream>();
   GenerateRequest engine_request =
       MakeRequest(request->prompt_token_ids(), request->sampling(), stream);
@@ -111,14 +145,17 @@ grpc::Status DecodeService::Generate(grpc::ServerContext* context,
   absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
   if (!id.ok()) return ToGrpcStatus(id.status());
   router_ids_.Track(request->request_id(), *id);
-  grpc::Status status = StreamEvents(context, *id, with_logprobs, stream.get(), writer);
+  StreamSummary summary;
+  grpc::Status status = StreamEvents(context, *id, with_logprobs, DecodePath::kGenerate,
+                                     stream.get(), writer, &summary);
   router_ids_.Untrack(request->request_id());
   return status;
 }
 
 grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId id,
-                                         bool with_logprobs, RequestStream* stream,
-                                         grpc::ServerWriter<v1::DecodeEvent>* writer) {
+                                         bool with_logprobs, DecodePath path, RequestStream* stream,
+                                         grpc::ServerWriter<v1::DecodeEvent>* writer,
+                                         StreamSummary* summary) {
   bool cancelled = false;
   while (true) {
     std::optional<GenerationEvent> event = stream->NextWithTimeout(kPollInterval);
@@ -130,6 +167,11 @@ grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId
       }
       continue;
     }
+    if (event->finished) {
+      summary->finished = true;
+      summary->finish_reason = event->finish_reason;
+      summary->status = event->status;
+    }
     if (event->finished && event->finish_reason == FinishReason::kError) {
       return ToGrpcStatus(event->status.ok() ? absl::InternalError("request failed")
                                              : event->status);
@@ -138,7 +180,16 @@ grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId
       return ToGrpcStatus(event->status);  // engine stopped
     }
     v1::DecodeEvent out;
-    if (event->has_token()) TokenToProto(*event, with_logprobs, out.add_tokens());
+    if (event->has_token()) {
+      TokenToProto(*event, with_logprobs, out.add_tokens());
+      if (!summary->got_token && event->queue_nanos >= 0) {
+        out.set_queue_us(event->queue_nanos / 1000);
+        if (options_.metrics != nullptr) {
+          options_.metrics->ObserveQueueTime(path, absl::Nanoseconds(event->queue_nanos));
+        }
+      }
+      summary->got_token = true;
+    }
     if (event->finished) {
       out.set_finish_reason(std::string(FinishReasonName(event->finish_reason)));
       UsageToProto(event->usage, out.mutable_usage());

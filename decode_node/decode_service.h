@@ -19,6 +19,7 @@
 #include "common/engine/request_stream.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/kv_transport.h"
+#include "decode_node/decode_metrics.h"
 #include "tandem/v1/node.grpc.pb.h"
 
 namespace tandem {
@@ -27,6 +28,8 @@ struct DecodeServiceOptions {
   std::string model_name;
   absl::Duration default_lease = absl::Seconds(30);
   absl::Duration max_lease = absl::Minutes(5);
+  // Where reservations, their outcomes and queue times are counted; borrowed; may be null.
+  DecodeMetrics* metrics = nullptr;
 };
 
 class DecodeService final : public v1::DecodeNode::Service {
@@ -47,10 +50,22 @@ class DecodeService final : public v1::DecodeNode::Service {
   void OnNotice(std::string_view payload);
 
  private:
+  // What StreamEvents saw: whether a token arrived, and the request's final event.
+  struct StreamSummary {
+    bool got_token = false;
+    bool finished = false;
+    FinishReason finish_reason = FinishReason::kNone;
+    absl::Status status;
+  };
+
+  // Reserve without the metrics' outcome count.
+  grpc::Status RunReserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
+                          grpc::ServerWriter<v1::DecodeEvent>* writer, ReservationOutcome* outcome);
   // Streams `stream`'s events to `writer` until the final one; cancels the request when the client
-  // goes away. Returns the call's status.
+  // goes away. Returns the call's status; fills `summary`.
   grpc::Status StreamEvents(grpc::ServerContext* context, RequestId id, bool with_logprobs,
-                            RequestStream* stream, grpc::ServerWriter<v1::DecodeEvent>* writer);
+                            DecodePath path, RequestStream* stream,
+                            grpc::ServerWriter<v1::DecodeEvent>* writer, StreamSummary* summary);
 
   Engine* const engine_;
   KvTransport* const transport_;

@@ -1,13 +1,16 @@
 // tandem-decode: owns a paged KV pool registered with UCX, reserves blocks for prompts that prefill
 // nodes compute, decodes with continuous batching and streams tokens (tandem.v1.DecodeNode).
 #include <cstdio>
+#include <memory>
 #include <string>
 
+#include "common/metrics/metrics_server.h"
 #include "common/serving/grpc_server.h"
-#include "common/util/ready_file.h"
 #include "common/serving/node_engine.h"
 #include "common/transport/ucx_transport.h"
 #include "common/util/cli_flags.h"
+#include "common/util/ready_file.h"
+#include "decode_node/decode_metrics.h"
 #include "decode_node/decode_service.h"
 #include "spdlog/spdlog.h"
 
@@ -23,7 +26,10 @@ batching, and can also prefill locally (colocated mode, short prompts).
   --served-model-name NAME      model name reported to the router (default: the dir's name)
   --node-id NAME                name shown in log lines
   --listen HOST:PORT            gRPC address (default 0.0.0.0:50061; port 0 = any free port)
-  --ready-file PATH             once serving, write {"grpc": ADDRESS, "pid": N} there
+  --metrics-listen HOST:PORT    Prometheus /metrics address (default 0.0.0.0:9401; port 0 = any
+                                free port; "" = no metrics endpoint)
+  --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
+                                "pid": N} there
   --lease-ms N                  default lease on reserved blocks (default 30000)
   --max-lease-ms N              longest lease a caller may ask for (default 300000)
   --threads N                   CPU threads (default: all cores)
@@ -38,6 +44,7 @@ batching, and can also prefill locally (colocated mode, short prompts).
 struct DecodeMainOptions {
   tandem::NodeEngineOptions node;
   std::string listen = "0.0.0.0:50061";
+  std::string metrics_listen = "0.0.0.0:9401";
   std::string ready_file;
   int64_t lease_ms = 30000;
   int64_t max_lease_ms = 300000;
@@ -51,6 +58,7 @@ int main(int argc, char** argv) {
   tandem::FlagSet flags;
   tandem::AddNodeEngineFlags(flags, &o.node);
   flags.String("listen", &o.listen);
+  flags.String("metrics-listen", &o.metrics_listen);
   flags.String("ready-file", &o.ready_file);
   flags.Number("lease-ms", &o.lease_ms);
   flags.Number("max-lease-ms", &o.max_lease_ms);
@@ -74,16 +82,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   tandem::UcxTransport* ucx = transport->get();
+  auto metrics = std::make_shared<tandem::DecodeMetrics>();
+  o.node.on_step = [metrics](const tandem::EngineStepStats& step) {
+    metrics->engine_metrics().ObserveStep(step);
+  };
   auto node =
       tandem::NodeEngine::Create(o.node, [ucx](size_t bytes) { return ucx->AllocatePool(bytes); });
   if (!node.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", node.status().ToString().c_str());
     return 1;
   }
+  metrics->SetEngine((*node)->engine());
   tandem::DecodeService service((*node)->engine(), ucx,
                                 {.model_name = (*node)->model_name(),
                                  .default_lease = absl::Milliseconds(o.lease_ms),
-                                 .max_lease = absl::Milliseconds(o.max_lease_ms)});
+                                 .max_lease = absl::Milliseconds(o.max_lease_ms),
+                                 .metrics = metrics.get()});
   auto server = tandem::StartGrpcServer(o.listen, {&service});
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", server.status().ToString().c_str());
@@ -92,8 +106,22 @@ int main(int argc, char** argv) {
   spdlog::info("tandem-decode: serving {} on {} ({} KV blocks of {} tokens)", (*node)->model_name(),
                server->address, (*node)->engine()->kv_layout().num_blocks,
                (*node)->engine()->kv_layout().block_size);
+  // Declared after the engine: destroyed first, so no scrape reads a stopped engine.
+  std::unique_ptr<tandem::MetricsServer> metrics_server;
+  if (!o.metrics_listen.empty()) {
+    auto started = tandem::MetricsServer::Start(o.metrics_listen);
+    if (!started.ok()) {
+      std::fprintf(stderr, "tandem-decode: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    metrics_server = *std::move(started);
+    metrics_server->Register(metrics);
+    spdlog::info("tandem-decode: metrics on http://{}/metrics", metrics_server->address());
+  }
   if (!o.ready_file.empty()) {
-    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, {.grpc = server->address}); !s.ok()) {
+    const tandem::ReadyEndpoints endpoints = {
+        .grpc = server->address, .metrics = metrics_server ? metrics_server->address() : ""};
+    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, endpoints); !s.ok()) {
       std::fprintf(stderr, "tandem-decode: %s\n", s.ToString().c_str());
       return 1;
     }

@@ -1,13 +1,16 @@
 // tandem-prefill: batched, chunked prefill with a prefix cache; writes each prompt's KV into the
 // blocks a decode node reserved, over UCX, while the next chunk computes (tandem.v1.PrefillNode).
 #include <cstdio>
+#include <memory>
 #include <string>
 
+#include "common/metrics/metrics_server.h"
 #include "common/serving/grpc_server.h"
-#include "common/util/ready_file.h"
 #include "common/serving/node_engine.h"
 #include "common/transport/ucx_transport.h"
 #include "common/util/cli_flags.h"
+#include "common/util/ready_file.h"
+#include "prefill_node/prefill_metrics.h"
 #include "prefill_node/prefill_service.h"
 #include "spdlog/spdlog.h"
 
@@ -23,7 +26,10 @@ token and hands the request to the decode node.
   --served-model-name NAME      model name reported to the router (default: the dir's name)
   --node-id NAME                name shown in log lines
   --listen HOST:PORT            gRPC address (default 0.0.0.0:50071; port 0 = any free port)
-  --ready-file PATH             once serving, write {"grpc": ADDRESS, "pid": N} there
+  --metrics-listen HOST:PORT    Prometheus /metrics address (default 0.0.0.0:9402; port 0 = any
+                                free port; "" = no metrics endpoint)
+  --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
+                                "pid": N} there
   --threads N                   CPU threads (default: all cores)
   --kv-cache-mb N               KV pool size in MiB (default 256)
   --block-size N                tokens per KV block (default 16; decode nodes must match)
@@ -36,6 +42,7 @@ token and hands the request to the decode node.
 struct PrefillMainOptions {
   tandem::NodeEngineOptions node;
   std::string listen = "0.0.0.0:50071";
+  std::string metrics_listen = "0.0.0.0:9402";
   std::string ready_file;
 };
 
@@ -47,6 +54,7 @@ int main(int argc, char** argv) {
   tandem::FlagSet flags;
   tandem::AddNodeEngineFlags(flags, &o.node);
   flags.String("listen", &o.listen);
+  flags.String("metrics-listen", &o.metrics_listen);
   flags.String("ready-file", &o.ready_file);
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
@@ -65,13 +73,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   tandem::UcxTransport* ucx = transport->get();
+  auto metrics = std::make_shared<tandem::PrefillMetrics>();
+  o.node.on_step = [metrics](const tandem::EngineStepStats& step) {
+    metrics->engine_metrics().ObserveStep(step);
+  };
   auto node =
       tandem::NodeEngine::Create(o.node, [ucx](size_t bytes) { return ucx->AllocatePool(bytes); });
   if (!node.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", node.status().ToString().c_str());
     return 1;
   }
-  tandem::PrefillService service((*node)->engine(), ucx, {.model_name = (*node)->model_name()});
+  metrics->SetEngine((*node)->engine());
+  tandem::PrefillService service((*node)->engine(), ucx,
+                                 {.model_name = (*node)->model_name(), .metrics = metrics.get()});
   auto server = tandem::StartGrpcServer(o.listen, {&service});
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", server.status().ToString().c_str());
@@ -80,8 +94,22 @@ int main(int argc, char** argv) {
   spdlog::info("tandem-prefill: serving {} on {} ({} KV blocks of {} tokens)",
                (*node)->model_name(), server->address, (*node)->engine()->kv_layout().num_blocks,
                (*node)->engine()->kv_layout().block_size);
+  // Declared after the engine: destroyed first, so no scrape reads a stopped engine.
+  std::unique_ptr<tandem::MetricsServer> metrics_server;
+  if (!o.metrics_listen.empty()) {
+    auto started = tandem::MetricsServer::Start(o.metrics_listen);
+    if (!started.ok()) {
+      std::fprintf(stderr, "tandem-prefill: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    metrics_server = *std::move(started);
+    metrics_server->Register(metrics);
+    spdlog::info("tandem-prefill: metrics on http://{}/metrics", metrics_server->address());
+  }
   if (!o.ready_file.empty()) {
-    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, {.grpc = server->address}); !s.ok()) {
+    const tandem::ReadyEndpoints endpoints = {
+        .grpc = server->address, .metrics = metrics_server ? metrics_server->address() : ""};
+    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, endpoints); !s.ok()) {
       std::fprintf(stderr, "tandem-prefill: %s\n", s.ToString().c_str());
       return 1;
     }

@@ -26,6 +26,8 @@ struct PrefillOutcome {
   absl::Time prefill_done ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   int64_t queue_nanos ABSL_GUARDED_BY(mu) = -1;
   int32_t cached_tokens ABSL_GUARDED_BY(mu) = 0;
+  // The engine ended the request without a first token (an engine error or stop, a cancel).
+  bool ended_without_token ABSL_GUARDED_BY(mu) = false;
 };
 
 bool HasResult(PrefillOutcome* outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(outcome->mu) {
@@ -44,9 +46,23 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                      const v1::PrefillRequest* request,
                                      v1::PrefillResponse* response) {
   const absl::Time received_at = absl::Now();
+  if (options_.metrics != nullptr) options_.metrics->RequestReceived();
+  KvTransferFailure failure = KvTransferFailure::kOther;
+  grpc::Status status = RunPrefill(context, request, response, received_at, &failure);
+  if (!status.ok() && options_.metrics != nullptr) options_.metrics->RequestFailed(failure);
+  return status;
+}
+
+grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
+                                        const v1::PrefillRequest* request,
+                                        v1::PrefillResponse* response, absl::Time received_at,
+                                        KvTransferFailure* failure) {
   absl::StatusOr<KvWriteTarget> target =
       KvWriteTargetFromHandoff(request->handoff(), transport_->name());
-  if (!target.ok()) return ToGrpcStatus(target.status());
+  if (!target.ok()) {
+    *failure = ClassifyHandoffError(target.status());
+    return ToGrpcStatus(target.status());
+  }
   const absl::Time deadline = HandoffDeadline(request->handoff(), received_at);
 
   GenerateRequest engine_request;
@@ -61,6 +77,7 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
         absl::StrCat("the handoff names ", target->block_ids.size(), " blocks but the prompt of ",
                      engine_request.prompt.size(), " tokens needs ", blocks_needed, " of ",
                      block_size, " tokens"));
+    *failure = KvTransferFailure::kBadHandoff;
   }
 
   auto outcome = std::make_shared<PrefillOutcome>();
@@ -84,20 +101,28 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
       writer = *std::move(created);
     } else {
       refused = created.status();
+      *failure = ClassifyHandoffError(refused);
     }
   }
   absl::StatusOr<RequestId> id = absl::UnknownError("not submitted");
   if (refused.ok()) {
     engine_request.kv_exporter = writer;
     engine_request.on_event = [outcome](const GenerationEvent& event) {
-      if (!event.has_token()) return;
       absl::MutexLock lock(&outcome->mu);
+      if (!event.has_token()) {
+        outcome->ended_without_token = event.finished;
+        return;
+      }
       outcome->prefill_done = absl::Now();
       outcome->queue_nanos = event.queue_nanos;
       outcome->cached_tokens = event.usage.cached_tokens;
     };
     id = engine_->Submit(std::move(engine_request));
-    if (!id.ok()) refused = id.status();
+    if (!id.ok()) {
+      refused = id.status();
+      *failure = absl::IsInvalidArgument(refused) ? KvTransferFailure::kInvalidRequest
+                                                  : KvTransferFailure::kOther;
+    }
   }
   if (!refused.ok()) {
     // Tell the decode node now, so that it frees the reservation instead of waiting out the lease.
@@ -107,11 +132,13 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   }
   router_ids_.Track(request->request_id(), *id);
 
-  bool cancelled = false;
+  // Set when this call asked the engine to stop the request.
+  std::optional<KvTransferFailure> cancelled;
   absl::StatusOr<KvWriteResult> result = absl::UnknownError("no result");
   absl::Time prefill_done;
   int64_t queue_nanos = -1;
   int32_t cached_tokens = 0;
+  bool ended_without_token = false;
   while (true) {
     absl::MutexLock lock(&outcome->mu);
     outcome->mu.AwaitWithTimeout(absl::Condition(&HasResult, outcome.get()), kPollInterval);
@@ -120,16 +147,27 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
       prefill_done = outcome->prefill_done;
       queue_nanos = outcome->queue_nanos;
       cached_tokens = outcome->cached_tokens;
+      ended_without_token = outcome->ended_without_token;
       break;
     }
-    if (!cancelled && (context->IsCancelled() || absl::Now() > deadline)) {
-      cancelled = true;  // the writer reports once the engine let go of the request
+    if (!cancelled.has_value() && (context->IsCancelled() || absl::Now() > deadline)) {
+      // The writer reports once the engine let go of the request.
+      cancelled =
+          context->IsCancelled() ? KvTransferFailure::kCancelled : KvTransferFailure::kDeadline;
       engine_->Cancel(*id);
     }
   }
   router_ids_.Untrack(request->request_id());
   if (!result.ok()) {
+    if (cancelled.has_value()) {
+      *failure = *cancelled;
+    } else if (ended_without_token) {
+      *failure = KvTransferFailure::kOther;  // the engine failed or stopped the request
+    } else {
+      *failure = ClassifyTransferError(result.status());
+    }
     if (context->IsCancelled()) {
+      *failure = KvTransferFailure::kCancelled;
       return grpc::Status(grpc::StatusCode::CANCELLED, "prefill cancelled");
     }
     return ToGrpcStatus(result.status());
@@ -155,6 +193,21 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
   }
   timings->set_transfer_exposed_us(
       std::max<int64_t>(Micros(result->completion_sent - prefill_done), 0));
+  if (options_.metrics != nullptr) {
+    PrefillSuccess success;
+    success.queue = absl::Microseconds(timings->queue_us());
+    success.compute = absl::Microseconds(timings->compute_us());
+    success.total = absl::Now() - received_at;
+    if (result->first_write_issued != absl::InfinitePast()) {
+      success.transfer = absl::Microseconds(timings->transfer_us());
+    }
+    success.transfer_exposed = absl::Microseconds(timings->transfer_exposed_us());
+    success.bytes = result->bytes;
+    success.blocks_written = result->num_blocks_written;
+    success.blocks_skipped = result->num_blocks_skipped;
+    success.writes = result->num_writes;
+    options_.metrics->RequestSucceeded(success);
+  }
   return grpc::Status::OK;
 }
 

@@ -14,6 +14,7 @@
 #include "common/engine/engine.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/kv_transport.h"
+#include "prefill_node/prefill_metrics.h"
 #include "tandem/v1/node.grpc.pb.h"
 
 namespace tandem {
@@ -22,6 +23,8 @@ struct PrefillServiceOptions {
   std::string model_name;
   // How often WatchKvEvents looks for prefix-cache changes.
   absl::Duration kv_events_interval = absl::Milliseconds(100);
+  // Where each Prefill call's times, KV bytes and failures are counted; borrowed; may be null.
+  PrefillMetrics* metrics = nullptr;
 };
 
 class PrefillService final : public v1::PrefillNode::Service {
@@ -39,6 +42,11 @@ class PrefillService final : public v1::PrefillNode::Service {
                              grpc::ServerWriter<v1::KvEvents>* writer) override;
 
  private:
+  // Prefill without the metrics' failure count: the call's status, and the reason when it failed.
+  grpc::Status RunPrefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
+                          v1::PrefillResponse* response, absl::Time received_at,
+                          KvTransferFailure* failure);
+
   Engine* const engine_;
   KvTransport* const transport_;
   const PrefillServiceOptions options_;

@@ -25,6 +25,27 @@ bool Contains(const std::vector<int>& ids, TokenId token) {
   return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
 
+// Splits a scheduled step into prefill and decode work (before it runs: the chunks' sequences are
+// alive). A decode computes the KV of a sequence's last token, which is an output token; the
+// scheduler's own "decodes" (one token left) also include a prompt's last chunk of one token.
+EngineStepStats DescribeStep(const SchedulerOutput& step) {
+  EngineStepStats stats;
+  stats.num_preempted = static_cast<int32_t>(step.preempted.size());
+  for (const ScheduledChunk& chunk : step.chunks) {
+    const Sequence& seq = *chunk.seq;
+    const bool decode = chunk.num_tokens == 1 && chunk.start_pos >= seq.num_prompt_tokens &&
+                        chunk.start_pos + 1 == seq.num_tokens();
+    if (decode) {
+      ++stats.num_decode_seqs;
+      stats.num_decode_tokens += chunk.num_tokens;
+    } else {
+      ++stats.num_prefill_seqs;
+      stats.num_prefill_tokens += chunk.num_tokens;
+    }
+  }
+  return stats;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
@@ -256,6 +277,7 @@ void Engine::DrainInbox() {
     scheduler_.Add(std::move(pending.seq));
   }
   for (PendingReservation& pending : reservations) {
+    pending.seq->arrival_nanos = clock_->NowNanos();
     pending_reservations_.push_back(std::move(pending));
   }
   for (ImportedPrefill& prefill : imports) ApplyImport(prefill);
@@ -304,6 +326,7 @@ FinishReason Engine::CheckStop(const Sequence& seq) const {
 }
 
 absl::Status Engine::Step() {
+  const int64_t started = clock_->NowNanos();
   scheduler_.Schedule(&step_);
   if (step_.empty()) {
     if (step_.preempted.empty()) {
@@ -334,6 +357,8 @@ absl::Status Engine::Step() {
   }
   const size_t vocab = static_cast<size_t>(vocab_size_);
   if (logits_.size() < num_logits * vocab) logits_.resize(num_logits * vocab);
+  EngineStepStats step_stats;
+  if (options_.on_step) step_stats = DescribeStep(step_);
   ++num_steps_;
   num_batched_tokens_ += step_.num_batched_tokens;
 
@@ -346,6 +371,8 @@ absl::Status Engine::Step() {
     for (const ScheduledChunk& chunk : step_.chunks) ids.push_back(chunk.seq->id);
     for (RequestId id : ids) FinishWithoutToken(id, FinishReason::kError, status);
     PublishStats();
+    step_stats.ok = false;
+    ReportStep(step_stats, started);
     return status;
   }
   scheduler_.CompleteStep(step_);
@@ -390,7 +417,14 @@ absl::Status Engine::Step() {
     Deliver(event);
   }
   PublishStats();
+  ReportStep(step_stats, started);
   return absl::OkStatus();
+}
+
+void Engine::ReportStep(EngineStepStats& stats, int64_t started_nanos) {
+  if (!options_.on_step) return;
+  stats.duration_nanos = clock_->NowNanos() - started_nanos;
+  options_.on_step(stats);
 }
 
 void Engine::FinishWithoutToken(RequestId id, FinishReason reason, const absl::Status& status) {

@@ -37,6 +37,24 @@
 
 namespace tandem {
 
+// What one engine step did, for metrics (EngineOptions::on_step).
+struct EngineStepStats {
+  // Chunks computing prompt tokens (recomputation after a preemption included) and chunks decoding
+  // one token; with their token counts. A decode node's first step of an imported request is a
+  // decode.
+  int32_t num_prefill_seqs = 0;
+  int32_t num_decode_seqs = 0;
+  int32_t num_prefill_tokens = 0;
+  int32_t num_decode_tokens = 0;
+  int32_t num_preempted = 0;  // sequences preempted while building this step
+  // From scheduling to the last token handed out, on the engine's clock.
+  int64_t duration_nanos = 0;
+  bool ok = true;  // false when the backend failed the step
+
+  int32_t num_seqs() const { return num_prefill_seqs + num_decode_seqs; }
+  int32_t num_tokens() const { return num_prefill_tokens + num_decode_tokens; }
+};
+
 struct EngineOptions {
   SchedulerOptions scheduler;
   bool enable_prefix_caching = true;
@@ -45,6 +63,10 @@ struct EngineOptions {
   // writer says earlier that it stopped (AbortImport). Writers never start a write after the
   // lease deadline.
   absl::Duration kv_write_grace = absl::Seconds(2);
+  // Called on the engine thread after every step that ran the backend (one per
+  // EngineStats::num_steps, failed steps included), after the step's events and stats are out,
+  // with no engine lock held. Must be quick and must not block; may call Stats().
+  std::function<void(const EngineStepStats&)> on_step;
 };
 
 // A snapshot for metrics and tests; counters are totals since construction.
@@ -200,6 +222,8 @@ class Engine {
   void FinishWithoutToken(RequestId id, FinishReason reason, const absl::Status& status);
   void Deliver(const GenerationEvent& event);
   void PublishStats();
+  // Calls options_.on_step with the step's duration filled in.
+  void ReportStep(EngineStepStats& stats, int64_t started_nanos);
 
   Backend* const backend_;
   const EngineOptions options_;

@@ -49,7 +49,8 @@ void Engine::AdmitReservations() {
     seq->num_computed_tokens = *cached;
     seq->num_cached_tokens = *cached;
     seq->status = SequenceStatus::kAwaitingKv;
-    seq->arrival_nanos = now;
+    // A reservation is scheduled when it gets its blocks: its queue time ends here.
+    seq->first_scheduled_nanos = now;
     seq->lease_deadline_nanos = now + absl::ToInt64Nanoseconds(pending.lease);
     KvReservation reservation;
     reservation.request_id = seq->id;
@@ -151,6 +152,7 @@ void Engine::ApplyImport(ImportedPrefill& prefill) {
   GenerationEvent event;
   event.request_id = id;
   event.token = prefill.first_token;
+  event.queue_nanos = seq->first_scheduled_nanos - seq->arrival_nanos;
   if (seq->params.logprobs >= 0) {
     event.logprob = prefill.logprob;
     event.top_logprobs = std::move(prefill.top_logprobs);

@@ -54,7 +54,8 @@ struct GenerationEvent {
   Usage usage;  // counts so far
   // Why, when finish_reason is kError (or kAborted by an engine stop); OK otherwise.
   absl::Status status;
-  // On the event with the request's first token: time from arrival to its first scheduled step.
+  // On the event with the request's first token: time from arrival to its first scheduled step
+  // (a reserved request: from the reservation's arrival until its blocks were allocated).
   int64_t queue_nanos = -1;
 
   bool has_token() const { return token >= 0; }

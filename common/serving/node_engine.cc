@@ -52,6 +52,7 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;
   engine_options.enable_prefix_caching = options.enable_prefix_caching;
+  engine_options.on_step = options.on_step;
   ASSIGN_OR_RETURN(node->engine_, Engine::Create(node->backend_.get(), engine_options));
   node->engine_->Start();
   return node;

@@ -24,6 +24,8 @@ struct NodeEngineOptions {
   int max_num_batched_tokens = 512;
   int max_num_seqs = 64;
   bool enable_prefix_caching = true;
+  // The engine's step observer (EngineOptions::on_step), e.g. NodeEngineMetrics; not a flag.
+  std::function<void(const EngineStepStats&)> on_step;
 };
 
 // Registers --model, --served-model-name, --node-id, --threads, --block-size, --kv-cache-mb,

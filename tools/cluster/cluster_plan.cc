@@ -35,8 +35,8 @@ ProcessPlan PlanNode(const ClusterOptions& options, const ClusterDirs& dirs, Clu
                      int index) {
   ProcessPlan plan = PlanProcess(role, absl::StrCat(RoleName(role), "-", index), dirs);
   std::vector<std::string>& args = plan.spec.args;
-  args = {"--model",      options.model_dir, "--listen",  "127.0.0.1:0",
-          "--ready-file", plan.ready_file,   "--node-id", plan.name};
+  args = {"--model",       options.model_dir,  "--listen",    "127.0.0.1:0", "--ready-file",
+          plan.ready_file, "--metrics-listen", "127.0.0.1:0", "--node-id",   plan.name};
   AddOptional(&args, "--threads", options.threads_per_node);
   AddOptional(&args, "--kv-cache-mb", options.kv_cache_mb);
   AddOptional(&args, "--block-size", options.block_size);
@@ -158,8 +158,8 @@ ProcessPlan PlanRouter(const ClusterOptions& options, const ClusterDirs& dirs,
                        const std::vector<std::string>& decode_addresses) {
   ProcessPlan plan = PlanProcess(ClusterRole::kRouter, "router", dirs);
   std::vector<std::string>& args = plan.spec.args;
-  args = {"--model",      options.model_dir, "--listen", options.router_listen,
-          "--ready-file", plan.ready_file};
+  args = {"--model",       options.model_dir, "--listen",    options.router_listen, "--ready-file",
+          plan.ready_file, "--http-listen",   "127.0.0.1:0", "--metrics-listen",    "127.0.0.1:0"};
   if (!prefill_addresses.empty()) {
     args.push_back("--prefill");
     args.push_back(absl::StrJoin(prefill_addresses, ","));

@@ -22,7 +22,7 @@ const char* RoleBinary(ClusterRole role);
 struct ProcessPlan {
   ClusterRole role;
   std::string name;        // "prefill-0", "decode-1", "router"; also the node id
-  std::string ready_file;  // where the process writes {"grpc", "pid"}
+  std::string ready_file;  // where the process writes {"grpc", "metrics", ..., "pid"}
   ChildSpec spec;          // binary, args, env, log file
 };
 
@@ -39,10 +39,11 @@ std::string ValidateClusterOptions(const ClusterOptions& options);
 // Prefill nodes the options ask for (resolving the mode's default).
 int NumPrefillNodes(const ClusterOptions& options);
 
-// The prefill nodes, then the decode nodes, each listening on 127.0.0.1:0.
+// The prefill nodes, then the decode nodes, each listening (gRPC and /metrics) on 127.0.0.1:0.
 std::vector<ProcessPlan> PlanNodes(const ClusterOptions& options, const ClusterDirs& dirs);
 
-// The router, pointed at the nodes' gRPC addresses (those that are ready).
+// The router, pointed at the nodes' gRPC addresses (those that are ready); its HTTP API and
+// /metrics on 127.0.0.1:0.
 ProcessPlan PlanRouter(const ClusterOptions& options, const ClusterDirs& dirs,
                        const std::vector<std::string>& prefill_addresses,
                        const std::vector<std::string>& decode_addresses);

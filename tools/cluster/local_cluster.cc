@@ -114,6 +114,16 @@ std::string LocalCluster::router_address() const {
   return "";
 }
 
+std::string LocalCluster::router_endpoint(const std::string& key) const {
+  for (const Member& member : members_) {
+    if (member.plan.role != ClusterRole::kRouter) continue;
+    for (const auto& [k, value] : member.ready.extra) {
+      if (k == key) return value;
+    }
+  }
+  return "";
+}
+
 std::optional<std::string> LocalCluster::CheckExited() {
   for (size_t i = 0; i < members_.size(); ++i) {
     Member& member = members_[i];
@@ -160,6 +170,9 @@ std::string LocalCluster::DescribeEndpoints() const {
   std::string text = absl::StrFormat("tandem cluster ready: %s, %d prefill + %d decode nodes\n",
                                      options_.mode, NumPrefillNodes(options_), options_.num_decode);
   absl::StrAppend(&text, "router gRPC: ", router_address(), "\n");
+  if (std::string http = router_endpoint("http"); !http.empty()) {
+    absl::StrAppend(&text, "router HTTP: http://", http, "/v1\n");
+  }
   // The router first, then the nodes in start order.
   std::vector<const Member*> order;
   for (const Member& m : members_) {
@@ -191,6 +204,7 @@ std::string LocalCluster::DescribeEndpoints() const {
 std::string LocalCluster::EndpointsJson() const {
   nlohmann::ordered_json json;
   json["grpc"] = router_address();
+  if (std::string http = router_endpoint("http"); !http.empty()) json["http"] = http;
   json["pid"] = static_cast<int64_t>(::getpid());
   json["mode"] = options_.mode;
   json["log_dir"] = dirs_.log_dir;

@@ -41,6 +41,8 @@ class LocalCluster {
   const std::vector<Member>& members() const { return members_; }
   // The router's gRPC address (empty before it is ready).
   std::string router_address() const;
+  // Another endpoint from the router's ready file ("http", "metrics"); empty when it has none.
+  std::string router_endpoint(const std::string& key) const;
 
   // The first member found to have exited since the last call, described with its log tail;
   // nullopt while every member runs.
@@ -50,9 +52,11 @@ class LocalCluster {
   // line per member that had to be killed.
   std::vector<std::string> Stop(absl::Duration grace);
 
-  // Human-readable endpoints: router address, then each member's role, pid, address and log.
+  // Human-readable endpoints: router addresses, then each member's role, pid, addresses (gRPC,
+  // and /metrics and HTTP when its ready file names them) and log.
   std::string DescribeEndpoints() const;
-  // The same as JSON: {"grpc": router, "pid": launcher pid, "log_dir", "processes": [...]}.
+  // The same as JSON: {"grpc": router, "http": router (when it serves HTTP), "pid": launcher pid,
+  // "log_dir", "processes": [{"name", "role", "pid", "grpc", "log", "metrics", ...}]}.
   std::string EndpointsJson() const;
 
  private:

@@ -7,12 +7,35 @@ namespace tandem::testing {
 namespace {
 
 std::vector<std::string> NodeArgs(const ClusterSpec& spec, const std::string& listen) {
-  std::vector<std::string> args = {"--model", spec.model_dir, "--listen", listen, "--threads", "1"};
+  std::vector<std::string> args = {"--model", spec.model_dir,     "--listen",   listen, "--threads",
+                                   "1",       "--metrics-listen", "127.0.0.1:0"};
   args.insert(args.end(), spec.node_args.begin(), spec.node_args.end());
   return args;
 }
 
+// A top-level field of `process`'s ready file other than grpc and pid.
+std::string ReadyField(const LaunchedProcess* process, const std::string& key) {
+  if (process == nullptr) return "";
+  for (const auto& [k, value] : process->ready().extra) {
+    if (k == key) return value;
+  }
+  return "";
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> ScrapeMetrics(const std::string& address) {
+  if (address.empty()) return absl::FailedPreconditionError("no metrics address");
+  CommandResult r = RunCommand(
+      "/usr/bin/curl",
+      {"-sS", "--fail", "--max-time", "10", absl::StrCat("http://", address, "/metrics")}, {},
+      absl::Seconds(20));
+  if (r.exit_code != 0) {
+    return absl::UnavailableError(absl::StrCat("curl http://", address, "/metrics exited ",
+                                               r.exit_code, ": ", r.stderr_text));
+  }
+  return r.stdout_text;
+}
 
 v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_tokens) {
   v1::GenerateRequest request;
@@ -66,8 +89,10 @@ void LocalCluster::Start(const ClusterSpec& spec) {
     ASSERT_TRUE(address.ok()) << "prefill " << i << ": " << address.status();
   }
   std::vector<std::string> args = {
-      "--model",    spec.model_dir,         "--listen", "127.0.0.1:0", "--served-model-name",
-      "test-model", "--health-interval-ms", "200"};
+      "--model",          spec.model_dir,         "--listen",
+      "127.0.0.1:0",      "--http-listen",        "127.0.0.1:0",
+      "--metrics-listen", "127.0.0.1:0",          "--served-model-name",
+      "test-model",       "--health-interval-ms", "200"};
   if (!decode_addresses_.empty()) {
     args.push_back("--decode");
     args.push_back(absl::StrJoin(decode_addresses_, ","));
@@ -103,6 +128,20 @@ LocalCluster::~LocalCluster() {
     if (d != nullptr) d->WaitExit(absl::Seconds(5));
   }
 }
+
+std::string LocalCluster::decode_metrics_address(int i) const {
+  return i < static_cast<int>(decode_.size()) ? ReadyField(decode_[i].get(), "metrics") : "";
+}
+
+std::string LocalCluster::prefill_metrics_address(int i) const {
+  return i < static_cast<int>(prefill_.size()) ? ReadyField(prefill_[i].get(), "metrics") : "";
+}
+
+std::string LocalCluster::router_metrics_address() const {
+  return ReadyField(router_.get(), "metrics");
+}
+
+std::string LocalCluster::router_http_address() const { return ReadyField(router_.get(), "http"); }
 
 std::string LocalCluster::Logs() {
   std::string out;

@@ -54,6 +54,12 @@ class LocalCluster {
   LaunchedProcess& prefill(int i) { return *prefill_[i]; }
   LaunchedProcess& router() { return *router_; }
   const std::string& router_address() const { return router_address_; }
+  // Addresses from the processes' ready files ("" when a process does not serve one): each
+  // node's and the router's Prometheus /metrics, the router's OpenAI-compatible HTTP API.
+  std::string decode_metrics_address(int i) const;
+  std::string prefill_metrics_address(int i) const;
+  std::string router_metrics_address() const;
+  std::string router_http_address() const;
   std::string Logs();
 
   // A Generate call through the router, read to the end. `deadline` bounds the whole call.
@@ -82,6 +88,9 @@ class LocalCluster {
   std::string router_address_;
   std::shared_ptr<grpc::Channel> router_channel_;
 };
+
+// GET http://`address`/metrics (curl), the body on status 200.
+absl::StatusOr<std::string> ScrapeMetrics(const std::string& address);
 
 // A greedy token-id request of `max_tokens` that ignores EOS.
 v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_tokens);

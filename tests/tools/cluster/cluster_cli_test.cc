@@ -153,12 +153,15 @@ TEST_F(ClusterCliTest, StartsEveryProcessPrintsEndpointsAndStopsOnSigint) {
   EXPECT_THAT(Log("decode-1"), HasSubstr("--listen 127.0.0.1:0 --ready-file"));
   EXPECT_THAT(Log("decode-1"), HasSubstr("--node-id decode-1 --threads 1"));
   EXPECT_THAT(Log("decode-1"), HasSubstr("UCX_TLS=tcp"));
+  EXPECT_THAT(Log("prefill-0"), HasSubstr("--metrics-listen 127.0.0.1:0"));
+  EXPECT_THAT(Log("router"), HasSubstr("--http-listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0"));
   EXPECT_THAT(Log("router"),
               HasSubstr("--prefill " + grpc["prefill-0"] + " --decode " + grpc["decode-0"] + "," +
                         grpc["decode-1"] + " --mode disaggregated --policy round_robin"));
   // The endpoint table on stdout names every process with its role, pid, address and log.
   std::string out = cluster->Log();
   EXPECT_THAT(out, HasSubstr("router gRPC: " + grpc["router"]));
+  EXPECT_THAT(out, HasSubstr("metrics 127.0.0.1:9"));
   for (const auto& p : endpoints["processes"]) {
     EXPECT_THAT(out, HasSubstr("pid " + std::to_string(p["pid"].get<int>())));
     EXPECT_THAT(out, HasSubstr(p["log"].get<std::string>()));

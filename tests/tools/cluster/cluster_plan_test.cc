@@ -38,7 +38,8 @@ TEST(ClusterPlanTest, DefaultNodesGetTheContractFlagsOnly) {
   EXPECT_TRUE(nodes[2].spec.die_with_parent);
   EXPECT_THAT(nodes[2].spec.args,
               ElementsAre("--model", "/models/llama", "--listen", "127.0.0.1:0", "--ready-file",
-                          "/run/ready/decode-0.ready.json", "--node-id", "decode-0"));
+                          "/run/ready/decode-0.ready.json", "--metrics-listen", "127.0.0.1:0",
+                          "--node-id", "decode-0"));
   // UCX_TLS is inherited unless asked for.
   EXPECT_THAT(nodes[0].spec.env, IsEmpty());
 }
@@ -68,11 +69,11 @@ TEST(ClusterPlanTest, NodeSettingsAndPassThroughArguments) {
                                      "256",
                                      "--max-num-seqs",
                                      "8"};
-  std::vector<std::string> prefill(nodes[0].spec.args.begin() + 8, nodes[0].spec.args.end());
+  std::vector<std::string> prefill(nodes[0].spec.args.begin() + 10, nodes[0].spec.args.end());
   std::vector<std::string> expected_prefill = common;
   expected_prefill.push_back("--extra-prefill");
   EXPECT_THAT(prefill, ElementsAreArray(expected_prefill));  // no --lease-ms on prefill
-  std::vector<std::string> decode(nodes[1].spec.args.begin() + 8, nodes[1].spec.args.end());
+  std::vector<std::string> decode(nodes[1].spec.args.begin() + 10, nodes[1].spec.args.end());
   std::vector<std::string> expected_decode = common;
   for (const char* a : {"--lease-ms", "5000", "--extra-decode", "1"}) expected_decode.push_back(a);
   EXPECT_THAT(decode, ElementsAreArray(expected_decode));
@@ -96,7 +97,8 @@ TEST(ClusterPlanTest, RouterPointsAtTheNodes) {
   EXPECT_EQ(router.spec.stdout_path, "/var/log/c/router.log");
   EXPECT_THAT(router.spec.args,
               ElementsAre("--model", "/models/llama", "--listen", "127.0.0.1:50051", "--ready-file",
-                          "/run/ready/router.ready.json", "--prefill", "127.0.0.1:1,127.0.0.1:2",
+                          "/run/ready/router.ready.json", "--http-listen", "127.0.0.1:0",
+                          "--metrics-listen", "127.0.0.1:0", "--prefill", "127.0.0.1:1,127.0.0.1:2",
                           "--decode", "127.0.0.1:3,127.0.0.1:4", "--mode", "disaggregated",
                           "--policy", "least_loaded", "--local-prefill-threshold", "32",
                           "--max-retries", "2", "--lease-ms", "3000", "--verbose"));

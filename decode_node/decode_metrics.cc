@@ -1,0 +1,106 @@
+#include "decode_node/decode_metrics.h"
+
+#include <iterator>
+#include <utility>
+
+#include "common/metrics/buckets.h"
+#include "prometheus/family.h"
+
+namespace tandem {
+namespace {
+
+constexpr const char* kOutcomeNames[kNumReservationOutcomes] = {
+    "imported", "refused", "cancelled", "lease_expired", "aborted", "failed"};
+constexpr const char* kPathNames[] = {"reserve", "generate"};
+
+}  // namespace
+
+const char* ReservationOutcomeName(ReservationOutcome outcome) {
+  return kOutcomeNames[static_cast<int>(outcome)];
+}
+
+DecodeMetrics::DecodeMetrics() : engine_metrics_("tandem_decode") {
+  reservations_ = &prometheus::BuildCounter()
+                       .Name("tandem_decode_reservations_total")
+                       .Help("Reserve calls received (prompts whose KV a prefill node computes).")
+                       .Register(registry_)
+                       .Add({});
+  auto& ended =
+      prometheus::BuildCounter()
+          .Name("tandem_decode_reservations_ended_total")
+          .Help(
+              "Reserve calls ended, by outcome: imported (the prompt's KV and first token "
+              "arrived and the request decoded), refused (an invalid request or lease), "
+              "cancelled (the caller cancelled or went away before the import), lease_expired "
+              "(the KV did not arrive in time), aborted (the prefill node reported that it "
+              "stopped writing), failed (any other error).")
+          .Register(registry_);
+  for (int i = 0; i < kNumReservationOutcomes; ++i) {
+    ended_[i] = &ended.Add({{"outcome", kOutcomeNames[i]}});
+  }
+  generates_ = &prometheus::BuildCounter()
+                    .Name("tandem_decode_generate_requests_total")
+                    .Help("Generate calls received (prompts prefilled on this node).")
+                    .Register(registry_)
+                    .Add({});
+  auto& queue =
+      prometheus::BuildHistogram()
+          .Name("tandem_decode_queue_seconds")
+          .Help(
+              "Time a request waited on this node before it was scheduled, by path: reserve "
+              "(until its blocks were reserved) or generate (until its prompt's first chunk "
+              "ran).")
+          .Register(registry_);
+  for (int i = 0; i < 2; ++i) {
+    queue_[i] = &queue.Add({{"path", kPathNames[i]}}, RequestLatencyBuckets());
+  }
+}
+
+void DecodeMetrics::SetEngine(const Engine* engine) {
+  engine_metrics_.SetEngine(engine);
+  absl::MutexLock lock(&mu_);
+  engine_ = engine;
+}
+
+void DecodeMetrics::ReservationStarted() { reservations_->Increment(); }
+
+void DecodeMetrics::ReservationEnded(ReservationOutcome outcome) {
+  ended_[static_cast<int>(outcome)]->Increment();
+}
+
+void DecodeMetrics::GenerateStarted() { generates_->Increment(); }
+
+void DecodeMetrics::ObserveQueueTime(DecodePath path, absl::Duration wait) {
+  queue_[static_cast<int>(path)]->Observe(absl::ToDoubleSeconds(wait));
+}
+
+std::vector<prometheus::MetricFamily> DecodeMetrics::Collect() const {
+  std::vector<prometheus::MetricFamily> out = engine_metrics_.Collect();
+  std::vector<prometheus::MetricFamily> own = registry_.Collect();
+  out.insert(out.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
+  EngineStats s;
+  {
+    absl::MutexLock lock(&mu_);
+    if (engine_ == nullptr) return out;
+    s = engine_->Stats();
+  }
+  AddGaugeFamily(&out, "tandem_decode_pending_reservations",
+                 "Reservations waiting for free KV blocks.", s.num_pending_reservations);
+  AddGaugeFamily(&out, "tandem_decode_reservations_awaiting_kv",
+                 "Reservations holding KV blocks while a prefill node writes the prompt's KV.",
+                 s.num_awaiting_kv);
+  AddGaugeFamily(&out, "tandem_decode_kv_blocks_quarantined",
+                 "KV blocks of reservations that ended without their KV, kept out of use while "
+                 "late writes may still land.",
+                 s.num_quarantined_blocks);
+  AddCounterFamily(&out, "tandem_decode_imported_requests_total",
+                   "Requests whose prompt KV and first token arrived from a prefill node.",
+                   static_cast<double>(s.num_imported_requests));
+  AddCounterFamily(&out, "tandem_decode_lease_expiries_total",
+                   "Reservations whose lease ran out before their KV arrived (the request failed "
+                   "and its blocks were quarantined).",
+                   static_cast<double>(s.num_expired_leases));
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,77 @@
+// Prometheus metrics of tandem-decode (all named `tandem_decode_*`): the engine's (steps,
+// sequences, KV blocks, tokens, preemptions: NodeEngineMetrics), the reservation lifecycle (calls
+// received, and how each ended), queue times, and the engine's reservation gauges and counters
+// read at scrape time (pending, awaiting KV, quarantined blocks, imports, lease expiries).
+//
+// Every Reserve call is counted once in `tandem_decode_reservations_total` when it arrives and
+// once in `tandem_decode_reservations_ended_total{outcome}` when the call ends.
+#ifndef TANDEM_DECODE_NODE_DECODE_METRICS_H_
+#define TANDEM_DECODE_NODE_DECODE_METRICS_H_
+
+#include <array>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/engine/engine.h"
+#include "common/serving/engine_metrics.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace tandem {
+
+// How a Reserve call ended (the `outcome` label).
+enum class ReservationOutcome {
+  kImported,      // the prompt's KV and first token arrived; the request went on to decode
+  kRefused,       // refused before reserving: invalid request, or a lease over the maximum
+  kCancelled,     // the caller cancelled or went away before the import
+  kLeaseExpired,  // the KV did not arrive before the lease ran out
+  kAborted,       // the prefill node reported that it stopped writing
+  kFailed,        // anything else (an engine stop, a bad first token)
+};
+inline constexpr int kNumReservationOutcomes = 6;
+
+// "imported", "refused", "cancelled", "lease_expired", "aborted", "failed".
+const char* ReservationOutcomeName(ReservationOutcome outcome);
+
+// Which call a request came in by (the `path` label): "reserve" (KV from a prefill node) or
+// "generate" (prefilled here).
+enum class DecodePath { kReserve, kGenerate };
+
+class DecodeMetrics : public prometheus::Collectable {
+ public:
+  DecodeMetrics();
+
+  // Wire ObserveStep to EngineOptions::on_step.
+  NodeEngineMetrics& engine_metrics() { return engine_metrics_; }
+  // The engine whose Stats() scrapes read; borrowed (nullptr: none).
+  void SetEngine(const Engine* engine);
+
+  // Thread-safe.
+  void ReservationStarted();
+  void ReservationEnded(ReservationOutcome outcome);
+  void GenerateStarted();
+  // Time a request waited before its prompt (generate) or its reservation (reserve) was
+  // scheduled; GenerationEvent::queue_nanos of its first token.
+  void ObserveQueueTime(DecodePath path, absl::Duration wait);
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  NodeEngineMetrics engine_metrics_;
+  prometheus::Registry registry_;
+  prometheus::Counter* reservations_;
+  std::array<prometheus::Counter*, kNumReservationOutcomes> ended_;
+  prometheus::Counter* generates_;
+  std::array<prometheus::Histogram*, 2> queue_;
+
+  mutable absl::Mutex mu_;
+  const Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_DECODE_NODE_DECODE_METRICS_H_

@@ -1,0 +1,266 @@
+// tandem-decode's metrics: the collector's values after known events, and the real DecodeService
+// (over gRPC, completions arriving through LocalTransport from a fake prefill node) counting each
+// reservation's outcome, queue times, tokens and lease expiries.
+#include "decode_node/decode_metrics.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/engine/engine.h"
+#include "common/metrics/prometheus_text.h"
+#include "common/serving/grpc_server.h"
+#include "common/transport/handoff_codec.h"
+#include "common/transport/local_transport.h"
+#include "decode_node/decode_service.h"
+#include "gtest/gtest.h"
+#include "tandem/v1/node.grpc.pb.h"
+#include "tests/common/engine/engine_test_util.h"
+#include "tests/common/engine/fake_backend.h"
+#include "tests/common/serving/promtool_check.h"
+
+namespace tandem {
+namespace {
+
+PrometheusText Scrape(const DecodeMetrics& metrics) {
+  auto parsed = PrometheusText::Parse(MetricsText({&metrics}));
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *parsed : PrometheusText();
+}
+
+double Ended(const PrometheusText& scrape, const std::string& outcome) {
+  return scrape.Value("tandem_decode_reservations_ended_total", {{"outcome", outcome}})
+      .value_or(-1);
+}
+
+TEST(DecodeMetricsTest, CountsKnownEvents) {
+  DecodeMetrics metrics;
+  metrics.ReservationStarted();
+  metrics.ReservationStarted();
+  metrics.ReservationEnded(ReservationOutcome::kImported);
+  metrics.ReservationEnded(ReservationOutcome::kLeaseExpired);
+  metrics.GenerateStarted();
+  metrics.ObserveQueueTime(DecodePath::kReserve, absl::Milliseconds(30));
+  metrics.ObserveQueueTime(DecodePath::kGenerate, absl::Milliseconds(1));
+  metrics.ObserveQueueTime(DecodePath::kGenerate, absl::Milliseconds(3));
+  PrometheusText scrape = Scrape(metrics);
+  EXPECT_EQ(scrape.Value("tandem_decode_reservations_total"), 2);
+  EXPECT_EQ(Ended(scrape, "imported"), 1);
+  EXPECT_EQ(Ended(scrape, "lease_expired"), 1);
+  for (const char* outcome : {"refused", "cancelled", "aborted", "failed"}) {
+    EXPECT_EQ(Ended(scrape, outcome), 0) << outcome;
+  }
+  EXPECT_EQ(scrape.Value("tandem_decode_generate_requests_total"), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_queue_seconds_count", {{"path", "reserve"}}), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_queue_seconds_count", {{"path", "generate"}}), 2);
+  EXPECT_DOUBLE_EQ(*scrape.Value("tandem_decode_queue_seconds_sum", {{"path", "generate"}}), 0.004);
+  EXPECT_STREQ(ReservationOutcomeName(ReservationOutcome::kLeaseExpired), "lease_expired");
+}
+
+struct DecodeNode {
+  DecodeNode() : backend(kVocab, 32, 4), pool(backend.kv_layout().total_bytes()) {
+    EXPECT_TRUE(transport.RegisterPool(pool.data(), pool.size()).ok());
+    EngineOptions options;
+    options.kv_write_grace = absl::Seconds(30);  // quarantined blocks stay visible
+    options.on_step = [this](const EngineStepStats& s) { metrics.engine_metrics().ObserveStep(s); };
+    auto created = Engine::Create(&backend, options);
+    EXPECT_TRUE(created.ok()) << created.status();
+    engine = *std::move(created);
+    engine->Start();
+    metrics.SetEngine(engine.get());
+    service =
+        std::make_unique<DecodeService>(engine.get(), &transport,
+                                        DecodeServiceOptions{.model_name = "m",
+                                                             .default_lease = absl::Seconds(30),
+                                                             .max_lease = absl::Seconds(60),
+                                                             .metrics = &metrics});
+    auto started = StartGrpcServer("127.0.0.1:0", {service.get()});
+    EXPECT_TRUE(started.ok()) << started.status();
+    server = std::move(*started);
+    stub = v1::DecodeNode::NewStub(
+        grpc::CreateChannel(server.address, grpc::InsecureChannelCredentials()));
+  }
+  ~DecodeNode() {
+    server.server->Shutdown(std::chrono::system_clock::now());
+    engine->Stop();
+  }
+
+  FakeBackend backend;
+  std::vector<char> pool;
+  LocalTransport transport;
+  DecodeMetrics metrics;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<DecodeService> service;
+  RunningServer server;
+  std::unique_ptr<v1::DecodeNode::Stub> stub;
+};
+
+// One Reserve call, read event by event.
+struct ReserveCall {
+  ReserveCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens,
+              int64_t lease_ms = 0) {
+    v1::ReserveRequest request;
+    request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
+    request.mutable_sampling()->set_temperature(0);
+    request.mutable_sampling()->set_max_tokens(max_tokens);
+    request.mutable_sampling()->set_ignore_eos(true);
+    request.set_lease_ms(lease_ms);
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    reader = node.stub->Reserve(&context, request);
+  }
+  // Reads to the end; returns the call's status.
+  grpc::Status Finish() {
+    v1::DecodeEvent event;
+    while (reader->Read(&event)) events.push_back(event);
+    return reader->Finish();
+  }
+
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader;
+  std::vector<v1::DecodeEvent> events;
+};
+
+// Puts the prompt's KV into the reserved blocks, as a prefill node's writes would (FakeBackend
+// keeps its KV in its own slot store; the decode engine waits for the completion meanwhile).
+void WriteKv(FakeBackend& backend, const v1::KvHandoff& handoff, const std::vector<int>& prompt) {
+  const std::vector<int32_t> blocks(handoff.block_ids().begin(), handoff.block_ids().end());
+  const std::vector<TokenId> tokens(prompt.begin(), prompt.end());
+  ForwardItem item;
+  item.tokens = tokens;
+  item.block_table = blocks;
+  const std::vector<ForwardItem> items = {item};
+  ASSERT_TRUE(backend.Forward(ForwardBatch{items}, LogitsOutput{}).ok());
+}
+
+// Sends the decode node the completion a prefill node sends once its writes are done.
+void SendCompletion(const v1::KvHandoff& handoff, bool ok, int first_token) {
+  auto target = KvWriteTargetFromHandoff(handoff, "local");
+  ASSERT_TRUE(target.ok()) << target.status();
+  LocalTransport prefill_transport;
+  GenerationEvent first;
+  first.token = first_token;
+  v1::KvCompletion completion =
+      MakeKvCompletion(*target, prefill_transport.incarnation(),
+                       ok ? absl::OkStatus() : absl::UnavailableError("prefill node lost the KV"),
+                       ok ? &first : nullptr, 0);
+  absl::Notification sent;
+  absl::Status result;
+  prefill_transport.Notify(target->target, completion.SerializeAsString(),
+                           absl::Now() + absl::Seconds(10), [&](absl::Status s) {
+                             result = s;
+                             sent.Notify();
+                           });
+  sent.WaitForNotification();
+  ASSERT_TRUE(result.ok()) << result;
+}
+
+TEST(DecodeServiceMetricsTest, CountsEachReservationOutcome) {
+  DecodeNode node;
+  int completion_tokens = 0;
+
+  // Imported: the handoff, then the first token and 4 more.
+  {
+    ReserveCall call(node, MakePrompt(10, 1), 5);
+    v1::DecodeEvent first;
+    ASSERT_TRUE(call.reader->Read(&first));
+    ASSERT_TRUE(first.has_handoff());
+    WriteKv(node.backend, first.handoff(), MakePrompt(10, 1));
+    SendCompletion(first.handoff(), /*ok=*/true, 7);
+    ASSERT_TRUE(call.Finish().ok());
+    ASSERT_FALSE(call.events.empty());
+    ASSERT_EQ(call.events.front().tokens_size(), 1);
+    EXPECT_EQ(call.events.front().tokens(0).id(), 7);
+    EXPECT_GE(call.events.front().queue_us(), 0);
+    completion_tokens += call.events.back().usage().completion_tokens();
+    EXPECT_EQ(call.events.back().usage().completion_tokens(), 5);
+  }
+  // Aborted: the prefill node reports that it stopped writing.
+  {
+    ReserveCall call(node, MakePrompt(9, 2), 5);
+    v1::DecodeEvent first;
+    ASSERT_TRUE(call.reader->Read(&first));
+    SendCompletion(first.handoff(), /*ok=*/false, 0);
+    EXPECT_FALSE(call.Finish().ok());
+  }
+  // Lease expired: nothing arrives within 300 ms.
+  {
+    ReserveCall call(node, MakePrompt(9, 3), 5, /*lease_ms=*/300);
+    grpc::Status status = call.Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  }
+  // Refused: a lease over the maximum, and a token outside the vocabulary.
+  {
+    ReserveCall call(node, MakePrompt(9, 4), 5, /*lease_ms=*/120000);
+    EXPECT_EQ(call.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    std::vector<int> bad = MakePrompt(9, 4);
+    bad[0] = kVocab;
+    ReserveCall bad_call(node, bad, 5);
+    EXPECT_EQ(bad_call.Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // Cancelled: the caller goes away after the handoff.
+  {
+    ReserveCall call(node, MakePrompt(9, 5), 5);
+    v1::DecodeEvent first;
+    ASSERT_TRUE(call.reader->Read(&first));
+    call.context.TryCancel();
+    EXPECT_EQ(call.Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // A local Generate.
+  {
+    v1::NodeGenerateRequest request;
+    const std::vector<int> prompt = MakePrompt(6, 6);
+    request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
+    request.mutable_sampling()->set_temperature(0);
+    request.mutable_sampling()->set_max_tokens(3);
+    request.mutable_sampling()->set_ignore_eos(true);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    auto reader = node.stub->Generate(&context, request);
+    v1::DecodeEvent event;
+    std::vector<v1::DecodeEvent> events;
+    while (reader->Read(&event)) events.push_back(event);
+    ASSERT_TRUE(reader->Finish().ok());
+    completion_tokens += events.back().usage().completion_tokens();
+  }
+
+  // A call's status can reach the client before the server counted its outcome, and a final
+  // event before the engine published the end of its step: wait until the 6 calls are counted
+  // and the engine has ended the 5 requests it took (the refused ones never reached it).
+  PrometheusText scrape;
+  for (int i = 0; i < 200; ++i) {
+    scrape = Scrape(node.metrics);
+    if (scrape.Sum("tandem_decode_reservations_ended_total") == 6 &&
+        scrape.Value("tandem_decode_finished_requests_total") == 5 &&
+        scrape.Value("tandem_decode_kv_blocks_used") == 6) {  // 2 quarantined reservations
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(scrape.Value("tandem_decode_reservations_total"), 6);
+  EXPECT_EQ(Ended(scrape, "imported"), 1);
+  EXPECT_EQ(Ended(scrape, "aborted"), 1);
+  EXPECT_EQ(Ended(scrape, "lease_expired"), 1);
+  EXPECT_EQ(Ended(scrape, "refused"), 2);
+  EXPECT_EQ(Ended(scrape, "cancelled"), 1);
+  EXPECT_EQ(Ended(scrape, "failed"), 0);
+  EXPECT_EQ(scrape.Value("tandem_decode_lease_expiries_total"), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_imported_requests_total"), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_generate_requests_total"), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_queue_seconds_count", {{"path", "reserve"}}), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_queue_seconds_count", {{"path", "generate"}}), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_generated_tokens_total"), completion_tokens);
+  // The expired and the cancelled reservations' blocks wait out the write grace; the aborted
+  // one's writer said it stopped, so its blocks are free.
+  EXPECT_EQ(scrape.Value("tandem_decode_kv_blocks_quarantined"), 6);
+  EXPECT_EQ(scrape.Value("tandem_decode_kv_blocks_used"), 6);
+  EXPECT_EQ(scrape.Value("tandem_decode_pending_reservations"), 0);
+  EXPECT_EQ(scrape.Value("tandem_decode_reservations_awaiting_kv"), 0);
+  EXPECT_EQ(scrape.Value("tandem_decode_running_sequences"), 0);
+  EXPECT_EQ(scrape.Sum("tandem_decode_step_duration_seconds_count"),
+            *scrape.Value("tandem_decode_steps_total"));
+  EXPECT_EQ(testing::PromtoolProblems(MetricsText({&node.metrics})), "");
+}
+
+}  // namespace
+}  // namespace tandem
