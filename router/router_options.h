@@ -29,7 +29,7 @@ struct NodePoolOptions {
 
 struct RouterOptions {
   std::string model_dir;
-  std::string served_model_name;  // "": basename of model_dir
+  std::string served_model_name;       // "": basename of model_dir
   std::string listen = "127.0.0.1:0";  // gRPC Generation
   // The OpenAI-compatible HTTP API ("": off) and its settings (router/http/http_server.h).
   std::string http_listen = "127.0.0.1:0";
