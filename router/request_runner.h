@@ -67,6 +67,14 @@ class RequestRunner {
   grpc::Status Run(const v1::GenerateRequest& request, const RunOptions& options,
                    ResponseSink& sink);
 
+  // A request its API layer refused before Run (e.g. HTTP JSON that does not parse): counted in
+  // the requests metric like the ones Run refuses.
+  void CountRefused(RequestApi api, grpc::StatusCode code) {
+    ++counters_->requests;
+    ++counters_->requests_invalid;
+    metrics_->RequestRefused(api, code);
+  }
+
   const ServedModel& model() const { return *model_; }
   // Requests inside Run right now.
   int64_t in_flight() const { return in_flight_.load(); }

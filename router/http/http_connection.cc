@@ -195,6 +195,10 @@ void HttpConnection::StartGeneration(OpenAiEndpoint endpoint, Request& request) 
   if (!parsed.ok()) {
     spdlog::debug("HTTP {}: 400: {}", View(request.target()),
                   std::string(parsed.status().message()));
+    context_->runner->CountRefused(endpoint == OpenAiEndpoint::kCompletions
+                                       ? RequestApi::kCompletions
+                                       : RequestApi::kChatCompletions,
+                                   grpc::StatusCode::INVALID_ARGUMENT);
     SendError(ErrorFromParseStatus(parsed.status()), keep_alive);
     return;
   }

@@ -461,10 +461,24 @@ void OpenAiConformanceTest::CheckBadRequests() {
       {"unknown model", "/v1/completions",
        R"({"model": "no-such-model", "prompt": "Hi", "max_tokens": 2})", 404, ""},
   };
+  // Every refused generation request is counted by API and status, including the ones the HTTP
+  // layer refuses before the request runner sees them.
+  auto refused = [&](const std::string& api) {
+    return Metric(endpoints_.router_metrics, absl::StrCat("tandem_router_requests_total{api=\"",
+                                                          api, "\",status=\"invalid_argument\"}"))
+        .value_or(0);
+  };
+  const double completions_before = refused("completions");
+  const double chat_before = refused("chat_completions");
+  int completions_400 = 0;
+  int chat_400 = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     ExpectOpenAiError(Call("POST", c.path, c.body), c.status, c.param);
+    if (c.status == 400) ++(std::string(c.path) == "/v1/completions" ? completions_400 : chat_400);
   }
+  EXPECT_EQ(refused("completions") - completions_before, completions_400);
+  EXPECT_EQ(refused("chat_completions") - chat_before, chat_400);
   {
     SCOPED_TRACE("unknown path");
     ExpectOpenAiError(Call("GET", "/v1/nothing-here", std::nullopt), 404);
