@@ -3,7 +3,8 @@
 // rate and interleaved across three paths to the same decode node, so all see the same load:
 //   direct  DecodeNode.Generate on the decode node (gRPC)
 //   grpc    the router's Generation.Generate (gRPC)
-//   http    the router's POST /v1/completions, streamed (SSE)
+//   http    the router's POST /v1/completions, streamed (SSE); timed from the request's first
+//           byte on a connected socket, as the gRPC paths use connected channels
 // and the time to first token of each path is reported (p50/p90/p99 and the router's added
 // latency against direct). A second phase opens many concurrent streams through each path in turn
 // and reports the tokens per second the clients receive.
@@ -121,11 +122,12 @@ class Paths {
                            {"stream", true},   {"return_token_ids", true}};
     if (!o_.model.empty()) body["model"] = o_.model;
     Result r;
-    const absl::Time start = absl::Now();
+    absl::Time start = absl::Now();
     absl::Time first = absl::InfinitePast();
     int tokens = 0;
     absl::Status s = tandem::bench::PostSse(
-        o_.router_http, "/v1/completions", body.dump(), [&](const std::string& data) {
+        o_.router_http, "/v1/completions", body.dump(),
+        [&](const std::string& data) {
           if (data == "[DONE]") return;
           nlohmann::json chunk = nlohmann::json::parse(data, nullptr, false);
           if (chunk.is_discarded() || !chunk.contains("choices") || chunk["choices"].empty()) {
@@ -138,7 +140,8 @@ class Paths {
                             : 0;
           if (n > 0 && tokens == 0) first = absl::Now();
           tokens += n;
-        });
+        },
+        &start);  // TTFT from the request's first byte: connection setup is left out
     r.total_ms = Ms(absl::Now() - start);
     if (!s.ok()) {
       r.error = std::string(s.message());

@@ -6,6 +6,7 @@
 #include <boost/beast/http.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace tandem::bench {
 
@@ -15,7 +16,8 @@ namespace http = beast::http;
 
 absl::Status PostSse(const std::string& address, const std::string& target,
                      const std::string& json_body,
-                     const std::function<void(const std::string& data)>& on_event) {
+                     const std::function<void(const std::string& data)>& on_event,
+                     absl::Time* connected) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) return absl::InvalidArgumentError("address is not HOST:PORT");
   const std::string host = address.substr(0, colon);
@@ -36,6 +38,7 @@ absl::Status PostSse(const std::string& address, const std::string& target,
   req.set(http::field::accept, "text/event-stream");
   req.body() = json_body;
   req.prepare_payload();
+  if (connected != nullptr) *connected = absl::Now();
   http::write(stream, req, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("write: ", ec.message()));
 
