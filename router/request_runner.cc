@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -9,7 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/kv/block_hash.h"
-#include "router/output_text.h"
+#include "router/client_stream.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -36,13 +37,6 @@ std::string NodeName(const std::shared_ptr<Node>& node) {
   return absl::StrCat(NodeRoleName(node->role()), " node ", node->address());
 }
 
-// How reading one decode node stream ended.
-struct StreamOutcome {
-  bool stopped = false;   // a stop string ended the output; the router cancelled the stream
-  bool finished = false;  // the last response (finish_reason set) went to the client
-  grpc::Status status;    // the node stream's status
-};
-
 }  // namespace
 
 struct RequestRunner::Chosen {
@@ -58,122 +52,6 @@ struct RequestRunner::AttemptResult {
   bool retry = false;
   RetryReason reason = RetryReason::kDecodeFailed;
   std::vector<std::shared_ptr<Node>> blame;  // not to be used again by this request if possible
-};
-
-// The client side of one request, shared by its attempts.
-struct RequestRunner::ClientStream {
-  ClientStream(ResponseSink* s, const RouterRequest& r, const Tokenizer& tokenizer, RequestTimer* t,
-               RouterMetrics* m)
-      : sink(s),
-        request(r),
-        output(tokenizer, r.skip_special_tokens, r.stop, r.include_stop_str_in_output),
-        timer(t),
-        metrics(m) {}
-
-  enum class EventResult { kContinue, kFinished, kStopped, kClientGone };
-
-  bool Write(v1::GenerateResponse& response) {
-    response.set_request_id(request.request_id);
-    if (!first_response_sent) {
-      first_response_sent = true;
-      response.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-    }
-    const bool written = sink->Write(response);
-    if (response.tokens_size() > 0) {
-      metrics->TokensWritten(*timer, response.tokens_size(), absl::Now());
-    }
-    if (!written) {
-      client_gone = true;
-      return false;
-    }
-    return true;
-  }
-
-  void SetUsage(v1::GenerateResponse& response) const {
-    v1::Usage* usage = response.mutable_usage();
-    usage->set_prompt_tokens(static_cast<int32_t>(request.prompt.size()));
-    usage->set_completion_tokens(static_cast<int32_t>(completion_tokens));
-    usage->set_cached_tokens(static_cast<int32_t>(cached_tokens));
-  }
-
-  // One event of a decode node's stream → at most one response to the client.
-  EventResult OnEvent(const v1::DecodeEvent& event) {
-    v1::GenerateResponse response;
-    if (event.has_usage()) {
-      cached_tokens = std::max<int64_t>(cached_tokens, event.usage().cached_tokens());
-    }
-    if (event.tokens_size() > 0) {
-      std::vector<TokenId> ids;
-      ids.reserve(event.tokens_size());
-      for (const v1::Token& t : event.tokens()) ids.push_back(t.id());
-      OutputText::Step step = output.Add(ids);
-      for (size_t i = 0; i < step.tokens_used; ++i) *response.add_tokens() = event.tokens(i);
-      completion_tokens += static_cast<int64_t>(step.tokens_used);
-      if (step.tokens_used > 0) sent_tokens = true;
-      response.set_text(std::move(step.text));
-      if (step.stopped) {
-        response.set_finish_reason("stop");
-        SetUsage(response);
-        finished = true;
-        Write(response);
-        return EventResult::kStopped;
-      }
-    }
-    if (!event.finish_reason().empty()) {
-      response.mutable_text()->append(output.Finish());
-      response.set_finish_reason(output.stopped() ? "stop" : event.finish_reason());
-      SetUsage(response);
-      finished = true;
-      Write(response);
-      return EventResult::kFinished;
-    }
-    if (response.tokens_size() == 0 && response.text().empty()) return EventResult::kContinue;
-    return Write(response) ? EventResult::kContinue : EventResult::kClientGone;
-  }
-
-  // Reads a decode node's event stream until it ends, the output stops or the client goes away;
-  // `on_first_token` runs when the first event with tokens arrives.
-  template <typename OnFirstToken>
-  StreamOutcome ReadFrom(grpc::ClientReader<v1::DecodeEvent>* reader, grpc::ClientContext* ctx,
-                         OnFirstToken on_first_token) {
-    StreamOutcome outcome;
-    bool first_token = false;
-    EventResult r = EventResult::kContinue;
-    v1::DecodeEvent event;
-    while (r == EventResult::kContinue && reader->Read(&event)) {
-      if (event.tokens_size() > 0 && !first_token) {
-        first_token = true;
-        on_first_token(event);
-      }
-      r = OnEvent(event);
-    }
-    if (r == EventResult::kStopped) {
-      outcome.stopped = true;
-      outcome.finished = true;
-      ctx->TryCancel();
-    } else if (r == EventResult::kClientGone) {
-      ctx->TryCancel();
-    } else if (r == EventResult::kFinished) {
-      outcome.finished = true;
-      // The node ends its stream right after the last event: drain it for Finish().
-      while (reader->Read(&event)) {
-      }
-    }
-    outcome.status = reader->Finish();
-    return outcome;
-  }
-
-  ResponseSink* const sink;
-  const RouterRequest& request;
-  OutputText output;
-  RequestTimer* const timer;
-  RouterMetrics* const metrics;
-  bool first_response_sent = false;
-  bool sent_tokens = false;  // a token went (or was being written) to the client
-  bool finished = false;     // the last response (finish_reason set) was written
-  bool client_gone = false;
-  int64_t completion_tokens = 0;
-  int64_t cached_tokens = 0;
 };
 
 RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodePool* pool,
@@ -311,6 +189,28 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   return chosen;
 }
 
+std::optional<grpc::Status> RequestRunner::EndedWithTheStream(const StreamOutcome& outcome,
+                                                              const ClientStream& stream,
+                                                              const CallGuard& guard,
+                                                              const std::shared_ptr<Node>& d,
+                                                              const std::string& node_request_id) {
+  if (outcome.finished) {
+    if (outcome.stopped) {
+      ++counters_->stop_string_hits;
+      SendCancel(d, node_request_id);
+    }
+    return grpc::Status::OK;
+  }
+  if (stream.client_gone || guard.client_cancelled() || guard.timed_out()) {
+    SendCancel(d, node_request_id);
+    return guard.timed_out() && !guard.client_cancelled()
+               ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                              "the request ran past its deadline")
+               : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+  }
+  return std::nullopt;
+}
+
 RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chosen,
                                                              const std::string& node_request_id,
                                                              CallGuard& guard,
@@ -433,20 +333,9 @@ RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chose
   // hold work on P: tell it explicitly.
   if (!prefill_ok && (cancel_prefill || !outcome.finished)) SendCancel(p, node_request_id);
 
-  if (outcome.finished) {
-    if (outcome.stopped) {
-      ++counters_->stop_string_hits;
-      SendCancel(d, node_request_id);
-    }
-    result.status = grpc::Status::OK;
-    return result;
-  }
-  if (stream.client_gone || guard.client_cancelled() || guard.timed_out()) {
-    SendCancel(d, node_request_id);
-    result.status =
-        guard.timed_out() && !guard.client_cancelled()
-            ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the request ran past its deadline")
-            : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+  if (std::optional<grpc::Status> ended =
+          EndedWithTheStream(outcome, stream, guard, d, node_request_id)) {
+    result.status = *std::move(ended);
     return result;
   }
   if (stream.sent_tokens) {
@@ -519,20 +408,9 @@ RequestRunner::AttemptResult RequestRunner::RunLocal(const Chosen& chosen,
     stream.timer->SetNodeQueue(absl::Microseconds(event.queue_us()));
   });
 
-  if (outcome.finished) {
-    if (outcome.stopped) {
-      ++counters_->stop_string_hits;
-      SendCancel(d, node_request_id);
-    }
-    result.status = grpc::Status::OK;
-    return result;
-  }
-  if (stream.client_gone || guard.client_cancelled() || guard.timed_out()) {
-    SendCancel(d, node_request_id);
-    result.status =
-        guard.timed_out() && !guard.client_cancelled()
-            ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the request ran past its deadline")
-            : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+  if (std::optional<grpc::Status> ended =
+          EndedWithTheStream(outcome, stream, guard, d, node_request_id)) {
+    result.status = *std::move(ended);
     return result;
   }
   grpc::Status status =

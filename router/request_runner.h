@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/support/status.h"
 #include "router/call_watchdog.h"
+#include "router/client_stream.h"
 #include "router/node_pool.h"
 #include "router/placement.h"
 #include "router/request_builder.h"
@@ -81,7 +83,6 @@ class RequestRunner {
 
  private:
   struct Chosen;
-  struct ClientStream;
   struct AttemptResult;
 
   // Deadline, placement, attempts and retries of a validated request.
@@ -92,6 +93,13 @@ class RequestRunner {
                                  CallGuard& guard, ClientStream& stream);
   AttemptResult RunLocal(const Chosen& chosen, const std::string& node_request_id, CallGuard& guard,
                          ClientStream& stream);
+  // The attempt's ending when the node stream went to its end (OK; a stop string also cancels the
+  // decode node) or the client went away or the request expired (CANCELLED /
+  // DEADLINE_EXCEEDED; the decode node is cancelled); nullopt when the attempt failed otherwise.
+  std::optional<grpc::Status> EndedWithTheStream(const StreamOutcome& outcome,
+                                                 const ClientStream& stream, const CallGuard& guard,
+                                                 const std::shared_ptr<Node>& d,
+                                                 const std::string& node_request_id);
   // Best-effort Cancel RPC; does not wait.
   void SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id);
 

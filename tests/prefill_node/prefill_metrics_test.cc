@@ -18,16 +18,13 @@
 #include "tandem/v1/node.grpc.pb.h"
 #include "tests/common/engine/engine_test_util.h"
 #include "tests/common/engine/fake_backend.h"
+#include "tests/common/serving/metrics_scrape.h"
 #include "tests/common/serving/promtool_check.h"
 
 namespace tandem {
 namespace {
 
-PrometheusText Scrape(const PrefillMetrics& metrics) {
-  auto parsed = PrometheusText::Parse(MetricsText({&metrics}));
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : PrometheusText();
-}
+using ::tandem::testing::Scrape;
 
 double Failures(const PrometheusText& scrape, const std::string& reason) {
   return scrape.Value("tandem_prefill_kv_transfer_failures_total", {{"reason", reason}})

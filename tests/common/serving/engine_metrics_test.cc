@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/engine/engine_test_util.h"
 #include "tests/common/engine/fake_backend.h"
+#include "tests/common/serving/metrics_scrape.h"
 #include "tests/common/serving/promtool_check.h"
 
 namespace tandem {
@@ -22,11 +23,7 @@ constexpr char kPrefix[] = "tandem_test";
 
 std::string Name(const std::string& suffix) { return std::string(kPrefix) + "_" + suffix; }
 
-PrometheusText Scrape(const NodeEngineMetrics& metrics) {
-  auto parsed = PrometheusText::Parse(MetricsText({&metrics}));
-  EXPECT_TRUE(parsed.ok()) << parsed.status();
-  return parsed.ok() ? *parsed : PrometheusText();
-}
+using ::tandem::testing::Scrape;
 
 struct ObservedEngine {
   explicit ObservedEngine(int max_num_batched_tokens = 2048, int num_blocks = 64)
