@@ -25,4 +25,9 @@ absl::StatusOr<void*> KvTransport::AllocatePool(size_t bytes) {
   return p;
 }
 
+absl::Status KvTransport::RegisterDevicePool(void* base, size_t bytes, int cuda_device) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", name(), " KV transport cannot move CUDA device memory"));
+}
+
 }  // namespace tandem

@@ -65,6 +65,9 @@ class KvTransport {
   // active-message emulation of RMA that memory from elsewhere gets (several times slower, far
   // slower on busy CPUs). The default allocates ordinary memory and calls RegisterPool.
   virtual absl::StatusOr<void*> AllocatePool(size_t bytes);
+  // Instead of RegisterPool, for a pool in CUDA device memory on `cuda_device` (the cuda backend's).
+  // Transports that cannot move device memory return Unimplemented (the default).
+  virtual absl::Status RegisterDevicePool(void* base, size_t bytes, int cuda_device);
 
   // Owner side: what a KvHandoff carries.
   virtual std::string address() const = 0;
