@@ -30,6 +30,11 @@ token and hands the request to the decode node.
                                 free port; "" = no metrics endpoint)
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
                                 "pid": N} there
+  --backend cpu|cuda            compute backend (default cpu; cuda needs a CUDA build and a GPU)
+  --cuda-device N               GPU for --backend cuda (default 0)
+  --max-model-len N             --backend cuda: longest context to size buffers for (default: the
+                                model's max_position_embeddings)
+  --no-cuda-graphs              --backend cuda: launch decode steps eagerly
   --threads N                   CPU threads (default: all cores)
   --kv-cache-mb N               KV pool size in MiB (default 256)
   --block-size N                tokens per KV block (default 16; decode nodes must match)
@@ -77,8 +82,12 @@ int main(int argc, char** argv) {
   o.node.on_step = [metrics](const tandem::EngineStepStats& step) {
     metrics->engine_metrics().ObserveStep(step);
   };
-  auto node =
-      tandem::NodeEngine::Create(o.node, [ucx](size_t bytes) { return ucx->AllocatePool(bytes); });
+  auto node = tandem::NodeEngine::Create(
+      o.node, {.allocate_host_pool = [ucx](size_t bytes) { return ucx->AllocatePool(bytes); },
+               .register_device_pool =
+                   [ucx](void* base, size_t bytes, int device) {
+                     return ucx->RegisterDevicePool(base, bytes, device);
+                   }});
   if (!node.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", node.status().ToString().c_str());
     return 1;

@@ -2,9 +2,14 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
+#include "common/backend/cpu_backend.h"
 #include "common/model/model_weights.h"
 #include "common/util/status_macros.h"
 #include "spdlog/spdlog.h"
+#if TANDEM_HAVE_CUDA
+#include "common/backend/cuda/cuda_backend.h"
+#endif
 
 namespace tandem {
 
@@ -12,6 +17,10 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
   flags.String("model", &o->model_dir);
   flags.String("served-model-name", &o->served_model_name);
   flags.String("node-id", &o->node_id);
+  flags.String("backend", &o->backend);
+  flags.Number("cuda-device", &o->cuda_device);
+  flags.Number("max-model-len", &o->max_model_len);
+  flags.Switch("no-cuda-graphs", &o->cuda_graphs, false);
   flags.Number("threads", &o->num_threads);
   flags.Number("block-size", &o->block_size);
   flags.Number("kv-cache-mb", &o->kv_cache_mib);
@@ -20,9 +29,53 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
   flags.Switch("no-prefix-caching", &o->enable_prefix_caching, false);
 }
 
-absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(
-    const NodeEngineOptions& options,
-    std::function<absl::StatusOr<void*>(size_t)> kv_pool_allocator) {
+bool CudaBackendBuilt() { return TANDEM_HAVE_CUDA != 0; }
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NodeEngineOptions& options,
+                                                       const ModelWeights& weights,
+                                                       KvPoolHooks& hooks) {
+  const size_t kv_cache_bytes = size_t{static_cast<size_t>(options.kv_cache_mib)} << 20;
+  if (options.backend == "cpu") {
+    CpuBackendOptions o;
+    o.num_threads = options.num_threads;
+    o.block_size = options.block_size;
+    o.kv_cache_bytes = kv_cache_bytes;
+    o.max_batch_tokens = options.max_num_batched_tokens;
+    o.kv_pool_allocator = std::move(hooks.allocate_host_pool);
+    ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend, CpuBackend::Create(weights, o));
+    return std::unique_ptr<Backend>(std::move(backend));
+  }
+  if (options.backend == "cuda") {
+#if TANDEM_HAVE_CUDA
+    CudaBackendOptions o;
+    o.device = options.cuda_device;
+    o.block_size = options.block_size;
+    o.kv_cache_bytes = kv_cache_bytes;
+    o.max_batch_tokens = options.max_num_batched_tokens;
+    o.max_num_seqs = options.max_num_seqs;
+    o.max_context = options.max_model_len;
+    o.cuda_graphs = options.cuda_graphs;
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::Create(weights, o));
+    if (hooks.register_device_pool) {
+      RETURN_IF_ERROR(hooks.register_device_pool(backend->kv_pool(), backend->kv_pool_bytes(),
+                                                 backend->device()));
+    }
+    return std::unique_ptr<Backend>(std::move(backend));
+#else
+    return absl::UnimplementedError(
+        "--backend cuda: this build has no CUDA (configure with TANDEM_CUDA=ON where nvcc is)");
+#endif
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--backend must be cpu or cuda, not '", options.backend, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(const NodeEngineOptions& options,
+                                                               KvPoolHooks pool_hooks) {
   if (options.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (options.kv_cache_mib < 1) {
     return absl::InvalidArgumentError("--kv-cache-mb must be at least 1");
@@ -41,13 +94,7 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(
     }
   }
   ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(options.model_dir));
-  CpuBackendOptions backend_options;
-  backend_options.num_threads = options.num_threads;
-  backend_options.block_size = options.block_size;
-  backend_options.kv_cache_bytes = size_t{static_cast<size_t>(options.kv_cache_mib)} << 20;
-  backend_options.max_batch_tokens = options.max_num_batched_tokens;
-  backend_options.kv_pool_allocator = std::move(kv_pool_allocator);
-  ASSIGN_OR_RETURN(node->backend_, CpuBackend::Create(weights, backend_options));
+  ASSIGN_OR_RETURN(node->backend_, CreateBackend(options, weights, pool_hooks));
   EngineOptions engine_options;
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;

@@ -1,6 +1,7 @@
 #include "common/transport/kv_transport.h"
 
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -27,7 +28,7 @@ absl::StatusOr<void*> KvTransport::AllocatePool(size_t bytes) {
 
 absl::Status KvTransport::RegisterDevicePool(void* base, size_t bytes, int cuda_device) {
   return absl::UnimplementedError(
-      absl::StrCat("the ", name(), " KV transport cannot move CUDA device memory"));
+      absl::StrCat("the ", std::string(name()), " KV transport cannot move CUDA device memory"));
 }
 
 }  // namespace tandem
