@@ -13,6 +13,12 @@ if(NOT TANDEM_CUDA STREQUAL "OFF")
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
+    # CMake 3.25 (Debian 12) knows no C++20 flag for nvcc: without this, targets with .cu sources
+    # fail to generate ("requires the language dialect CUDA20").
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(CMAKE_CUDA_STANDARD 20)
     set(TANDEM_CUDA_ENABLED ON)
   elseif(TANDEM_CUDA STREQUAL "ON")

@@ -1,5 +1,5 @@
-// Internal to kernels/: the CUDA launch behind kernels/rms_norm.h, defined in rms_norm.cu and called
-// by rms_norm.cc once the arguments are checked. Plain C++ and CUDA runtime only.
+// Internal to kernels/: the CUDA launch behind kernels/rms_norm.h, defined in rms_norm.cu and
+// called by rms_norm.cc once the arguments are checked. Plain C++ and CUDA runtime only.
 #ifndef TANDEM_KERNELS_RMS_NORM_LAUNCH_H_
 #define TANDEM_KERNELS_RMS_NORM_LAUNCH_H_
 

@@ -43,7 +43,9 @@ template <typename T>
 DeviceBuffer Poisoned(size_t n) {
   auto buffer = DeviceBuffer::Allocate(n * sizeof(T));
   EXPECT_TRUE(buffer.ok()) << buffer.status();
-  if (n > 0) EXPECT_EQ(cudaMemset(buffer->data(), 0xFF, n * sizeof(T)), cudaSuccess);
+  if (n > 0) {
+    EXPECT_EQ(cudaMemset(buffer->data(), 0xFF, n * sizeof(T)), cudaSuccess);
+  }
   return std::move(*buffer);
 }
 

@@ -1,0 +1,117 @@
+#include "kernels/decode_attention.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda_status.h"
+#include "kernels/decode_attention_launch.h"
+
+namespace tandem::kernels {
+namespace {
+
+absl::Status Invalid(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("PagedDecodeAttention: ", what));
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+size_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_heads, int head_dim, int max_context) {
+  if (num_seqs <= 0 || num_heads <= 0 || head_dim <= 0 || max_context <= 0) return 0;
+  return internal::DecodeWorkspaceFloats(num_seqs, num_heads, head_dim, max_context) *
+         sizeof(float);
+}
+
+absl::Status PagedDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream) {
+  const KvLayout& layout = args.layout;
+  if (args.num_seqs < 0) return Invalid(absl::StrCat("num_seqs ", args.num_seqs, " < 0"));
+  if (layout.dtype != DType::kBF16) {
+    return Invalid(
+        absl::StrCat("layout.dtype ", std::string(DTypeName(layout.dtype)), " is not BF16"));
+  }
+  if (layout.head_dim != 64 && layout.head_dim != 128) {
+    return Invalid(absl::StrCat("layout.head_dim ", layout.head_dim, " is not 64 or 128"));
+  }
+  if (layout.num_kv_heads <= 0) {
+    return Invalid(absl::StrCat("layout.num_kv_heads ", layout.num_kv_heads, " <= 0"));
+  }
+  if (args.num_heads <= 0 || args.num_heads % layout.num_kv_heads != 0) {
+    return Invalid(absl::StrCat("num_heads ", args.num_heads, " is not a positive multiple of ",
+                                "num_kv_heads ", layout.num_kv_heads));
+  }
+  if (args.num_heads > 65535) {
+    return Invalid(absl::StrCat("num_heads ", args.num_heads, " > 65535 (grid limit)"));
+  }
+  if (args.layer < 0 || args.layer >= layout.num_layers) {
+    return Invalid(absl::StrCat("layer ", args.layer, " not in [0, ", layout.num_layers, ")"));
+  }
+  if (layout.block_size <= 0) {
+    return Invalid(absl::StrCat("layout.block_size ", layout.block_size, " <= 0"));
+  }
+  if (layout.num_blocks <= 0) {
+    return Invalid(absl::StrCat("layout.num_blocks ", layout.num_blocks, " <= 0"));
+  }
+  if (args.sliding_window < 0) {
+    return Invalid(absl::StrCat("sliding_window ", args.sliding_window, " < 0"));
+  }
+  if (args.max_context < 0) return Invalid(absl::StrCat("max_context ", args.max_context, " < 0"));
+  if (args.max_blocks_per_seq < 0) {
+    return Invalid(absl::StrCat("max_blocks_per_seq ", args.max_blocks_per_seq, " < 0"));
+  }
+  if (int64_t{args.max_context} > int64_t{args.max_blocks_per_seq} * layout.block_size) {
+    return Invalid(absl::StrCat("max_context ", args.max_context, " > max_blocks_per_seq ",
+                                args.max_blocks_per_seq, " x block_size ", layout.block_size));
+  }
+  if (internal::DecodeNumPartitions(args.max_context) > 65535) {
+    return Invalid(absl::StrCat("max_context ", args.max_context, " needs more than 65535 ",
+                                internal::kDecodePartitionTokens, "-token partitions"));
+  }
+  if (args.num_seqs == 0) return absl::OkStatus();
+
+  if (args.q == nullptr) return Invalid("q is null");
+  if (args.out == nullptr) return Invalid("out is null");
+  if (args.kv_pool == nullptr) return Invalid("kv_pool is null");
+  if (args.token_rows == nullptr) return Invalid("token_rows is null");
+  if (args.context_lens == nullptr) return Invalid("context_lens is null");
+  if (args.block_tables == nullptr) return Invalid("block_tables is null");
+  // The kernel moves rows of 8 bf16 at a time.
+  if (!Aligned16(args.q)) return Invalid("q is not 16-byte aligned");
+  if (!Aligned16(args.out)) return Invalid("out is not 16-byte aligned");
+  if (!Aligned16(args.kv_pool)) return Invalid("kv_pool is not 16-byte aligned");
+  const size_t workspace_bytes = DecodeAttentionWorkspaceBytes(args.num_seqs, args.num_heads,
+                                                               layout.head_dim, args.max_context);
+  if (workspace_bytes > 0 && args.workspace == nullptr) {
+    return Invalid(absl::StrCat("workspace is null; ", workspace_bytes, " bytes needed"));
+  }
+  if (args.workspace_bytes < workspace_bytes) {
+    return Invalid(
+        absl::StrCat("workspace_bytes ", args.workspace_bytes, " < ", workspace_bytes, " needed"));
+  }
+
+  internal::DecodeAttentionLaunchArgs launch;
+  launch.q = args.q;
+  launch.out = args.out;
+  launch.k_layer = args.kv_pool + layout.Offset(args.layer, 0, 0, 0, 0);
+  launch.v_layer = args.kv_pool + layout.Offset(args.layer, 1, 0, 0, 0);
+  launch.block_stride = layout.block_stride();
+  launch.head_stride = layout.head_stride();
+  launch.block_size = layout.block_size;
+  launch.num_kv_heads = layout.num_kv_heads;
+  launch.head_dim = layout.head_dim;
+  launch.num_heads = args.num_heads;
+  launch.num_seqs = args.num_seqs;
+  launch.token_rows = args.token_rows;
+  launch.context_lens = args.context_lens;
+  launch.block_tables = args.block_tables;
+  launch.max_blocks_per_seq = args.max_blocks_per_seq;
+  launch.max_context = args.max_context;
+  launch.sliding_window = args.sliding_window;
+  launch.scale = args.scale;
+  launch.workspace = args.workspace;
+  return CudaStatus(internal::LaunchPagedDecodeAttention(launch, stream),
+                    "PagedDecodeAttention kernel launch");
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,63 @@
+// Internal to kernels/: the CUDA launch behind kernels/decode_attention.h, defined in
+// decode_attention.cu and called by decode_attention.cc once the arguments are checked. Plain C++
+// and CUDA runtime only: the KV layout arrives as the pointers and strides the kernel needs.
+#ifndef TANDEM_KERNELS_DECODE_ATTENTION_LAUNCH_H_
+#define TANDEM_KERNELS_DECODE_ATTENTION_LAUNCH_H_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace tandem::kernels::internal {
+
+// Tokens of one split-K partition: one thread block per (sequence, KV head, partition).
+inline constexpr int kDecodePartitionTokens = 512;
+
+// Partitions the grid has for contexts up to `max_context` (at least 1).
+inline int DecodeNumPartitions(int max_context) {
+  const int partitions = (max_context + kDecodePartitionTokens - 1) / kDecodePartitionTokens;
+  return partitions > 1 ? partitions : 1;
+}
+
+// f32 values of the split workspace: per (sequence, head, partition) head_dim weighted values, a
+// max and a sum. With a single partition the kernel writes the output directly and needs none.
+inline size_t DecodeWorkspaceFloats(int num_seqs, int num_heads, int head_dim, int max_context) {
+  const int partitions = DecodeNumPartitions(max_context);
+  if (partitions == 1) return 0;
+  return static_cast<size_t>(num_seqs) * static_cast<size_t>(num_heads) *
+         static_cast<size_t>(partitions) * static_cast<size_t>(head_dim + 2);
+}
+
+struct DecodeAttentionLaunchArgs {
+  const __nv_bfloat16* q = nullptr;
+  __nv_bfloat16* out = nullptr;
+  const __nv_bfloat16* k_layer = nullptr;  // kv_pool + KvLayout::Offset(layer, 0, 0, 0, 0)
+  const __nv_bfloat16* v_layer = nullptr;  // kv_pool + KvLayout::Offset(layer, 1, 0, 0, 0)
+  int64_t block_stride = 0;                // KvLayout strides, in elements
+  int64_t head_stride = 0;
+  int block_size = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // 64 or 128
+  int num_heads = 0;
+  int num_seqs = 0;
+  const int32_t* token_rows = nullptr;
+  const int32_t* context_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  int max_blocks_per_seq = 0;
+  int max_context = 0;
+  int sliding_window = 0;
+  float scale = 0.0f;
+  float* workspace = nullptr;  // DecodeWorkspaceFloats(...) floats; unused with one partition
+};
+
+// Preconditions (checked by the caller): num_seqs > 0, non-null pointers with q, out and the pool
+// 16-byte aligned, head_dim 64 or 128, num_heads a positive multiple of num_kv_heads,
+// block_size > 0, sliding_window >= 0, max_context >= 0, the workspace as large as
+// DecodeWorkspaceFloats.
+cudaError_t LaunchPagedDecodeAttention(const DecodeAttentionLaunchArgs& args, cudaStream_t stream);
+
+}  // namespace tandem::kernels::internal
+
+#endif  // TANDEM_KERNELS_DECODE_ATTENTION_LAUNCH_H_

@@ -1,0 +1,104 @@
+#include "kernels/prefill_attention.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda_status.h"
+#include "kernels/prefill_attention_launch.h"
+
+namespace tandem::kernels {
+namespace {
+
+constexpr int kQueryRowsPerBlock = 64;  // kBlockM in prefill_attention.cu
+
+absl::Status Invalid(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("PrefillAttention: ", what));
+}
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream) {
+  const KvLayout& layout = args.layout;
+  if (args.num_items < 0) return Invalid(absl::StrCat("num_items ", args.num_items, " < 0"));
+  if (args.max_q_len < 0) return Invalid(absl::StrCat("max_q_len ", args.max_q_len, " < 0"));
+  if (layout.dtype != DType::kBF16) {
+    return Invalid(
+        absl::StrCat("layout.dtype ", std::string(DTypeName(layout.dtype)), " is not BF16"));
+  }
+  if (layout.head_dim != 64 && layout.head_dim != 128) {
+    return Invalid(absl::StrCat("layout.head_dim ", layout.head_dim, " is not 64 or 128"));
+  }
+  if (layout.num_kv_heads <= 0) {
+    return Invalid(absl::StrCat("layout.num_kv_heads ", layout.num_kv_heads, " <= 0"));
+  }
+  if (args.num_heads <= 0 || args.num_heads % layout.num_kv_heads != 0) {
+    return Invalid(absl::StrCat("num_heads ", args.num_heads, " is not a positive multiple of ",
+                                "num_kv_heads ", layout.num_kv_heads));
+  }
+  if (args.num_heads > 65535) {
+    return Invalid(absl::StrCat("num_heads ", args.num_heads, " > 65535 (grid limit)"));
+  }
+  if (args.layer < 0 || args.layer >= layout.num_layers) {
+    return Invalid(absl::StrCat("layer ", args.layer, " not in [0, ", layout.num_layers, ")"));
+  }
+  if (layout.block_size <= 0) {
+    return Invalid(absl::StrCat("layout.block_size ", layout.block_size, " <= 0"));
+  }
+  if (layout.num_blocks <= 0) {
+    return Invalid(absl::StrCat("layout.num_blocks ", layout.num_blocks, " <= 0"));
+  }
+  if (args.sliding_window < 0) {
+    return Invalid(absl::StrCat("sliding_window ", args.sliding_window, " < 0"));
+  }
+  const int64_t num_q_tiles =
+      (int64_t{args.max_q_len} + kQueryRowsPerBlock - 1) / kQueryRowsPerBlock;
+  if (num_q_tiles * args.num_items > std::numeric_limits<int32_t>::max()) {
+    return Invalid(absl::StrCat("num_items ", args.num_items, " x query tiles ", num_q_tiles,
+                                " exceeds the grid"));
+  }
+  if (args.num_items == 0 || args.max_q_len == 0) return absl::OkStatus();
+
+  if (args.max_blocks_per_seq <= 0) {
+    return Invalid(absl::StrCat("max_blocks_per_seq ", args.max_blocks_per_seq, " <= 0"));
+  }
+  if (args.q == nullptr) return Invalid("q is null");
+  if (args.out == nullptr) return Invalid("out is null");
+  if (args.kv_pool == nullptr) return Invalid("kv_pool is null");
+  if (args.q_starts == nullptr) return Invalid("q_starts is null");
+  if (args.q_lens == nullptr) return Invalid("q_lens is null");
+  if (args.start_positions == nullptr) return Invalid("start_positions is null");
+  if (args.block_tables == nullptr) return Invalid("block_tables is null");
+  // The kernel moves rows of 8 bf16 at a time.
+  if (!Aligned16(args.q)) return Invalid("q is not 16-byte aligned");
+  if (!Aligned16(args.out)) return Invalid("out is not 16-byte aligned");
+  if (!Aligned16(args.kv_pool)) return Invalid("kv_pool is not 16-byte aligned");
+
+  internal::PrefillAttentionLaunchArgs launch;
+  launch.q = args.q;
+  launch.out = args.out;
+  launch.k_layer = args.kv_pool + layout.Offset(args.layer, 0, 0, 0, 0);
+  launch.v_layer = args.kv_pool + layout.Offset(args.layer, 1, 0, 0, 0);
+  launch.block_stride = layout.block_stride();
+  launch.head_stride = layout.head_stride();
+  launch.block_size = layout.block_size;
+  launch.num_kv_heads = layout.num_kv_heads;
+  launch.head_dim = layout.head_dim;
+  launch.num_heads = args.num_heads;
+  launch.num_items = args.num_items;
+  launch.q_starts = args.q_starts;
+  launch.q_lens = args.q_lens;
+  launch.start_positions = args.start_positions;
+  launch.block_tables = args.block_tables;
+  launch.max_blocks_per_seq = args.max_blocks_per_seq;
+  launch.max_q_len = args.max_q_len;
+  launch.sliding_window = args.sliding_window;
+  launch.scale = args.scale;
+  return CudaStatus(internal::LaunchPrefillAttention(launch, stream),
+                    "PrefillAttention kernel launch");
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,112 @@
+// Test inputs for the attention kernels and their references: a paged KV pool of random
+// bf16-representable values with each sequence's blocks scattered at random through the pool, and
+// random bf16 queries. Pure C++ (used by the reference tests, which build without CUDA, and by the
+// GPU tests).
+#ifndef TANDEM_TESTS_KERNELS_ATTENTION_TEST_UTIL_H_
+#define TANDEM_TESTS_KERNELS_ATTENTION_TEST_UTIL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/kv/kv_layout.h"
+#include "gtest/gtest.h"
+#include "kernels/bf16_reference.h"
+
+namespace tandem::kernels::testing {
+
+struct PagedKv {
+  KvLayout layout;
+  std::vector<Bf16Bits> pool;         // layout.total_elements() values
+  std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]; unused entries are -1
+  int max_blocks_per_seq = 0;
+
+  std::vector<float> PoolAsFloat() const { return FromBf16(pool); }
+  const int32_t* BlockTable(int seq) const {
+    return block_tables.data() + int64_t{seq} * max_blocks_per_seq;
+  }
+};
+
+// A bf16 pool of `num_layers` layers with values uniform in [-1, 1), and one block table per
+// sequence covering capacities[s] tokens, made of distinct blocks in random order (plus
+// `spare_blocks` blocks no table uses). max_blocks_per_seq is at least `min_blocks_per_seq`.
+inline PagedKv MakePagedKv(int num_layers, int num_kv_heads, int head_dim, int block_size,
+                           const std::vector<int>& capacities, uint64_t seed, int spare_blocks = 3,
+                           int min_blocks_per_seq = 1) {
+  PagedKv kv;
+  int total_blocks = spare_blocks;
+  int max_blocks = min_blocks_per_seq;
+  for (int capacity : capacities) {
+    const int blocks = (capacity + block_size - 1) / block_size;
+    total_blocks += blocks;
+    max_blocks = std::max(max_blocks, blocks);
+  }
+  kv.layout = KvLayout{.dtype = DType::kBF16,
+                       .num_layers = num_layers,
+                       .num_kv_heads = num_kv_heads,
+                       .head_dim = head_dim,
+                       .block_size = block_size,
+                       .num_blocks = total_blocks};
+  kv.max_blocks_per_seq = max_blocks;
+  kv.pool = ToBf16(RandomUniform(kv.layout.total_elements(), -1.0f, 1.0f, seed));
+
+  std::vector<int32_t> order(total_blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed ^ 0x5eedb10c5ull);
+  std::shuffle(order.begin(), order.end(), rng);
+  kv.block_tables.assign(capacities.size() * max_blocks, -1);
+  size_t next = 0;
+  for (size_t s = 0; s < capacities.size(); ++s) {
+    const int blocks = (capacities[s] + block_size - 1) / block_size;
+    for (int b = 0; b < blocks; ++b) kv.block_tables[s * max_blocks + b] = order[next++];
+  }
+  return kv;
+}
+
+// `n` random bf16 values uniform in [-range, range).
+inline std::vector<Bf16Bits> RandomBf16(size_t n, float range, uint64_t seed) {
+  return ToBf16(RandomUniform(n, -range, range, seed));
+}
+
+// Largest |value| of a bf16 vector (the bound the GPU tests scale absolute errors by).
+inline float MaxAbs(const std::vector<Bf16Bits>& values) {
+  float max = 0.0f;
+  for (Bf16Bits v : values) max = std::max(max, std::abs(Bf16ToFloat(v)));
+  return max;
+}
+
+// The bits of a bf16 NaN: what testing::Poisoned<Bf16Bits>() fills device memory with, and what
+// host outputs start as so that rows no one writes are recognizable.
+inline constexpr Bf16Bits kPoisonBf16 = 0xFFFF;
+
+// Kernel output `got` against the reference output `want` (both [rows, num_heads * head_dim],
+// `want` starting as kPoisonBf16): elements the reference left poisoned must still be poisoned
+// (nothing written outside the item rows); every other element must be within bf16 bounds,
+// |got - want| <= 1e-2 |want| + 4e-3 value_bound, where value_bound is max |V|.
+inline void ExpectAttentionNear(const std::vector<Bf16Bits>& got, const std::vector<Bf16Bits>& want,
+                                float value_bound, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  float max_error = 0.0f;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == kPoisonBf16) {
+      ASSERT_EQ(got[i], kPoisonBf16) << what << ": element " << i << " is no query's, was written";
+      continue;
+    }
+    const float g = Bf16ToFloat(got[i]);
+    const float w = Bf16ToFloat(want[i]);
+    const float error = std::fabs(g - w);
+    ASSERT_LE(error, 1e-2f * std::fabs(w) + 4e-3f * value_bound)
+        << what << ": element " << i << " got " << g << " want " << w;
+    max_error = std::max(max_error, error);
+  }
+  std::cout << "[          ] " << what << ": max abs error " << max_error << "\n";
+}
+
+}  // namespace tandem::kernels::testing
+
+#endif  // TANDEM_TESTS_KERNELS_ATTENTION_TEST_UTIL_H_
