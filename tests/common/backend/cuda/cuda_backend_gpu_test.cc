@@ -67,6 +67,16 @@ int Argmax(const float* row, int vocab) {
   return static_cast<int>(std::max_element(row, row + vocab) - row);
 }
 
+// The greedy token of `row` when its margin over the runner-up exceeds `margin`, else -1.
+int ClearArgmax(const float* row, int vocab, double margin) {
+  const int best = Argmax(row, vocab);
+  float second = -INFINITY;
+  for (int j = 0; j < vocab; ++j) {
+    if (j != best) second = std::max(second, row[j]);
+  }
+  return row[best] - second > margin ? best : -1;
+}
+
 // Max |got - want| relative to max(1, max |want|).
 double RelativeError(const std::vector<float>& got, const std::vector<float>& want) {
   double scale = 1, err = 0;
@@ -107,19 +117,24 @@ TEST_P(CudaBackendTest, GreedyTokensMatchTheCpuBackend) {
   std::vector<float> want = RunBackend(*cpu, {prefill});
   std::vector<float> got = RunBackend(*cuda, {prefill});
   EXPECT_LT(RelativeError(got, want), 0.03);
-  int mismatches = 0;
+  int compared = 0;
   for (int step = 0; step < 16; ++step) {
-    const TokenId next_cpu = Argmax(want.data(), vocab);
-    const TokenId next_gpu = Argmax(got.data(), vocab);
-    mismatches += next_cpu != next_gpu;
-    ASSERT_EQ(next_gpu, next_cpu) << "step " << step;
-    tokens.push_back(next_cpu);
+    // Greedy tokens must agree wherever the cpu backend's choice is clear of bf16 noise.
+    double scale = 1;
+    for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    const int clear = ClearArgmax(want.data(), vocab, 0.06 * scale);
+    if (clear >= 0) {
+      EXPECT_EQ(Argmax(got.data(), vocab), clear) << "step " << step;
+      ++compared;
+    }
+    tokens.push_back(Argmax(want.data(), vocab));  // both follow the cpu backend's tokens
     ForwardItem decode{std::span<const TokenId>(&tokens.back(), 1),
                        static_cast<int32_t>(tokens.size()) - 1, blocks, true};
     want = RunBackend(*cpu, {decode});
     got = RunBackend(*cuda, {decode});
     EXPECT_LT(RelativeError(got, want), 0.03) << "step " << step;
   }
+  EXPECT_GT(compared, 3) << "too few steps with a clear greedy choice to compare";
   EXPECT_GT(cuda->graph_replays(), 0);
 }
 

@@ -1,0 +1,35 @@
+// Section 4: paged decode attention alone (kernels/decode_attention.h) at a long context with
+// Llama-3-8B's head shapes, as achieved K/V read bandwidth against the device's measured copy rate.
+#ifndef TANDEM_BENCH_GPU_ATTENTION_BENCH_H_
+#define TANDEM_BENCH_GPU_ATTENTION_BENCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/gpu/bench_report.h"
+#include "bench/gpu/device_roofline.h"
+#include "common/model/model_config.h"
+
+namespace tandem::bench {
+
+inline constexpr char kAttentionSection[] = "attention";
+
+struct AttentionBenchOptions {
+  int context = 32768;
+  std::vector<int> batches = {1, 8};
+  // Each call reads one layer; the calls cycle over this many layers so the previous call's K/V
+  // is not still in L2.
+  int layers = 4;
+  int warmup = 3;
+  int iterations = 20;  // calls per timed repeat
+  int repeats = 5;      // the fastest repeat counts
+  uint64_t seed = 5;
+};
+
+// One row per batch size (goal: >= 0.85 of the copy rate), or a failed/skipped row.
+void RunAttentionBench(const ModelConfig& config, const AttentionBenchOptions& options,
+                       const DeviceRoofline& roofline, BenchReport* report);
+
+}  // namespace tandem::bench
+
+#endif  // TANDEM_BENCH_GPU_ATTENTION_BENCH_H_
