@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/kv/kv_layout.h"
 #include "common/model/model_config.h"
 #include "common/types/dtype.h"
@@ -34,6 +36,16 @@ struct LogitsOutput {
   std::span<float> logits;  // caller-owned; at least (#want_logits) * vocab floats
 };
 
+// How one logits row is sampled on the device (Backend::ForwardAndSample): temperature, top-k and
+// top-p as the cpu sampler applies them; the draw is a pure function of (seed, counter).
+struct DeviceSampling {
+  float temperature = 0.0f;  // <= 0: greedy (lowest token id on ties)
+  int32_t top_k = 0;         // <= 0: off
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  uint64_t counter = 0;  // the request's draw index
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -42,7 +54,21 @@ class Backend {
   virtual const KvLayout& kv_layout() const = 0;
   // Runs the batch: writes each item's K/V into its blocks and the requested logits.
   virtual absl::Status Forward(const ForwardBatch& batch, LogitsOutput out) = 0;
+
+  // Backends that can sample where the logits are (cuda) run the batch and write one token per
+  // logits row (`rows[r]` says how) without handing the logits back. Others return Unimplemented.
+  virtual bool CanSampleOnDevice() const { return false; }
+  virtual absl::Status ForwardAndSample(const ForwardBatch& batch,
+                                        std::span<const DeviceSampling> rows,
+                                        std::span<TokenId> tokens);
 };
+
+inline absl::Status Backend::ForwardAndSample(const ForwardBatch& batch,
+                                              std::span<const DeviceSampling> rows,
+                                              std::span<TokenId> tokens) {
+  return absl::UnimplementedError(
+      absl::StrCat("the ", std::string(name()), " backend does not sample on the device"));
+}
 
 }  // namespace tandem
 

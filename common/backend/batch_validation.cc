@@ -54,6 +54,11 @@ absl::Status ValidateItem(const ForwardItem& item, size_t index, const ModelConf
 
 absl::Status ValidateForwardBatch(const ForwardBatch& batch, const LogitsOutput& out,
                                   const ModelConfig& config, const KvLayout& layout) {
+  return ValidateForwardBatch(batch, out.logits.size(), config, layout);
+}
+
+absl::Status ValidateForwardBatch(const ForwardBatch& batch, size_t logits_capacity,
+                                  const ModelConfig& config, const KvLayout& layout) {
   int64_t total_tokens = 0;
   size_t logits_rows = 0;
   for (size_t i = 0; i < batch.items.size(); ++i) {
@@ -67,10 +72,10 @@ absl::Status ValidateForwardBatch(const ForwardBatch& batch, const LogitsOutput&
         absl::StrCat("forward batch has ", total_tokens, " tokens, too many for one pass"));
   }
   const size_t needed = logits_rows * static_cast<size_t>(config.vocab_size);
-  if (out.logits.size() < needed) {
+  if (logits_capacity < needed) {
     return absl::InvalidArgumentError(
         absl::StrCat("forward batch wants ", logits_rows, " logits rows (", needed,
-                     " floats) but the output holds ", out.logits.size()));
+                     " floats) but the output holds ", logits_capacity));
   }
   return absl::OkStatus();
 }

@@ -362,8 +362,30 @@ absl::Status Engine::Step() {
   ++num_steps_;
   num_batched_tokens_ += step_.num_batched_tokens;
 
-  absl::Status status = backend_->Forward(
-      ForwardBatch{items_}, LogitsOutput{std::span<float>(logits_.data(), num_logits * vocab)});
+  // Sample on the device when the backend can and no row needs what only the host sampler does
+  // (penalties, min-p, logprobs): then no logits cross to the host.
+  bool on_device = backend_->CanSampleOnDevice() && num_logits > 0;
+  device_rows_.clear();
+  for (const ScheduledChunk& chunk : step_.chunks) {
+    if (!on_device) break;
+    if (!chunk.want_logits) continue;
+    const SamplingParams& p = chunk.seq->params;
+    if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
+        p.min_p > 0.0f || p.logprobs >= 0) {
+      on_device = false;
+      break;
+    }
+    device_rows_.push_back(
+        {p.temperature, p.top_k, p.top_p, chunk.seq->rng.seed(), chunk.seq->rng.counter()});
+  }
+  absl::Status status;
+  if (on_device) {
+    device_tokens_.resize(num_logits);
+    status = backend_->ForwardAndSample(ForwardBatch{items_}, device_rows_, device_tokens_);
+  } else {
+    status = backend_->Forward(ForwardBatch{items_},
+                               LogitsOutput{std::span<float>(logits_.data(), num_logits * vocab)});
+  }
   if (!status.ok()) {
     spdlog::warn("engine: backend '{}' failed a step of {} sequences: {}", backend_->name(),
                  step_.chunks.size(), status.ToString());
@@ -386,9 +408,14 @@ absl::Status Engine::Step() {
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (!chunk.want_logits) continue;
     Sequence* seq = chunk.seq;
-    std::span<const float> logits(logits_.data() + row * vocab, vocab);
+    if (on_device) {
+      sample_.token = device_tokens_[row];
+      if (!seq->params.greedy()) seq->rng.set_counter(seq->rng.counter() + 1);  // one draw
+    } else {
+      std::span<const float> logits(logits_.data() + row * vocab, vocab);
+      sampler_.Sample(logits, seq->params, seq->prompt(), seq->output(), &seq->rng, &sample_);
+    }
     ++row;
-    sampler_.Sample(logits, seq->params, seq->prompt(), seq->output(), &seq->rng, &sample_);
     seq->tokens.push_back(sample_.token);
     ++num_generated_tokens_;
     GenerationEvent event;

@@ -265,6 +265,9 @@ class Engine {
   std::vector<ForwardItem> items_;
   std::vector<float> logits_;
   SampleResult sample_;
+  // Device sampling (Backend::ForwardAndSample) of the current step, when every row allows it.
+  std::vector<DeviceSampling> device_rows_;
+  std::vector<TokenId> device_tokens_;
   int64_t num_steps_ = 0;
   int64_t num_batched_tokens_ = 0;
   int64_t num_generated_tokens_ = 0;

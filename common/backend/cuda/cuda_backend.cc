@@ -15,6 +15,7 @@
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope_kv_write.h"
+#include "kernels/sampling.h"
 #include "kernels/swiglu.h"
 
 namespace tandem {
@@ -137,6 +138,13 @@ absl::Status CudaBackend::Init(CudaWeights weights) {
   ASSIGN_OR_RETURN(h_rows_, Allocate(seqs * c.hidden_size * 2, "logits rows"));
   ASSIGN_OR_RETURN(logits_, Allocate(seqs * c.vocab_size * sizeof(float), "logits"));
   ASSIGN_OR_RETURN(logits_host_, kernels::PinnedHostBuffer::Allocate(logits_.bytes()));
+  ASSIGN_OR_RETURN(sampling_params_,
+                   Allocate(seqs * sizeof(kernels::SamplingRowParams), "sampling parameters"));
+  ASSIGN_OR_RETURN(sampled_tokens_, Allocate(seqs * sizeof(int32_t), "sampled tokens"));
+  ASSIGN_OR_RETURN(sampling_params_host_,
+                   kernels::PinnedHostBuffer::Allocate(sampling_params_.bytes()));
+  ASSIGN_OR_RETURN(sampled_tokens_host_,
+                   kernels::PinnedHostBuffer::Allocate(sampled_tokens_.bytes()));
   decode_workspace_bytes_ = kernels::DecodeAttentionWorkspaceBytes(
       options_.max_num_seqs, c.num_heads, c.head_dim, max_table_width_ * options_.block_size);
   ASSIGN_OR_RETURN(decode_workspace_, Allocate(decode_workspace_bytes_, "decode workspace"));
@@ -346,9 +354,7 @@ absl::Status CudaBackend::RunGraph(const ForwardBatch& batch) {
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
-  RETURN_IF_ERROR(ValidateForwardBatch(batch, out, config_, layout_));
-  if (batch.items.empty()) return absl::OkStatus();
+absl::Status CudaBackend::RunPass(const ForwardBatch& batch, int* logit_rows) {
   if (static_cast<int>(batch.items.size()) > options_.max_num_seqs) {
     return absl::InvalidArgumentError(absl::StrCat("batch of ", batch.items.size(),
                                                    " sequences; the cuda backend takes at most ",
@@ -366,17 +372,23 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
   }
   TANDEM_RETURN_IF_CUDA_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
   RETURN_IF_ERROR(EnsureScratch(tokens));
-
-  int logit_rows = 0;
   if (options_.cuda_graphs && IsDecodeOnly(batch) && GraphShape(batch).first > 0) {
     RETURN_IF_ERROR(RunGraph(batch));
-    logit_rows = static_cast<int>(batch.items.size());  // padding rows follow and are dropped
-  } else {
-    RETURN_IF_ERROR(BuildDeviceForwardPlan(batch, layout_.block_size, nullptr, &plan_));
-    RETURN_IF_ERROR(UploadPlan(plan_));
-    RETURN_IF_ERROR(EnqueuePass(plan_));
-    logit_rows = plan_.num_logit_rows;
+    *logit_rows = static_cast<int>(batch.items.size());  // padding rows follow and are ignored
+    return absl::OkStatus();
   }
+  RETURN_IF_ERROR(BuildDeviceForwardPlan(batch, layout_.block_size, nullptr, &plan_));
+  RETURN_IF_ERROR(UploadPlan(plan_));
+  RETURN_IF_ERROR(EnqueuePass(plan_));
+  *logit_rows = plan_.num_logit_rows;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
+  RETURN_IF_ERROR(ValidateForwardBatch(batch, out, config_, layout_));
+  if (batch.items.empty()) return absl::OkStatus();
+  int logit_rows = 0;
+  RETURN_IF_ERROR(RunPass(batch, &logit_rows));
   const size_t logits_bytes = size_t{static_cast<size_t>(logit_rows)} * config_.vocab_size * 4;
   if (logits_bytes > 0) {
     TANDEM_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(logits_host_.data(), logits_.data(), logits_bytes,
@@ -385,6 +397,48 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
   }
   TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cuda backend step");
   if (logits_bytes > 0) std::memcpy(out.logits.data(), logits_host_.data(), logits_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::ForwardAndSample(const ForwardBatch& batch,
+                                           std::span<const DeviceSampling> rows,
+                                           std::span<TokenId> tokens) {
+  size_t wanted = 0;
+  for (const ForwardItem& item : batch.items) wanted += item.want_logits ? 1 : 0;
+  if (rows.size() != wanted || tokens.size() < wanted) {
+    return absl::InvalidArgumentError(absl::StrCat("ForwardAndSample: ", wanted, " logits rows, ",
+                                                   rows.size(), " sampling rows, room for ",
+                                                   tokens.size(), " tokens"));
+  }
+  // Validation needs an output span of the right size; no logits are written to it.
+  RETURN_IF_ERROR(ValidateForwardBatch(
+      batch, {std::span<float>(static_cast<float*>(nullptr), wanted * config_.vocab_size)}, config_,
+      layout_));
+  if (batch.items.empty()) return absl::OkStatus();
+  int logit_rows = 0;
+  RETURN_IF_ERROR(RunPass(batch, &logit_rows));
+  if (wanted == 0) {
+    TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cuda backend step");
+    return absl::OkStatus();
+  }
+  auto* params = sampling_params_host_.as<kernels::SamplingRowParams>();
+  for (size_t r = 0; r < wanted; ++r) {
+    params[r] = {rows[r].temperature, rows[r].top_k, rows[r].top_p, rows[r].seed, rows[r].counter};
+  }
+  TANDEM_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(sampling_params_.data(), params, wanted * sizeof(*params),
+                      cudaMemcpyHostToDevice, stream_),
+      "copying sampling parameters");
+  RETURN_IF_ERROR(kernels::TopKTopPSample(logits_.as<const float>(), static_cast<int>(wanted),
+                                          config_.vocab_size,
+                                          sampling_params_.as<const kernels::SamplingRowParams>(),
+                                          sampled_tokens_.as<int32_t>(), stream_));
+  TANDEM_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(sampled_tokens_host_.data(), sampled_tokens_.data(), wanted * sizeof(int32_t),
+                      cudaMemcpyDeviceToHost, stream_),
+      "copying sampled tokens");
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "cuda backend step");
+  std::memcpy(tokens.data(), sampled_tokens_host_.data(), wanted * sizeof(int32_t));
   return absl::OkStatus();
 }
 

@@ -64,6 +64,11 @@ class CudaBackend : public Backend {
   const KvLayout& kv_layout() const override { return layout_; }
   // Not reentrant: one caller (the engine thread) at a time.
   absl::Status Forward(const ForwardBatch& batch, LogitsOutput out) override;
+  // The pass, then temperature/top-k/top-p sampling on the GPU (kernels/sampling.h); only the
+  // tokens come back to the host.
+  bool CanSampleOnDevice() const override { return true; }
+  absl::Status ForwardAndSample(const ForwardBatch& batch, std::span<const DeviceSampling> rows,
+                                std::span<TokenId> tokens) override;
 
   void* kv_pool() const { return kv_pool_; }
   size_t kv_pool_bytes() const { return layout_.total_bytes(); }
@@ -84,6 +89,9 @@ class CudaBackend : public Backend {
   // Copies the plan's bytes to the device (through the pinned staging buffer).
   absl::Status UploadPlan(const DeviceForwardPlan& plan);
   absl::Status RunGraph(const ForwardBatch& batch);
+  // Validates `batch` and enqueues its pass (graph or eager); the logits of its `*logit_rows` rows
+  // are left in logits_ on the device.
+  absl::Status RunPass(const ForwardBatch& batch, int* logit_rows);
   // The graph shape a decode-only batch pads to, or {0, 0} when it is too big for graphs.
   std::pair<int, int> GraphShape(const ForwardBatch& batch) const;
 
@@ -107,6 +115,9 @@ class CudaBackend : public Backend {
   size_t decode_workspace_bytes_ = 0;
   kernels::DeviceBuffer meta_;
   kernels::PinnedHostBuffer meta_host_, logits_host_;
+  // Device sampling: per-row parameters in, tokens out (max_num_seqs rows).
+  kernels::DeviceBuffer sampling_params_, sampled_tokens_;
+  kernels::PinnedHostBuffer sampling_params_host_, sampled_tokens_host_;
   DeviceForwardPlan plan_;
   std::map<std::pair<int, int>, cudaGraphExec_t> graphs_;
   int64_t graph_replays_ = 0;
