@@ -187,6 +187,35 @@ TEST_P(CudaBackendTest, ChunkedPrefillAfterACachedPrefixMatchesOneShot) {
   EXPECT_LT(RelativeError(chunked, one_shot), 0.02);
 }
 
+TEST_P(CudaBackendTest, DeviceSamplingGreedyEqualsArgmaxOfTheLogits) {
+  TANDEM_REQUIRE_GPU();
+  TestModel model(GpuConfig(GetParam()), DType::kBF16, 13);
+  auto a = MakeCuda(model.weights());
+  auto b = MakeCuda(model.weights());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  const int vocab = model.config().vocab_size;
+  const std::vector<TokenId> p1 = RandomTokens(20, vocab, 1), p2 = RandomTokens(33, vocab, 2);
+  const std::vector<int32_t> t1 = Blocks(0, 3), t2 = Blocks(1, 3);
+  const std::vector<ForwardItem> items = {{p1, 0, t1, true}, {p2, 0, t2, true}};
+  const std::vector<float> logits = RunBackend(*a, items);
+  const std::vector<DeviceSampling> rows(2);  // greedy
+  std::vector<TokenId> tokens(2, -1);
+  ASSERT_TRUE(b->ForwardAndSample({items}, rows, tokens).ok());
+  EXPECT_EQ(tokens[0], Argmax(logits.data(), vocab));
+  EXPECT_EQ(tokens[1], Argmax(logits.data() + vocab, vocab));
+  // top_k 1 at any temperature is greedy too.
+  const std::vector<TokenId> next = {tokens[0], tokens[1]};
+  const std::vector<ForwardItem> step = {{std::span(next).subspan(0, 1), 20, t1, true},
+                                         {std::span(next).subspan(1, 1), 33, t2, true}};
+  const std::vector<float> step_logits = RunBackend(*a, step);
+  std::vector<DeviceSampling> top1(2);
+  for (DeviceSampling& r : top1) r = {0.7f, 1, 1.0f, 5, 0};
+  ASSERT_TRUE(b->ForwardAndSample({step}, top1, tokens).ok());
+  EXPECT_EQ(tokens[0], Argmax(step_logits.data(), vocab));
+  EXPECT_EQ(tokens[1], Argmax(step_logits.data() + vocab, vocab));
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTest, ::testing::ValuesIn(AllModelCases()),
                          [](const auto& info) { return info.param.name; });
 
