@@ -219,6 +219,17 @@ grpc::Status DecodeService::GetLoad(grpc::ServerContext*, const v1::LoadRequest*
   return grpc::Status::OK;
 }
 
+grpc::Status DecodeService::ConnectKv(grpc::ServerContext*, const v1::ConnectKvRequest* request,
+                                      v1::ConnectKvResponse*) {
+  if (!options_.accept_kv_connection) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        absl::StrCat("this decode node's KV transport is '",
+                                     std::string(transport_->name()), "', not nccl"));
+  }
+  return ToGrpcStatus(
+      options_.accept_kv_connection(request->nccl_unique_id(), request->prefill_incarnation()));
+}
+
 void DecodeService::OnNotice(std::string_view payload) {
   absl::StatusOr<v1::KvCompletion> completion = ParseKvCompletion(payload);
   if (!completion.ok()) {

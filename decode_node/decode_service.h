@@ -7,6 +7,7 @@
 #ifndef TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 #define TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,6 +31,10 @@ struct DecodeServiceOptions {
   absl::Duration max_lease = absl::Minutes(5);
   // Where reservations, their outcomes and queue times are counted; borrowed; may be null.
   DecodeMetrics* metrics = nullptr;
+  // ConnectKv (the nccl KV transport): starts this node's side of a communicator with a prefill
+  // node, e.g. NcclKvTransport::AcceptConnection. Unset: ConnectKv answers UNIMPLEMENTED.
+  std::function<absl::Status(std::string_view nccl_unique_id, uint64_t prefill_incarnation)>
+      accept_kv_connection;
 };
 
 class DecodeService final : public v1::DecodeNode::Service {
@@ -45,6 +50,8 @@ class DecodeService final : public v1::DecodeNode::Service {
                       v1::CancelResponse* response) override;
   grpc::Status GetLoad(grpc::ServerContext* context, const v1::LoadRequest* request,
                        v1::NodeLoad* response) override;
+  grpc::Status ConnectKv(grpc::ServerContext* context, const v1::ConnectKvRequest* request,
+                         v1::ConnectKvResponse* response) override;
 
   // A KvCompletion from a prefill node (transport thread).
   void OnNotice(std::string_view payload);

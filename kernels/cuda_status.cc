@@ -3,13 +3,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cublaslt_api.h"
 
 namespace tandem::kernels {
 
 absl::Status CudaStatus(cudaError_t error, std::string_view what) {
   if (error == cudaSuccess) return absl::OkStatus();
-  std::string message = absl::StrCat(std::string(what), ": CUDA error ", cudaGetErrorName(error), " (",
-                                     cudaGetErrorString(error), ")");
+  std::string message = absl::StrCat(std::string(what), ": CUDA error ", cudaGetErrorName(error),
+                                     " (", cudaGetErrorString(error), ")");
   if (error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver) {
     return absl::UnavailableError(message);
   }
@@ -19,8 +20,9 @@ absl::Status CudaStatus(cudaError_t error, std::string_view what) {
 
 absl::Status CublasStatus(cublasStatus_t status, std::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  std::string message = absl::StrCat(std::string(what), ": cuBLAS error ", static_cast<int>(status), " (",
-                                     cublasLtGetStatusString(status), ")");
+  const absl::StatusOr<const CublasLtApi*> lt = LoadCublasLt();
+  std::string message = absl::StrCat(std::string(what), ": cuBLAS error ", static_cast<int>(status),
+                                     " (", lt.ok() ? (*lt)->GetStatusString(status) : "?", ")");
   if (status == CUBLAS_STATUS_NOT_SUPPORTED) return absl::UnimplementedError(message);
   if (status == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);

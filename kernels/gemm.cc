@@ -10,10 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/status_macros.h"
+#include "kernels/cublaslt_api.h"
 #include "kernels/cuda_status.h"
 
 namespace tandem::kernels {
 namespace {
+
+// The loaded cuBLASLt; GemmRunner::Create loads it before anything here runs.
+const CublasLtApi& Lt() { return **LoadCublasLt(); }
 
 // Alignment cuBLASLt may assume for x, w and y (the heuristic is told so). cudaMalloc gives 256.
 constexpr uintptr_t kRequiredAlignment = 16;
@@ -27,10 +31,10 @@ struct GemmRunner::Plan {
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
   ~Plan() {
-    if (matmul != nullptr) cublasLtMatmulDescDestroy(matmul);
-    if (w_layout != nullptr) cublasLtMatrixLayoutDestroy(w_layout);
-    if (x_layout != nullptr) cublasLtMatrixLayoutDestroy(x_layout);
-    if (y_layout != nullptr) cublasLtMatrixLayoutDestroy(y_layout);
+    if (matmul != nullptr) Lt().MatmulDescDestroy(matmul);
+    if (w_layout != nullptr) Lt().MatrixLayoutDestroy(w_layout);
+    if (x_layout != nullptr) Lt().MatrixLayoutDestroy(x_layout);
+    if (y_layout != nullptr) Lt().MatrixLayoutDestroy(y_layout);
   }
 
   cublasLtMatmulDesc_t matmul = nullptr;
@@ -41,15 +45,16 @@ struct GemmRunner::Plan {
 };
 
 absl::StatusOr<std::unique_ptr<GemmRunner>> GemmRunner::Create(size_t workspace_bytes) {
+  RETURN_IF_ERROR(LoadCublasLt().status());
   std::unique_ptr<GemmRunner> runner(new GemmRunner());
-  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasLtCreate(&runner->handle_), "cublasLtCreate");
+  TANDEM_RETURN_IF_CUBLAS_ERROR(Lt().Create(&runner->handle_), "cublasLtCreate");
   ASSIGN_OR_RETURN(runner->workspace_, DeviceBuffer::Allocate(workspace_bytes));
   return runner;
 }
 
 GemmRunner::~GemmRunner() {
   plans_.clear();  // descriptors before the handle
-  if (handle_ != nullptr) cublasLtDestroy(handle_);
+  if (handle_ != nullptr) Lt().Destroy(handle_);
 }
 
 absl::StatusOr<const GemmRunner::Plan*> GemmRunner::PlanFor(int rows, int k, int n,
@@ -62,51 +67,50 @@ absl::StatusOr<const GemmRunner::Plan*> GemmRunner::PlanFor(int rows, int k, int
                    output == GemmOutput::kBf16 ? " bf16 output" : " f32 output");
   auto plan = std::make_unique<Plan>();
   TANDEM_RETURN_IF_CUBLAS_ERROR(
-      cublasLtMatmulDescCreate(&plan->matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+      Lt().MatmulDescCreate(&plan->matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F),
       "cublasLtMatmulDescCreate");
   const cublasOperation_t transpose = CUBLAS_OP_T;
   const cublasOperation_t no_transpose = CUBLAS_OP_N;
   TANDEM_RETURN_IF_CUBLAS_ERROR(
-      cublasLtMatmulDescSetAttribute(plan->matmul, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                     sizeof(transpose)),
+      Lt().MatmulDescSetAttribute(plan->matmul, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                  sizeof(transpose)),
       "cublasLtMatmulDescSetAttribute(TRANSA)");
   TANDEM_RETURN_IF_CUBLAS_ERROR(
-      cublasLtMatmulDescSetAttribute(plan->matmul, CUBLASLT_MATMUL_DESC_TRANSB, &no_transpose,
-                                     sizeof(no_transpose)),
+      Lt().MatmulDescSetAttribute(plan->matmul, CUBLASLT_MATMUL_DESC_TRANSB, &no_transpose,
+                                  sizeof(no_transpose)),
       "cublasLtMatmulDescSetAttribute(TRANSB)");
   const cudaDataType_t y_type = output == GemmOutput::kBf16 ? CUDA_R_16BF : CUDA_R_32F;
-  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasLtMatrixLayoutCreate(&plan->w_layout, CUDA_R_16BF, k, n, k),
+  TANDEM_RETURN_IF_CUBLAS_ERROR(Lt().MatrixLayoutCreate(&plan->w_layout, CUDA_R_16BF, k, n, k),
                                 "cublasLtMatrixLayoutCreate(w)");
-  TANDEM_RETURN_IF_CUBLAS_ERROR(
-      cublasLtMatrixLayoutCreate(&plan->x_layout, CUDA_R_16BF, k, rows, k),
-      "cublasLtMatrixLayoutCreate(x)");
-  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasLtMatrixLayoutCreate(&plan->y_layout, y_type, n, rows, n),
+  TANDEM_RETURN_IF_CUBLAS_ERROR(Lt().MatrixLayoutCreate(&plan->x_layout, CUDA_R_16BF, k, rows, k),
+                                "cublasLtMatrixLayoutCreate(x)");
+  TANDEM_RETURN_IF_CUBLAS_ERROR(Lt().MatrixLayoutCreate(&plan->y_layout, y_type, n, rows, n),
                                 "cublasLtMatrixLayoutCreate(y)");
 
   cublasLtMatmulPreference_t preference = nullptr;
-  TANDEM_RETURN_IF_CUBLAS_ERROR(cublasLtMatmulPreferenceCreate(&preference),
+  TANDEM_RETURN_IF_CUBLAS_ERROR(Lt().MatmulPreferenceCreate(&preference),
                                 "cublasLtMatmulPreferenceCreate");
   const uint64_t workspace_bytes = workspace_.bytes();
   const uint32_t alignment = kRequiredAlignment;
   cublasStatus_t status =
-      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                           &workspace_bytes, sizeof(workspace_bytes));
+      Lt().MatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                        &workspace_bytes, sizeof(workspace_bytes));
   for (const cublasLtMatmulPreferenceAttributes_t attribute :
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment,
-                                                    sizeof(alignment));
+      status =
+          Lt().MatmulPreferenceSetAttribute(preference, attribute, &alignment, sizeof(alignment));
     }
   }
   cublasLtMatmulHeuristicResult_t result = {};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS) {
-    status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->matmul, plan->w_layout, plan->x_layout,
-                                            plan->y_layout, plan->y_layout, preference, 1, &result,
-                                            &found);
+    status =
+        Lt().MatmulAlgoGetHeuristic(handle_, plan->matmul, plan->w_layout, plan->x_layout,
+                                    plan->y_layout, plan->y_layout, preference, 1, &result, &found);
   }
-  cublasLtMatmulPreferenceDestroy(preference);
+  Lt().MatmulPreferenceDestroy(preference);
   TANDEM_RETURN_IF_CUBLAS_ERROR(status, absl::StrCat("cuBLASLt heuristic for ", shape));
   if (found == 0) {
     return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", shape, " with ",
@@ -137,9 +141,9 @@ absl::Status GemmRunner::Linear(const LinearArgs& args, cudaStream_t stream) {
   const float alpha = 1.0f;
   const float beta = 0.0f;
   TANDEM_RETURN_IF_CUBLAS_ERROR(
-      cublasLtMatmul(handle_, plan->matmul, &alpha, args.w, plan->w_layout, args.x, plan->x_layout,
-                     &beta, args.y, plan->y_layout, args.y, plan->y_layout, &plan->algo,
-                     workspace_.data(), workspace_.bytes(), stream),
+      Lt().Matmul(handle_, plan->matmul, &alpha, args.w, plan->w_layout, args.x, plan->x_layout,
+                  &beta, args.y, plan->y_layout, args.y, plan->y_layout, &plan->algo,
+                  workspace_.data(), workspace_.bytes(), stream),
       absl::StrCat("cublasLtMatmul rows=", args.rows, " k=", args.k, " n=", args.n));
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/cublaslt_api.h"
 #include "kernels/cuda_status.h"
 
 namespace tandem::bench {
@@ -36,7 +37,7 @@ absl::StatusOr<GpuInfo> QueryGpuInfo(int device) {
   TANDEM_RETURN_IF_CUDA_ERROR(cudaDriverGetVersion(&info.driver_version), "cudaDriverGetVersion");
   TANDEM_RETURN_IF_CUDA_ERROR(cudaRuntimeGetVersion(&info.runtime_version),
                               "cudaRuntimeGetVersion");
-  info.cublaslt_version = cublasLtGetVersion();
+  if (auto lt = kernels::LoadCublasLt(); lt.ok()) info.cublaslt_version = (*lt)->GetVersion();
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) == 0) info.host = host;
   const std::time_t now = std::time(nullptr);
