@@ -7,7 +7,7 @@
 #include "common/metrics/metrics_server.h"
 #include "common/serving/grpc_server.h"
 #include "common/serving/node_engine.h"
-#include "common/transport/ucx_transport.h"
+#include "common/serving/node_kv_transport.h"
 #include "common/util/cli_flags.h"
 #include "common/util/ready_file.h"
 #include "prefill_node/prefill_metrics.h"
@@ -72,28 +72,23 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto transport = tandem::UcxTransport::Create({.name = "tandem-prefill"});
+  auto transport = tandem::CreateNodeKvTransport(o.node, "tandem-prefill");
   if (!transport.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", transport.status().ToString().c_str());
     return 1;
   }
-  tandem::UcxTransport* ucx = transport->get();
+  tandem::KvTransport* kv_transport = transport->get();
   auto metrics = std::make_shared<tandem::PrefillMetrics>();
   o.node.on_step = [metrics](const tandem::EngineStepStats& step) {
     metrics->engine_metrics().ObserveStep(step);
   };
-  auto node = tandem::NodeEngine::Create(
-      o.node, {.allocate_host_pool = [ucx](size_t bytes) { return ucx->AllocatePool(bytes); },
-               .register_device_pool =
-                   [ucx](void* base, size_t bytes, int device) {
-                     return ucx->RegisterDevicePool(base, bytes, device);
-                   }});
+  auto node = tandem::NodeEngine::Create(o.node, tandem::TransportPoolHooks(kv_transport));
   if (!node.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", node.status().ToString().c_str());
     return 1;
   }
   metrics->SetEngine((*node)->engine());
-  tandem::PrefillService service((*node)->engine(), ucx,
+  tandem::PrefillService service((*node)->engine(), kv_transport,
                                  {.model_name = (*node)->model_name(), .metrics = metrics.get()});
   auto server = tandem::StartGrpcServer(o.listen, {&service});
   if (!server.ok()) {

@@ -15,6 +15,7 @@ set -euo pipefail
 GPU_TESTS=(
   tandem_kernels_gpu_tests
   tandem_cuda_backend_tests
+  tandem_transport_cuda_gpu_tests
 )
 # Benchmarks, run after the tests: "target [args]"; "{out}" in args becomes the results folder
 # (also exported as TANDEM_RESULTS_DIR).
@@ -28,6 +29,7 @@ CPU_BINARIES=(
   tandem-router
   tandem-cluster
   tandem-make-model
+  tandem_cuda_transport_peer
 )
 # Files from the source tree the binaries read at run time, copied to gpu-pack/data/ (same
 # relative paths).
