@@ -29,8 +29,6 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
   flags.Switch("no-prefix-caching", &o->enable_prefix_caching, false);
 }
 
-bool CudaBackendBuilt() { return TANDEM_HAVE_CUDA != 0; }
-
 namespace {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NodeEngineOptions& options,

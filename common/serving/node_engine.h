@@ -47,9 +47,6 @@ struct KvPoolHooks {
   std::function<absl::Status(void* base, size_t bytes, int cuda_device)> register_device_pool;
 };
 
-// Whether this build has the cuda backend.
-bool CudaBackendBuilt();
-
 class NodeEngine {
  public:
   // Loads the model, builds the backend (its KV pool through `pool_hooks`) and starts the engine
