@@ -17,6 +17,7 @@
 #include "kernels/rope_kv_write.h"
 #include "kernels/sampling.h"
 #include "kernels/swiglu.h"
+#include "spdlog/spdlog.h"
 
 namespace tandem {
 namespace {
@@ -333,6 +334,10 @@ absl::Status CudaBackend::RunGraph(const ForwardBatch& batch) {
   RETURN_IF_ERROR(UploadPlan(plan_));
   auto it = graphs_.find({seqs, width});
   if (it == graphs_.end()) {
+    // One eager pass first, so everything a pass sets up on first use (cuBLASLt's algorithm choice
+    // per shape, kernel attributes) happens outside the capture. Its K/V writes are the ones the
+    // replay makes again, with the same values.
+    RETURN_IF_ERROR(EnqueuePass(plan_));
     cudaGraph_t graph = nullptr;
     TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                                 "cudaStreamBeginCapture");
@@ -373,9 +378,17 @@ absl::Status CudaBackend::RunPass(const ForwardBatch& batch, int* logit_rows) {
   TANDEM_RETURN_IF_CUDA_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
   RETURN_IF_ERROR(EnsureScratch(tokens));
   if (options_.cuda_graphs && IsDecodeOnly(batch) && GraphShape(batch).first > 0) {
-    RETURN_IF_ERROR(RunGraph(batch));
-    *logit_rows = static_cast<int>(batch.items.size());  // padding rows follow and are ignored
-    return absl::OkStatus();
+    const absl::Status graph = RunGraph(batch);
+    if (graph.ok()) {
+      *logit_rows = static_cast<int>(batch.items.size());  // padding rows follow, ignored
+      return absl::OkStatus();
+    }
+    // A capture the driver refuses should not take the node down: the eager path is correct,
+    // only slower. (A sticky device error fails the eager pass below as well.)
+    spdlog::warn("cuda backend: CUDA graph failed ({}); decode steps run eagerly from now on",
+                 graph.ToString());
+    options_.cuda_graphs = false;
+    cudaGetLastError();
   }
   RETURN_IF_ERROR(BuildDeviceForwardPlan(batch, layout_.block_size, nullptr, &plan_));
   RETURN_IF_ERROR(UploadPlan(plan_));
