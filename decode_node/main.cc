@@ -37,6 +37,11 @@ batching, and can also prefill locally (colocated mode, short prompts).
   --max-model-len N             --backend cuda: longest context to size buffers for (default: the
                                 model's max_position_embeddings)
   --no-cuda-graphs              --backend cuda: launch decode steps eagerly
+  --kv-transport KIND           auto (default: ucx for --backend cpu, cuda for --backend cuda),
+                                ucx, cuda (device pools: CUDA IPC on one host, staged through
+                                pinned memory between hosts) or nccl (needs two GPUs)
+  --kv-advertise HOST:PORT      --kv-transport nccl: this node's gRPC address as prefill nodes
+                                reach it
   --threads N                   CPU threads (default: all cores)
   --kv-cache-mb N               KV pool size in MiB (default 256)
   --block-size N                tokens per KV block (default 16; prefill nodes must match)
@@ -48,6 +53,7 @@ batching, and can also prefill locally (colocated mode, short prompts).
 
 struct DecodeMainOptions {
   tandem::NodeEngineOptions node;
+  tandem::NodeKvTransportOptions kv;
   std::string listen = "0.0.0.0:50061";
   std::string metrics_listen = "0.0.0.0:9401";
   std::string ready_file;
@@ -62,6 +68,7 @@ int main(int argc, char** argv) {
   DecodeMainOptions o;
   tandem::FlagSet flags;
   tandem::AddNodeEngineFlags(flags, &o.node);
+  tandem::AddNodeKvTransportFlags(flags, &o.kv);
   flags.String("listen", &o.listen);
   flags.String("metrics-listen", &o.metrics_listen);
   flags.String("ready-file", &o.ready_file);
@@ -81,7 +88,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto transport = tandem::CreateNodeKvTransport(o.node, "tandem-decode");
+  o.kv.name = "tandem-decode";
+  o.kv.owner = true;
+  auto transport = tandem::CreateNodeKvTransport(o.node, o.kv);
   if (!transport.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", transport.status().ToString().c_str());
     return 1;
@@ -101,7 +110,8 @@ int main(int argc, char** argv) {
                                 {.model_name = (*node)->model_name(),
                                  .default_lease = absl::Milliseconds(o.lease_ms),
                                  .max_lease = absl::Milliseconds(o.max_lease_ms),
-                                 .metrics = metrics.get()});
+                                 .metrics = metrics.get(),
+                                 .accept_kv_connection = tandem::NcclAcceptor(kv_transport)});
   auto server = tandem::StartGrpcServer(o.listen, {&service});
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", server.status().ToString().c_str());

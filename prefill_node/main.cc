@@ -35,6 +35,9 @@ token and hands the request to the decode node.
   --max-model-len N             --backend cuda: longest context to size buffers for (default: the
                                 model's max_position_embeddings)
   --no-cuda-graphs              --backend cuda: launch decode steps eagerly
+  --kv-transport KIND           auto (default: ucx for --backend cpu, cuda for --backend cuda),
+                                ucx, cuda (device pools: CUDA IPC on one host, staged through
+                                pinned memory between hosts) or nccl (needs two GPUs)
   --threads N                   CPU threads (default: all cores)
   --kv-cache-mb N               KV pool size in MiB (default 256)
   --block-size N                tokens per KV block (default 16; decode nodes must match)
@@ -46,6 +49,7 @@ token and hands the request to the decode node.
 
 struct PrefillMainOptions {
   tandem::NodeEngineOptions node;
+  tandem::NodeKvTransportOptions kv;
   std::string listen = "0.0.0.0:50071";
   std::string metrics_listen = "0.0.0.0:9402";
   std::string ready_file;
@@ -58,6 +62,7 @@ int main(int argc, char** argv) {
   PrefillMainOptions o;
   tandem::FlagSet flags;
   tandem::AddNodeEngineFlags(flags, &o.node);
+  tandem::AddNodeKvTransportFlags(flags, &o.kv);
   flags.String("listen", &o.listen);
   flags.String("metrics-listen", &o.metrics_listen);
   flags.String("ready-file", &o.ready_file);
@@ -72,7 +77,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto transport = tandem::CreateNodeKvTransport(o.node, "tandem-prefill");
+  o.kv.name = "tandem-prefill";
+  o.kv.owner = false;
+  auto transport = tandem::CreateNodeKvTransport(o.node, o.kv);
   if (!transport.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", transport.status().ToString().c_str());
     return 1;

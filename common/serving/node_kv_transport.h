@@ -1,25 +1,43 @@
-// The KV transport a node runs, chosen by its backend: UCX (ucp RMA into a host pool) for the cpu
-// backend; for the cuda backend's device pool, UCX wrapped in CudaKvTransport (CUDA IPC between
-// processes on one host, staged through pinned host memory between hosts). Prefill and decode
-// nodes of one cluster must run the same backend kind, so their transports match.
+// The KV transport a node runs (--kv-transport): "auto" picks by backend — UCX (ucp RMA into a host
+// pool) for the cpu backend; for the cuda backend's device pool, UCX wrapped in CudaKvTransport
+// (CUDA IPC between processes on one host, staged through pinned host memory between hosts).
+// "nccl" (cuda backend only) runs NcclKvTransport: a decode node publishes --kv-advertise (its
+// gRPC address as prefill nodes reach it) for DecodeNode.ConnectKv; a prefill node connects through
+// that RPC. Prefill and decode nodes of one cluster must run the same transport.
 #ifndef TANDEM_COMMON_SERVING_NODE_KV_TRANSPORT_H_
 #define TANDEM_COMMON_SERVING_NODE_KV_TRANSPORT_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/serving/node_engine.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/cli_flags.h"
 
 namespace tandem {
 
-// `name` shows up in UCX logs ("tandem-decode").
-absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(const NodeEngineOptions& options,
-                                                                   const std::string& name);
+struct NodeKvTransportOptions {
+  std::string kind = "auto";  // --kv-transport: auto, ucx, cuda or nccl
+  std::string advertise;      // --kv-advertise: nccl on a decode node
+  bool owner = false;         // a decode node (receives KV) rather than a prefill node
+  std::string name;           // shows up in UCX logs ("tandem-decode")
+};
+
+// Registers --kv-transport and --kv-advertise.
+void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options);
+
+absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
+    const NodeEngineOptions& engine, const NodeKvTransportOptions& options);
 
 // The hooks that hand the backend's pool to `transport` (NodeEngine::Create's second argument).
 KvPoolHooks TransportPoolHooks(KvTransport* transport);
+
+// A decode node's ConnectKv handler when `transport` is the nccl transport, else null.
+std::function<absl::Status(std::string_view, uint64_t)> NcclAcceptor(KvTransport* transport);
 
 }  // namespace tandem
 
