@@ -5,34 +5,16 @@
 
 namespace tandem::kernels {
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
-  DeviceBuffer buffer;
-  if (bytes == 0) return buffer;
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaMalloc(&buffer.data_, bytes),
-                              absl::StrCat("cudaMalloc(", bytes, " bytes)"));
-  buffer.bytes_ = bytes;
-  return buffer;
+absl::Status DeviceMemory::Allocate(void** data, size_t bytes) {
+  return CudaStatus(cudaMalloc(data, bytes), absl::StrCat("cudaMalloc(", bytes, " bytes)"));
 }
 
-void DeviceBuffer::Reset() {
-  if (data_ != nullptr) cudaFree(data_);
-  data_ = nullptr;
-  bytes_ = 0;
+void DeviceMemory::Free(void* data) { cudaFree(data); }
+
+absl::Status PinnedHostMemory::Allocate(void** data, size_t bytes) {
+  return CudaStatus(cudaMallocHost(data, bytes), absl::StrCat("cudaMallocHost(", bytes, " bytes)"));
 }
 
-absl::StatusOr<PinnedHostBuffer> PinnedHostBuffer::Allocate(size_t bytes) {
-  PinnedHostBuffer buffer;
-  if (bytes == 0) return buffer;
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaMallocHost(&buffer.data_, bytes),
-                              absl::StrCat("cudaMallocHost(", bytes, " bytes)"));
-  buffer.bytes_ = bytes;
-  return buffer;
-}
-
-void PinnedHostBuffer::Reset() {
-  if (data_ != nullptr) cudaFreeHost(data_);
-  data_ = nullptr;
-  bytes_ = 0;
-}
+void PinnedHostMemory::Free(void* data) { cudaFreeHost(data); }
 
 }  // namespace tandem::kernels

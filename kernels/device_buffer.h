@@ -12,15 +12,23 @@
 
 namespace tandem::kernels {
 
-class DeviceBuffer {
+// `Memory` says how to allocate and free: DeviceMemory or PinnedHostMemory below.
+template <typename Memory>
+class OwnedBuffer {
  public:
-  DeviceBuffer() = default;
-  // `bytes` of device memory on the current device (0 bytes: an empty buffer, no allocation).
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t bytes);
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
+  OwnedBuffer() = default;
+  // `bytes` of memory (on the current device for device memory); 0 bytes: an empty buffer.
+  static absl::StatusOr<OwnedBuffer> Allocate(size_t bytes) {
+    OwnedBuffer buffer;
+    if (bytes == 0) return buffer;
+    if (absl::Status s = Memory::Allocate(&buffer.data_, bytes); !s.ok()) return s;
+    buffer.bytes_ = bytes;
+    return buffer;
+  }
+  ~OwnedBuffer() { Reset(); }
+  OwnedBuffer(OwnedBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  OwnedBuffer& operator=(OwnedBuffer&& other) noexcept {
     if (this != &other) {
       Reset();
       data_ = std::exchange(other.data_, nullptr);
@@ -28,8 +36,8 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  OwnedBuffer(const OwnedBuffer&) = delete;
+  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
 
   void* data() const { return data_; }
   template <typename T>
@@ -39,41 +47,26 @@ class DeviceBuffer {
   size_t bytes() const { return bytes_; }
 
  private:
-  void Reset();
+  void Reset() {
+    if (data_ != nullptr) Memory::Free(data_);
+    data_ = nullptr;
+    bytes_ = 0;
+  }
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
 
-class PinnedHostBuffer {
- public:
-  PinnedHostBuffer() = default;
-  static absl::StatusOr<PinnedHostBuffer> Allocate(size_t bytes);
-  ~PinnedHostBuffer() { Reset(); }
-  PinnedHostBuffer(PinnedHostBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  PinnedHostBuffer& operator=(PinnedHostBuffer&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      data_ = std::exchange(other.data_, nullptr);
-      bytes_ = std::exchange(other.bytes_, 0);
-    }
-    return *this;
-  }
-  PinnedHostBuffer(const PinnedHostBuffer&) = delete;
-  PinnedHostBuffer& operator=(const PinnedHostBuffer&) = delete;
-
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void Reset();
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
+struct DeviceMemory {
+  static absl::Status Allocate(void** data, size_t bytes);  // cudaMalloc
+  static void Free(void* data);
 };
+struct PinnedHostMemory {
+  static absl::Status Allocate(void** data, size_t bytes);  // cudaMallocHost
+  static void Free(void* data);
+};
+
+using DeviceBuffer = OwnedBuffer<DeviceMemory>;
+using PinnedHostBuffer = OwnedBuffer<PinnedHostMemory>;
 
 }  // namespace tandem::kernels
 

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
+#include "kernels/attention_checks.h"
 #include "kernels/cuda_status.h"
 #include "kernels/prefill_attention_launch.h"
 
@@ -17,43 +19,14 @@ absl::Status Invalid(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("PrefillAttention: ", what));
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream) {
   const KvLayout& layout = args.layout;
   if (args.num_items < 0) return Invalid(absl::StrCat("num_items ", args.num_items, " < 0"));
   if (args.max_q_len < 0) return Invalid(absl::StrCat("max_q_len ", args.max_q_len, " < 0"));
-  if (layout.dtype != DType::kBF16) {
-    return Invalid(
-        absl::StrCat("layout.dtype ", std::string(DTypeName(layout.dtype)), " is not BF16"));
-  }
-  if (layout.head_dim != 64 && layout.head_dim != 128) {
-    return Invalid(absl::StrCat("layout.head_dim ", layout.head_dim, " is not 64 or 128"));
-  }
-  if (layout.num_kv_heads <= 0) {
-    return Invalid(absl::StrCat("layout.num_kv_heads ", layout.num_kv_heads, " <= 0"));
-  }
-  if (args.num_heads <= 0 || args.num_heads % layout.num_kv_heads != 0) {
-    return Invalid(absl::StrCat("num_heads ", args.num_heads, " is not a positive multiple of ",
-                                "num_kv_heads ", layout.num_kv_heads));
-  }
-  if (args.num_heads > 65535) {
-    return Invalid(absl::StrCat("num_heads ", args.num_heads, " > 65535 (grid limit)"));
-  }
-  if (args.layer < 0 || args.layer >= layout.num_layers) {
-    return Invalid(absl::StrCat("layer ", args.layer, " not in [0, ", layout.num_layers, ")"));
-  }
-  if (layout.block_size <= 0) {
-    return Invalid(absl::StrCat("layout.block_size ", layout.block_size, " <= 0"));
-  }
-  if (layout.num_blocks <= 0) {
-    return Invalid(absl::StrCat("layout.num_blocks ", layout.num_blocks, " <= 0"));
-  }
-  if (args.sliding_window < 0) {
-    return Invalid(absl::StrCat("sliding_window ", args.sliding_window, " < 0"));
-  }
+  RETURN_IF_ERROR(CheckAttentionShape("PrefillAttention", layout, args.num_heads, args.layer,
+                                      args.sliding_window));
   const int64_t num_q_tiles =
       (int64_t{args.max_q_len} + kQueryRowsPerBlock - 1) / kQueryRowsPerBlock;
   if (num_q_tiles * args.num_items > std::numeric_limits<int32_t>::max()) {
@@ -72,10 +45,7 @@ absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t str
   if (args.q_lens == nullptr) return Invalid("q_lens is null");
   if (args.start_positions == nullptr) return Invalid("start_positions is null");
   if (args.block_tables == nullptr) return Invalid("block_tables is null");
-  // The kernel moves rows of 8 bf16 at a time.
-  if (!Aligned16(args.q)) return Invalid("q is not 16-byte aligned");
-  if (!Aligned16(args.out)) return Invalid("out is not 16-byte aligned");
-  if (!Aligned16(args.kv_pool)) return Invalid("kv_pool is not 16-byte aligned");
+  RETURN_IF_ERROR(CheckAttentionPointers("PrefillAttention", args.q, args.out, args.kv_pool));
 
   internal::PrefillAttentionLaunchArgs launch;
   launch.q = args.q;

@@ -1,0 +1,22 @@
+// The argument checks prefill and decode attention share: a bf16 pool of head_dim 64 or 128, query
+// heads a multiple of KV heads within the grid limit, the layer in range, a sane layout and window,
+// and 16-byte aligned q/out/pool (the kernels load 16 bytes at a time).
+#ifndef TANDEM_KERNELS_ATTENTION_CHECKS_H_
+#define TANDEM_KERNELS_ATTENTION_CHECKS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/kv/kv_layout.h"
+
+namespace tandem::kernels {
+
+// InvalidArgument starting with "`kernel`: " and naming the bad argument, else OK.
+absl::Status CheckAttentionShape(const std::string& kernel, const KvLayout& layout, int num_heads,
+                                 int layer, int sliding_window);
+absl::Status CheckAttentionPointers(const std::string& kernel, const void* q, const void* out,
+                                    const void* kv_pool);
+
+}  // namespace tandem::kernels
+
+#endif  // TANDEM_KERNELS_ATTENTION_CHECKS_H_
