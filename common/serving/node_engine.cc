@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/backend/cpu_backend.h"
+#include "common/backend/sim/sim_backend.h"
+#include "common/backend/sim/sim_model_presets.h"
 #include "common/model/model_weights.h"
 #include "common/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -21,6 +23,13 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
   flags.Number("cuda-device", &o->cuda_device);
   flags.Number("max-model-len", &o->max_model_len);
   flags.Switch("no-cuda-graphs", &o->cuda_graphs, false);
+  flags.String("sim-gpu", &o->sim_gpu);
+  flags.String("sim-model", &o->sim_model);
+  flags.Number("sim-tp", &o->sim_tensor_parallel);
+  flags.Number("sim-kv-scale", &o->sim_kv_scale);
+  flags.Number("sim-memory-utilization", &o->sim_memory_utilization);
+  flags.Number("sim-time-scale", &o->sim_time_scale);
+  flags.Number("sim-kv-blocks", &o->sim_kv_blocks);
   flags.Number("threads", &o->num_threads);
   flags.Number("block-size", &o->block_size);
   flags.Number("kv-cache-mb", &o->kv_cache_mib);
@@ -30,6 +39,49 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
 }
 
 namespace {
+
+// The sim's shape: a preset's (with DIR's vocabulary and special tokens, which the router's
+// tokenizer uses), or DIR/config.json's.
+absl::StatusOr<ModelConfig> SimModelConfig(const NodeEngineOptions& options) {
+  ASSIGN_OR_RETURN(ModelConfig served, LoadModelConfig(options.model_dir));
+  if (options.sim_model.empty()) return served;
+  ASSIGN_OR_RETURN(ModelConfig shape, SimModelPreset(options.sim_model));
+  if (shape.vocab_size != served.vocab_size) {
+    spdlog::warn("sim: {} has a vocabulary of {} but {} serves {}; using {}", options.sim_model,
+                 shape.vocab_size, options.model_dir, served.vocab_size, served.vocab_size);
+  }
+  shape.vocab_size = served.vocab_size;
+  shape.bos_token_id = served.bos_token_id;
+  shape.eos_token_ids = served.eos_token_ids;
+  return shape;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const NodeEngineOptions& options,
+                                                          KvPoolHooks& hooks) {
+  ASSIGN_OR_RETURN(ModelConfig config, SimModelConfig(options));
+  SimBackendOptions o;
+  o.gpu = options.sim_gpu;
+  o.tensor_parallel = options.sim_tensor_parallel;
+  o.block_size = options.block_size;
+  o.memory_utilization = options.sim_memory_utilization;
+  o.num_kv_blocks = options.sim_kv_blocks;
+  o.kv_scale = options.sim_kv_scale;
+  o.time_scale = options.sim_time_scale;
+  o.kv_pool_allocator = std::move(hooks.allocate_host_pool);
+  ASSIGN_OR_RETURN(std::unique_ptr<SimBackend> backend, SimBackend::Create(config, o));
+  const KvLayout& layout = backend->kv_layout();
+  const double real_gib = static_cast<double>(backend->real_kv_bytes_per_token()) *
+                          layout.block_size * layout.num_blocks / (1 << 30);
+  spdlog::info(
+      "sim: {} x{} {} ({} layers, hidden {}), {:.1f} GiB weights; KV {} blocks of {} tokens = "
+      "{:.1f} GiB real, {} MiB held (kv scale 1/{}); time scale {}",
+      options.sim_gpu, options.sim_tensor_parallel,
+      options.sim_model.empty() ? std::string("config.json") : options.sim_model, config.num_layers,
+      config.hidden_size, static_cast<double>(backend->time_model().WeightBytes()) / (1 << 30),
+      layout.num_blocks, layout.block_size, real_gib, backend->pool_bytes() >> 20,
+      options.sim_kv_scale, options.sim_time_scale);
+  return std::unique_ptr<Backend>(std::move(backend));
+}
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NodeEngineOptions& options,
                                                        const ModelWeights& weights,
@@ -67,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NodeEngineOptions& 
 #endif
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--backend must be cpu or cuda, not '", options.backend, "'"));
+      absl::StrCat("--backend must be cpu, cuda or sim, not '", options.backend, "'"));
 }
 
 }  // namespace
@@ -91,8 +143,12 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(const NodeEngineO
           std::filesystem::path(options.model_dir).lexically_normal().parent_path().filename();
     }
   }
-  ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(options.model_dir));
-  ASSIGN_OR_RETURN(node->backend_, CreateBackend(options, weights, pool_hooks));
+  if (options.backend == "sim") {
+    ASSIGN_OR_RETURN(node->backend_, CreateSimBackend(options, pool_hooks));
+  } else {
+    ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(options.model_dir));
+    ASSIGN_OR_RETURN(node->backend_, CreateBackend(options, weights, pool_hooks));
+  }
   EngineOptions engine_options;
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;

@@ -33,7 +33,7 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
   if (cuda == (kind == "ucx")) {
     return absl::InvalidArgumentError(
         absl::StrCat("--kv-transport ", kind, " does not fit --backend ", engine.backend,
-                     " (ucx moves host pools: the cpu backend; cuda and nccl move device pools)"));
+                     " (ucx moves host pools: the cpu and sim backends; cuda and nccl move device pools)"));
   }
   if (kind == "ucx") {
     UcxTransportOptions ucx_options;
