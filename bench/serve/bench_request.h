@@ -1,0 +1,36 @@
+// What tandem-bench sends (one BenchRequest per request of a dataset) and what it measured of
+// each (RequestResult). Plain structs shared by datasets, clients, the load runner and reports.
+#ifndef TANDEM_BENCH_SERVE_BENCH_REQUEST_H_
+#define TANDEM_BENCH_SERVE_BENCH_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem::bench {
+
+struct BenchRequest {
+  // The prompt: token ids when not empty (sent as an array of ids, exact length), else text.
+  std::vector<int32_t> prompt_ids;
+  std::string prompt_text;
+  int32_t prompt_len = 0;  // tokens: prompt_ids.size(), or the tokenizer's count of the text
+  int32_t output_len = 0;  // sent as max_tokens with ignore_eos, so the server makes exactly this
+  // Trace datasets: when the request is sent, in seconds from the start of the run.
+  std::optional<double> timestamp_s;
+};
+
+struct RequestResult {
+  bool success = false;
+  std::string error;          // why it failed (HTTP status and body, gRPC status, ...)
+  double start_s = 0;         // when it was sent, seconds from the start of the run
+  double ttft_s = 0;          // sent → first token received
+  double e2e_s = 0;           // sent → last byte of the response received
+  std::vector<double> itl_s;  // gaps between consecutive streamed chunks after the first
+  int32_t prompt_tokens = 0;  // as the server counted them (usage), else the request's
+  int32_t output_tokens = 0;  // as the server counted them (usage), else chunks received
+};
+
+}  // namespace tandem::bench
+
+#endif  // TANDEM_BENCH_SERVE_BENCH_REQUEST_H_
