@@ -58,6 +58,12 @@ std::vector<std::pair<std::string, int>> FailureCounts(const std::vector<Request
   return out;
 }
 
+int RequestsForRun(int dataset_size, double rate, double run_duration_s) {
+  if (!(run_duration_s > 0) || std::isinf(rate)) return dataset_size;
+  const double wanted = std::ceil(rate * run_duration_s);
+  return static_cast<int>(std::clamp(wanted, 1.0, static_cast<double>(dataset_size)));
+}
+
 std::vector<BenchRequest> PromptsForRun(const std::vector<BenchRequest>& dataset, int run,
                                         const TokenIdRange& ids) {
   std::vector<BenchRequest> out = dataset;
@@ -122,12 +128,16 @@ absl::StatusOr<BenchReport> RunSweep(BenchClient& client, const std::vector<Benc
   for (size_t run_index = 0; run_index < rates.size(); ++run_index) {
     const double rate = rates[run_index];
     load.arrivals.rate = rate;
-    ProgressBar bar(options.progress, RateLabel(rate), static_cast<int>(dataset.size()));
-    load.on_request_done = [&bar](int ended, int) { bar.Update(ended); };
-    const std::vector<BenchRequest> prompts =
+    std::vector<BenchRequest> prompts =
         options.fresh_prompts_per_run
             ? PromptsForRun(dataset, static_cast<int>(run_index), options.warmup_ids)
             : dataset;
+    if (!trace) {
+      prompts.resize(
+          RequestsForRun(static_cast<int>(prompts.size()), rate, options.run_duration_s));
+    }
+    ProgressBar bar(options.progress, RateLabel(rate), static_cast<int>(prompts.size()));
+    load.on_request_done = [&bar](int ended, int) { bar.Update(ended); };
     absl::StatusOr<LoadResult> result = RunLoad(client, prompts, load);
     if (!result.ok()) return result.status();
     bar.Finish();

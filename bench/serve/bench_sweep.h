@@ -37,6 +37,9 @@ struct SweepOptions {
   // run finds the previous runs' prompts in the server's prefix cache. Text prompts are sent
   // as they are (start the servers with --no-prefix-caching to compare rates on them).
   bool fresh_prompts_per_run = true;
+  // > 0: the run at rate r sends only the dataset's first ceil(r * run_duration_s) requests (at
+  // least 1, at most all), so each run spans about the same arrival time.
+  double run_duration_s = 0;
   std::FILE* progress = nullptr;  // a progress bar per run here; null: none
 };
 
@@ -51,6 +54,9 @@ absl::StatusOr<BenchReport> RunSweep(BenchClient& client, const std::vector<Benc
 // The warmup requests described above (exposed for tests).
 std::vector<BenchRequest> WarmupRequests(const std::vector<BenchRequest>& dataset, int n,
                                          const TokenIdRange& ids, uint64_t seed);
+
+// How many requests the run at `rate` sends under run_duration_s (for tests).
+int RequestsForRun(int dataset_size, double rate, double run_duration_s);
 
 // The prompts of run `run` (0: the dataset as it is) under fresh_prompts_per_run (for tests).
 std::vector<BenchRequest> PromptsForRun(const std::vector<BenchRequest>& dataset, int run,

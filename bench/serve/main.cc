@@ -83,6 +83,9 @@ Load:
   --max-concurrency N          at most N requests in flight (default: unlimited)
   --warmup N                   send N requests (fresh prompts of the first N's lengths) before
                                measuring; they are not counted (default 0)
+  --run-duration-s S           each rate's run sends rate x S requests (the first of the
+                               dataset; at most --num-prompts), so every run lasts about S
+                               seconds of arrivals (default 0: the whole dataset at every rate)
   --same-prompts-per-rate      send the same token ids at every rate of a sweep (default: each
                                run after the first shifts the ids, so no run hits the prefix
                                cache the previous runs filled)
@@ -135,6 +138,7 @@ struct Options {
   int max_concurrency = 0;
   int warmup = 0;
   bool fresh_prompts_per_run = true;
+  double run_duration_s = 0;
   double time_scale = 1.0;
 
   std::optional<double> slo_ttft_ms, slo_tpot_ms;
@@ -212,6 +216,7 @@ std::string ParseFlags(int argc, char** argv, Options* o, bool* help) {
   flags.Number("warmup", &o->warmup);
   flags.Switch("same-prompts-per-rate", &o->fresh_prompts_per_run, false);
   flags.Number("time-scale", &o->time_scale);
+  flags.Number("run-duration-s", &o->run_duration_s);
   flags.Number("slo-ttft-ms", &o->slo_ttft_ms);
   flags.Number("slo-tpot-ms", &o->slo_tpot_ms);
   flags.Number("goodput-threshold", &o->goodput_threshold);
@@ -248,6 +253,7 @@ std::string ParseFlags(int argc, char** argv, Options* o, bool* help) {
   if (o->warmup < 0) return "--warmup must be >= 0";
   if (!(o->burstiness > 0)) return "--burstiness must be > 0";
   if (!(o->time_scale > 0)) return "--time-scale must be > 0";
+  if (!(o->run_duration_s >= 0)) return "--run-duration-s must be >= 0";
   if (!(o->goodput_threshold > 0 && o->goodput_threshold <= 1)) {
     return "--goodput-threshold must be in (0, 1]";
   }
@@ -361,6 +367,7 @@ json ConfigJson(const Options& o, int num_requests) {
             {"warmup", o.warmup},
             {"fresh_prompts_per_run", o.fresh_prompts_per_run},
             {"time_scale", o.time_scale},
+            {"run_duration_s", o.run_duration_s},
             {"slo_ttft_ms", o.slo_ttft_ms.has_value() ? json(*o.slo_ttft_ms) : json(nullptr)},
             {"slo_tpot_ms", o.slo_tpot_ms.has_value() ? json(*o.slo_tpot_ms) : json(nullptr)},
             {"goodput_threshold", o.goodput_threshold},
@@ -444,6 +451,7 @@ int Run(const Options& o) {
   sweep.goodput_threshold = o.goodput_threshold;
   sweep.warmup = o.warmup;
   sweep.fresh_prompts_per_run = o.fresh_prompts_per_run;
+  sweep.run_duration_s = o.run_duration_s;
   sweep.warmup_ids = {o.token_id_min, o.token_id_max};
   sweep.progress = o.no_progress ? nullptr : stderr;
 

@@ -2,6 +2,7 @@
 // first and left out, a trace run at the trace's own pace, and the failure tally.
 #include "bench/serve/bench_sweep.h"
 
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -181,6 +182,33 @@ TEST(BenchSweepTest, EachRateSendsDifferentIds) {
   std::set<std::vector<int32_t>> distinct;
   for (const FakeBenchClient::Call& c : client.calls()) distinct.insert(c.request.prompt_ids);
   EXPECT_EQ(distinct.size(), 6u);
+}
+
+}  // namespace
+}  // namespace tandem::bench
+
+namespace tandem::bench {
+namespace {
+
+TEST(BenchSweepTest, RunDurationSizesEachRun) {
+  EXPECT_EQ(RequestsForRun(100, 5, 0), 100);   // off
+  EXPECT_EQ(RequestsForRun(100, 5, 4), 20);    // 5/s for 4 s
+  EXPECT_EQ(RequestsForRun(100, 2.5, 3), 8);   // ceil(7.5)
+  EXPECT_EQ(RequestsForRun(100, 50, 4), 100);  // capped by the dataset
+  EXPECT_EQ(RequestsForRun(100, 0.01, 1), 1);  // at least one
+  EXPECT_EQ(RequestsForRun(100, std::numeric_limits<double>::infinity(), 4), 100);
+
+  FakeBenchClient client;
+  std::vector<BenchRequest> dataset = NumberedRequests(10);
+  SweepOptions options;
+  options.rates = {1000, 2000};
+  options.run_duration_s = 0.003;  // 3 then 6 requests
+  auto report = RunSweep(client, dataset, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->runs.size(), 2u);
+  EXPECT_EQ(report->runs[0].summary.num_requests, 3);
+  EXPECT_EQ(report->runs[1].summary.num_requests, 6);
+  EXPECT_EQ(client.calls().size(), 9u);
 }
 
 }  // namespace
