@@ -28,6 +28,9 @@ batching, and can also prefill locally (colocated mode, short prompts).
   --listen HOST:PORT            gRPC address (default 0.0.0.0:50061; port 0 = any free port)
   --metrics-listen HOST:PORT    Prometheus /metrics address (default 0.0.0.0:9401; port 0 = any
                                 free port; "" = no metrics endpoint)
+  --drain-timeout-ms N          on SIGINT/SIGTERM: time in-flight requests get to finish before
+                                they are cancelled; health turns NOT_SERVING at once (default
+                                30000)
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
                                 "pid": N} there
   --lease-ms N                  default lease on reserved blocks (default 30000)
@@ -68,6 +71,7 @@ struct DecodeMainOptions {
   std::string listen = "0.0.0.0:50061";
   std::string metrics_listen = "0.0.0.0:9401";
   std::string ready_file;
+  int64_t drain_timeout_ms = 30000;
   int64_t lease_ms = 30000;
   int64_t max_lease_ms = 300000;
 };
@@ -83,6 +87,7 @@ int main(int argc, char** argv) {
   flags.String("listen", &o.listen);
   flags.String("metrics-listen", &o.metrics_listen);
   flags.String("ready-file", &o.ready_file);
+  flags.Number("drain-timeout-ms", &o.drain_timeout_ms);
   flags.Number("lease-ms", &o.lease_ms);
   flags.Number("max-lease-ms", &o.max_lease_ms);
   bool help = false;
@@ -94,6 +99,7 @@ int main(int argc, char** argv) {
   if (error.empty() && (o.lease_ms < 1 || o.max_lease_ms < o.lease_ms)) {
     error = "--lease-ms must be >= 1 and <= --max-lease-ms";
   }
+  if (error.empty() && o.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";
   if (!error.empty()) {
     std::fprintf(stderr, "tandem-decode: %s\n", error.c_str());
     return 2;
@@ -152,10 +158,10 @@ int main(int argc, char** argv) {
     }
   }
   const int sig = tandem::WaitForTerminationSignal();
-  spdlog::info("tandem-decode: signal {}, draining", sig);
-  // Let in-flight streams finish for a while, then cancel what is left.
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  spdlog::info("tandem-decode: signal {}, draining (up to {} ms)", sig, o.drain_timeout_ms);
+  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.drain_timeout_ms));
   (*node)->engine()->Stop();
   server->server->Wait();
+  spdlog::info("tandem-decode: drained");
   return 0;
 }

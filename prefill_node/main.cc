@@ -28,6 +28,9 @@ token and hands the request to the decode node.
   --listen HOST:PORT            gRPC address (default 0.0.0.0:50071; port 0 = any free port)
   --metrics-listen HOST:PORT    Prometheus /metrics address (default 0.0.0.0:9402; port 0 = any
                                 free port; "" = no metrics endpoint)
+  --drain-timeout-ms N          on SIGINT/SIGTERM: time in-flight requests get to finish before
+                                they are cancelled; health turns NOT_SERVING at once (default
+                                30000)
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
                                 "pid": N} there
   --backend cpu|cuda|sim        compute backend (default cpu; cuda needs a CUDA build and a GPU;
@@ -64,6 +67,7 @@ struct PrefillMainOptions {
   std::string listen = "0.0.0.0:50071";
   std::string metrics_listen = "0.0.0.0:9402";
   std::string ready_file;
+  int64_t drain_timeout_ms = 30000;
 };
 
 }  // namespace
@@ -77,12 +81,14 @@ int main(int argc, char** argv) {
   flags.String("listen", &o.listen);
   flags.String("metrics-listen", &o.metrics_listen);
   flags.String("ready-file", &o.ready_file);
+  flags.Number("drain-timeout-ms", &o.drain_timeout_ms);
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (error.empty() && o.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";
   if (!error.empty()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", error.c_str());
     return 2;
@@ -137,10 +143,10 @@ int main(int argc, char** argv) {
     }
   }
   const int sig = tandem::WaitForTerminationSignal();
-  spdlog::info("tandem-prefill: signal {}, draining", sig);
-  // Let in-flight streams finish for a while, then cancel what is left.
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  spdlog::info("tandem-prefill: signal {}, draining (up to {} ms)", sig, o.drain_timeout_ms);
+  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.drain_timeout_ms));
   (*node)->engine()->Stop();
   server->server->Wait();
+  spdlog::info("tandem-prefill: drained");
   return 0;
 }

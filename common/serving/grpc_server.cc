@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "nlohmann/json.hpp"
 
@@ -58,6 +59,14 @@ int WaitForTerminationSignal() {
   while (sigwait(&set, &sig) != 0) {
   }
   return sig;
+}
+
+void DrainGrpcServer(grpc::Server& server, absl::Duration drain) {
+  if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+      health != nullptr) {
+    health->SetServingStatus(false);
+  }
+  server.Shutdown(absl::ToChronoTime(absl::Now() + drain));
 }
 
 }  // namespace tandem

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 
 namespace tandem {
@@ -28,6 +29,12 @@ absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
 void BlockTerminationSignals();
 // Waits for SIGINT or SIGTERM (blocked by BlockTerminationSignals) and returns its number.
 int WaitForTerminationSignal();
+
+// A node's graceful drain: the health service turns NOT_SERVING (so routers and Kubernetes
+// readiness stop sending new work), new RPCs are refused, and RPCs in flight (a decode node's
+// token streams, a prefill node's prefills) get until `drain` from now to finish before they are
+// cancelled. Returns once the server has stopped.
+void DrainGrpcServer(grpc::Server& server, absl::Duration drain);
 
 }  // namespace tandem
 
