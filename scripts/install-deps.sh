@@ -12,6 +12,11 @@ DEBIAN_PACKAGES=(
   libucx-dev ucx-utils prometheus-cpp-dev libboost-dev
   prometheus curl
 )
+# kubectl renders the Kustomize overlays in deploy/ for the deploy tests (kustomize v5 is built
+# into kubectl >= 1.27). Use the machine's own if it has one; else Debian's kubernetes-client.
+if ! command -v kubectl >/dev/null; then
+  DEBIAN_PACKAGES+=(kubernetes-client)
+fi
 # Node.js and npm run the conformance references; use the machine's own if present.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   DEBIAN_PACKAGES+=(nodejs npm)
@@ -47,6 +52,13 @@ if [ "${TANDEM_SKIP_NPM:-0}" != 1 ]; then
     # a direct dependency. --ignore-scripts: nothing here needs an install script.
     (cd "$here/tests/conformance" &&
       npm install --omit=optional --ignore-scripts --no-audit --no-fund --no-save)
+  fi
+  # npm packages the deploy tests use (Kubernetes schemas, YAML).
+  dnm="$here/tests/deploy/node_modules"
+  if [ ! -d "$dnm/kubernetes-models" ] || [ ! -d "$dnm/@kubernetes-models/prometheus-operator" ] ||
+     [ ! -d "$dnm/yaml" ]; then
+    echo "[install-deps] npm install in tests/deploy (versions pinned by package-lock.json)"
+    (cd "$here/tests/deploy" && npm install --ignore-scripts --no-audit --no-fund --no-save)
   fi
 fi
 echo "[install-deps] done"
