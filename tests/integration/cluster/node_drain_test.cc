@@ -102,8 +102,8 @@ TEST_F(NodeDrainTest, SigtermLetsTheStreamFinishAndNewRequestsGoElsewhere) {
   const int busy = BusyDecodeNode();
   if (busy < 0) streamer.join();
   ASSERT_GE(busy, 0) << "no decode node is running the request; the stream: "
-                     << in_flight.tokens.size() << " tokens, "
-                     << in_flight.status.error_message() << "\n"
+                     << in_flight.tokens.size() << " tokens, " << in_flight.status.error_message()
+                     << "\n"
                      << cluster_.Logs();
   // (std::jthread joins on every exit path, ASSERT failures included.)
   const absl::Time signalled = absl::Now();
