@@ -194,7 +194,13 @@ TEST(RouterCliTest, ServesWritesTheReadyFileAndDrainsOnSigterm) {
   v1::GenerateRequest req;
   req.set_model("tiny");
   req.set_text("Hi");
+  // The router probes its nodes on its own schedule: on a loaded machine the first 50 ms health
+  // check can time out, and the nodes are up a probe later. Wait for that, not longer.
   StreamResult r = RunGenerate(*stub, req);
+  for (int i = 0; i < 100 && r.status.error_code() == grpc::StatusCode::UNAVAILABLE; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    r = RunGenerate(*stub, req);
+  }
   ASSERT_TRUE(r.status.ok()) << r.status.error_message() << "\n" << router.stderr_text();
   EXPECT_EQ(r.text(), " from the binary");
 
