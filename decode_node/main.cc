@@ -16,7 +16,8 @@
 
 namespace {
 
-constexpr char kUsage[] = R"(Usage: tandem-decode --model DIR [options]
+const std::string kUsage =
+    R"(Usage: tandem-decode --model DIR [options]
 
 A decode node: reserves KV blocks for prompts that prefill nodes compute (they write the KV over
 UCX; UCX_TLS picks the transport: tcp, posix/sysv shared memory, ...), decodes with continuous
@@ -35,26 +36,8 @@ batching, and can also prefill locally (colocated mode, short prompts).
                                 "pid": N} there
   --lease-ms N                  default lease on reserved blocks (default 30000)
   --max-lease-ms N              longest lease a caller may ask for (default 300000)
-  --backend cpu|cuda|sim        compute backend (default cpu; cuda needs a CUDA build and a GPU;
-                                sim models a GPU's step times, see below)
-  --cuda-device N               GPU for --backend cuda (default 0)
-  --max-model-len N             --backend cuda: longest context to size buffers for (default: the
-                                model's max_position_embeddings)
-  --no-cuda-graphs              --backend cuda: launch decode steps eagerly
-  --sim-gpu NAME                --backend sim: h100 (default), h200 or a100
-  --sim-model NAME              --backend sim: llama-3.1-8b or llama-3.1-70b (default: the shape
-                                in DIR/config.json; weights are never read)
-  --sim-tp N                    --backend sim: tensor-parallel GPUs the node stands for (default 1)
-  --sim-kv-scale N              --backend sim: the KV pool holds 1/N of each token's real bytes
-                                (power of two dividing head_dim; default 1)
-  --sim-memory-utilization F    --backend sim: share of GPU memory for weights + KV (default 0.9);
-                                the KV block count follows from it (--kv-cache-mb is not used)
-  --sim-kv-blocks N             --backend sim: exactly N KV blocks instead
-  --sim-time-scale F            --backend sim: steps take F times the modelled time (default 1)
-  --kv-transport KIND           auto (default: ucx for --backend cpu, cuda for --backend cuda),
-                                ucx, cuda (device pools: CUDA IPC on one host, staged through
-                                pinned memory between hosts) or nccl (needs two GPUs)
-  --kv-advertise HOST:PORT      --kv-transport nccl: this node's gRPC address as prefill nodes
+)" + std::string(tandem::kNodeBackendFlagsUsage) +
+    R"(  --kv-advertise HOST:PORT      --kv-transport nccl: this node's gRPC address as prefill nodes
                                 reach it
   --threads N                   CPU threads (default: all cores)
   --kv-cache-mb N               KV pool size in MiB (default 256)
@@ -93,7 +76,7 @@ int main(int argc, char** argv) {
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kUsage.c_str(), stdout);
     return 0;
   }
   if (error.empty() && (o.lease_ms < 1 || o.max_lease_ms < o.lease_ms)) {

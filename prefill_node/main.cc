@@ -16,7 +16,7 @@
 
 namespace {
 
-constexpr char kUsage[] = R"(Usage: tandem-prefill --model DIR [options]
+const std::string kUsage = R"(Usage: tandem-prefill --model DIR [options]
 
 A prefill node: computes prompts in chunks (batched, with a prefix cache), writes their KV straight
 into the blocks a decode node reserved (UCX RMA; UCX_TLS picks the transport), samples the first
@@ -33,26 +33,8 @@ token and hands the request to the decode node.
                                 30000)
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
                                 "pid": N} there
-  --backend cpu|cuda|sim        compute backend (default cpu; cuda needs a CUDA build and a GPU;
-                                sim models a GPU's step times, see below)
-  --cuda-device N               GPU for --backend cuda (default 0)
-  --max-model-len N             --backend cuda: longest context to size buffers for (default: the
-                                model's max_position_embeddings)
-  --no-cuda-graphs              --backend cuda: launch decode steps eagerly
-  --sim-gpu NAME                --backend sim: h100 (default), h200 or a100
-  --sim-model NAME              --backend sim: llama-3.1-8b or llama-3.1-70b (default: the shape
-                                in DIR/config.json; weights are never read)
-  --sim-tp N                    --backend sim: tensor-parallel GPUs the node stands for (default 1)
-  --sim-kv-scale N              --backend sim: the KV pool holds 1/N of each token's real bytes
-                                (power of two dividing head_dim; default 1)
-  --sim-memory-utilization F    --backend sim: share of GPU memory for weights + KV (default 0.9);
-                                the KV block count follows from it (--kv-cache-mb is not used)
-  --sim-kv-blocks N             --backend sim: exactly N KV blocks instead
-  --sim-time-scale F            --backend sim: steps take F times the modelled time (default 1)
-  --kv-transport KIND           auto (default: ucx for --backend cpu, cuda for --backend cuda),
-                                ucx, cuda (device pools: CUDA IPC on one host, staged through
-                                pinned memory between hosts) or nccl (needs two GPUs)
-  --threads N                   CPU threads (default: all cores)
+)" + std::string(tandem::kNodeBackendFlagsUsage) +
+                           R"(  --threads N                   CPU threads (default: all cores)
   --kv-cache-mb N               KV pool size in MiB (default 256)
   --block-size N                tokens per KV block (default 16; decode nodes must match)
   --max-num-batched-tokens N    token budget per step = prefill chunk size (default 512)
@@ -85,7 +67,7 @@ int main(int argc, char** argv) {
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(kUsage.c_str(), stdout);
     return 0;
   }
   if (error.empty() && o.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";

@@ -163,4 +163,26 @@ NodeEngine::~NodeEngine() {
   if (engine_ != nullptr) engine_->Stop();
 }
 
+const char kNodeBackendFlagsUsage[] =
+    R"(  --backend cpu|cuda|sim        compute backend (default cpu; cuda needs a CUDA build and a GPU;
+                                sim models a GPU's step times, see below)
+  --cuda-device N               GPU for --backend cuda (default 0)
+  --max-model-len N             --backend cuda: longest context to size buffers for (default: the
+                                model's max_position_embeddings)
+  --no-cuda-graphs              --backend cuda: launch decode steps eagerly
+  --sim-gpu NAME                --backend sim: h100 (default), h200 or a100
+  --sim-model NAME              --backend sim: llama-3.1-8b or llama-3.1-70b (default: the shape
+                                in DIR/config.json; weights are never read)
+  --sim-tp N                    --backend sim: tensor-parallel GPUs the node stands for (default 1)
+  --sim-kv-scale N              --backend sim: the KV pool holds 1/N of each token's real bytes
+                                (power of two dividing head_dim; default 1)
+  --sim-memory-utilization F    --backend sim: share of GPU memory for weights + KV (default 0.9);
+                                the KV block count follows from it (--kv-cache-mb is not used)
+  --sim-kv-blocks N             --backend sim: exactly N KV blocks instead
+  --sim-time-scale F            --backend sim: steps take F times the modelled time (default 1)
+  --kv-transport KIND           auto (default: ucx for --backend cpu, cuda for --backend cuda),
+                                ucx, cuda (device pools: CUDA IPC on one host, staged through
+                                pinned memory between hosts) or nccl (needs two GPUs)
+)";
+
 }  // namespace tandem

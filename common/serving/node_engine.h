@@ -47,6 +47,9 @@ struct NodeEngineOptions {
 // --max-num-batched-tokens,
 // --max-num-seqs, --no-prefix-caching.
 void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* options);
+// The --help lines of the backend and KV transport flags (AddNodeEngineFlags and
+// AddNodeKvTransportFlags) that tandem-prefill and tandem-decode share, newline-terminated.
+extern const char kNodeBackendFlagsUsage[];
 
 // How the node's KV transport gets at the pool the backend computes in.
 struct KvPoolHooks {
