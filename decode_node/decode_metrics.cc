@@ -43,6 +43,14 @@ DecodeMetrics::DecodeMetrics() : engine_metrics_("tandem_decode") {
                     .Help("Generate calls received (prompts prefilled on this node).")
                     .Register(registry_)
                     .Add({});
+  completions_refused_ =
+      &prometheus::BuildCounter()
+           .Name("tandem_decode_kv_completions_refused_total")
+           .Help(
+               "KV completion notices dropped because their MAC did not verify (not sent by a "
+               "prefill node of this cluster, or altered).")
+           .Register(registry_)
+           .Add({});
   auto& queue =
       prometheus::BuildHistogram()
           .Name("tandem_decode_queue_seconds")
@@ -69,6 +77,8 @@ void DecodeMetrics::ReservationEnded(ReservationOutcome outcome) {
 }
 
 void DecodeMetrics::GenerateStarted() { generates_->Increment(); }
+
+void DecodeMetrics::CompletionRefused() { completions_refused_->Increment(); }
 
 void DecodeMetrics::ObserveQueueTime(DecodePath path, absl::Duration wait) {
   queue_[static_cast<int>(path)]->Observe(absl::ToDoubleSeconds(wait));

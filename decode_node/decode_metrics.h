@@ -54,6 +54,8 @@ class DecodeMetrics : public prometheus::Collectable {
   void ReservationStarted();
   void ReservationEnded(ReservationOutcome outcome);
   void GenerateStarted();
+  // A KV completion whose MAC did not verify was dropped.
+  void CompletionRefused();
   // Time a request waited before its prompt (generate) or its reservation (reserve) was
   // scheduled; GenerationEvent::queue_nanos of its first token.
   void ObserveQueueTime(DecodePath path, absl::Duration wait);
@@ -66,6 +68,7 @@ class DecodeMetrics : public prometheus::Collectable {
   prometheus::Counter* reservations_;
   std::array<prometheus::Counter*, kNumReservationOutcomes> ended_;
   prometheus::Counter* generates_;
+  prometheus::Counter* completions_refused_;
   std::array<prometheus::Histogram*, 2> queue_;
 
   mutable absl::Mutex mu_;

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
@@ -55,6 +56,12 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
                                        const v1::ReserveRequest* request,
                                        grpc::ServerWriter<v1::DecodeEvent>* writer,
                                        ReservationOutcome* outcome) {
+  if (!options_.accept_reservations) {
+    *outcome = ReservationOutcome::kRefused;
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "this decode node has no --cluster-secret-file: it takes no reservations "
+                        "(colocated Generate only)");
+  }
   absl::Duration lease =
       request->lease_ms() > 0 ? absl::Milliseconds(request->lease_ms()) : options_.default_lease;
   if (lease > options_.max_lease) {
@@ -63,6 +70,19 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
                         absl::StrCat("lease_ms ", request->lease_ms(), " exceeds the maximum of ",
                                      absl::ToInt64Milliseconds(options_.max_lease)));
   }
+  if (absl::Status claimed = router_ids_.Claim(request->request_id()); !claimed.ok()) {
+    *outcome = ReservationOutcome::kRefused;
+    return ToGrpcStatus(claimed);
+  }
+  absl::Cleanup release_id = [&] { router_ids_.Release(request->request_id()); };
+  if (waiting_reservations_.fetch_add(1) >= options_.max_waiting_reservations) {
+    waiting_reservations_.fetch_sub(1);
+    *outcome = ReservationOutcome::kRefused;
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat(options_.max_waiting_reservations,
+                                     " reservations are already waiting for KV blocks"));
+  }
+  absl::Cleanup stop_waiting = [this] { waiting_reservations_.fetch_sub(1); };
   auto stream = std::make_shared<RequestStream>();
   auto slot = std::make_shared<ReservationSlot>();
   GenerateRequest engine_request =
@@ -78,11 +98,14 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
                                                     : ReservationOutcome::kFailed;
     return ToGrpcStatus(id.status());
   }
-  router_ids_.Track(request->request_id(), *id);
+  if (!router_ids_.Bind(request->request_id(), *id)) engine_->Cancel(*id);
 
-  // Wait for blocks (FIFO behind other reservations); the client may give up meanwhile.
+  // Wait for blocks (FIFO behind other reservations), for at most reserve_wait_timeout; the
+  // client may give up meanwhile.
   absl::StatusOr<KvReservation> reservation = absl::UnknownError("no reservation");
+  const absl::Time give_up = absl::Now() + options_.reserve_wait_timeout;
   bool cancel_sent = false;
+  bool timed_out = false;
   while (true) {
     absl::MutexLock lock(&slot->mu);
     slot->mu.AwaitWithTimeout(absl::Condition(&HasResult, slot.get()), kPollInterval);
@@ -90,14 +113,23 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
       reservation = std::move(*slot->result);
       break;
     }
-    if (!cancel_sent && context->IsCancelled()) {
+    if (!cancel_sent && (context->IsCancelled() || absl::Now() >= give_up)) {
       cancel_sent = true;
+      timed_out = !context->IsCancelled();
       engine_->Cancel(*id);  // on_reserved will answer Cancelled
     }
   }
+  std::move(stop_waiting).Invoke();
+  if (!reservation.ok() && timed_out) {
+    stream->WaitWithTimeout(absl::Seconds(5));
+    *outcome = ReservationOutcome::kRefused;
+    return grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        absl::StrCat("no KV blocks came free for the prompt's ", request->prompt_token_ids_size(),
+                     " tokens within ", absl::FormatDuration(options_.reserve_wait_timeout)));
+  }
   if (!reservation.ok()) {
     stream->WaitWithTimeout(absl::Seconds(5));
-    router_ids_.Untrack(request->request_id());
     *outcome = context->IsCancelled() || absl::IsCancelled(reservation.status())
                    ? ReservationOutcome::kCancelled
                    : ReservationOutcome::kFailed;
@@ -112,13 +144,14 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
       0, (reservation->lease_deadline_nanos - Clock::Real()->NowNanos()) / 1'000'000);
   *first.mutable_handoff() = MakeKvHandoff(*reservation, *transport_, engine_->kv_layout(),
                                            transport_->incarnation(), lease_remaining_ms);
+  first.mutable_handoff()->set_issued_unix_ms(absl::ToUnixMillis(absl::Now()));
+  if (options_.handoff_auth != nullptr) options_.handoff_auth->Sign(first.mutable_handoff());
   if (!writer->Write(first)) {
     engine_->Cancel(*id);
   }
   StreamSummary summary;
   grpc::Status status = StreamEvents(context, *id, with_logprobs, DecodePath::kReserve,
                                      stream.get(), writer, &summary);
-  router_ids_.Untrack(request->request_id());
   if (summary.got_token) {
     *outcome = ReservationOutcome::kImported;
   } else if (summary.finish_reason == FinishReason::kAborted) {
@@ -138,18 +171,20 @@ grpc::Status DecodeService::Generate(grpc::ServerContext* context,
                                      const v1::NodeGenerateRequest* request,
                                      grpc::ServerWriter<v1::DecodeEvent>* writer) {
   if (options_.metrics != nullptr) options_.metrics->GenerateStarted();
+  if (absl::Status claimed = router_ids_.Claim(request->request_id()); !claimed.ok()) {
+    return ToGrpcStatus(claimed);
+  }
+  absl::Cleanup release_id = [&] { router_ids_.Release(request->request_id()); };
   auto stream = std::make_shared<RequestStream>();
   GenerateRequest engine_request =
       MakeRequest(request->prompt_token_ids(), request->sampling(), stream);
   const bool with_logprobs = engine_request.params.logprobs >= 0;
   absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
   if (!id.ok()) return ToGrpcStatus(id.status());
-  router_ids_.Track(request->request_id(), *id);
+  if (!router_ids_.Bind(request->request_id(), *id)) engine_->Cancel(*id);
   StreamSummary summary;
-  grpc::Status status = StreamEvents(context, *id, with_logprobs, DecodePath::kGenerate,
-                                     stream.get(), writer, &summary);
-  router_ids_.Untrack(request->request_id());
-  return status;
+  return StreamEvents(context, *id, with_logprobs, DecodePath::kGenerate, stream.get(), writer,
+                      &summary);
 }
 
 grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId id,
@@ -206,9 +241,9 @@ grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId
 
 grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                    v1::CancelResponse* response) {
-  std::optional<RequestId> id = router_ids_.Find(request->request_id());
-  response->set_found(id.has_value());
-  if (id.has_value()) engine_->Cancel(*id);
+  const RouterRequestIds::CancelTarget target = router_ids_.ForCancel(request->request_id());
+  response->set_found(target.found);
+  if (target.id.has_value()) engine_->Cancel(*target.id);
   return grpc::Status::OK;
 }
 
@@ -235,6 +270,15 @@ void DecodeService::OnNotice(std::string_view payload) {
   if (!completion.ok()) {
     spdlog::warn("decode: dropped a KV notice: {}", completion.status().ToString());
     return;
+  }
+  if (options_.handoff_auth != nullptr) {
+    if (absl::Status s = options_.handoff_auth->Verify(*completion); !s.ok()) {
+      // Not from a prefill node of this cluster: the reservation it names is left alone.
+      spdlog::warn("decode: dropped a KV completion for request {}: {}", completion->request_id(),
+                   std::string(s.message()));
+      if (options_.metrics != nullptr) options_.metrics->CompletionRefused();
+      return;
+    }
   }
   if (completion->decode_incarnation() != transport_->incarnation()) {
     // Addressed to an earlier run of this node: the request it names is not ours.

@@ -7,6 +7,7 @@
 #ifndef TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 #define TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "common/engine/engine.h"
 #include "common/engine/request_stream.h"
 #include "common/serving/node_requests.h"
+#include "common/transport/handoff_auth.h"
 #include "common/transport/kv_transport.h"
 #include "decode_node/decode_metrics.h"
 #include "tandem/v1/node.grpc.pb.h"
@@ -28,7 +30,17 @@ namespace tandem {
 struct DecodeServiceOptions {
   std::string model_name;
   absl::Duration default_lease = absl::Seconds(30);
-  absl::Duration max_lease = absl::Minutes(5);
+  absl::Duration max_lease = absl::Minutes(1);
+  // A reservation waiting for free blocks longer than this is refused with RESOURCE_EXHAUSTED;
+  // beyond max_waiting_reservations waiting at once, new ones are refused at once.
+  absl::Duration reserve_wait_timeout = absl::Seconds(10);
+  int64_t max_waiting_reservations = 1024;
+  // Signs handoffs and verifies completions (common/transport/handoff_auth.h); null: neither
+  // (--insecure-no-handoff-auth).
+  std::shared_ptr<const HandoffAuthenticator> handoff_auth;
+  // False (no cluster secret and not --insecure-no-handoff-auth): Reserve answers
+  // FAILED_PRECONDITION; the node serves colocated requests only.
+  bool accept_reservations = true;
   // Where reservations, their outcomes and queue times are counted; borrowed; may be null.
   DecodeMetrics* metrics = nullptr;
   // ConnectKv (the nccl KV transport): starts this node's side of a communicator with a prefill
@@ -78,6 +90,7 @@ class DecodeService final : public v1::DecodeNode::Service {
   KvTransport* const transport_;
   const DecodeServiceOptions options_;
   RouterRequestIds router_ids_;
+  std::atomic<int64_t> waiting_reservations_{0};
 };
 
 }  // namespace tandem

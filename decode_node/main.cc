@@ -35,7 +35,12 @@ batching, and can also prefill locally (colocated mode, short prompts).
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
                                 "pid": N} there
   --lease-ms N                  default lease on reserved blocks (default 30000)
-  --max-lease-ms N              longest lease a caller may ask for (default 300000)
+  --max-lease-ms N              longest lease a caller may ask for; longer ones are refused
+                                (default 60000)
+  --reserve-wait-timeout-ms N   a reservation waiting longer than N ms for free KV blocks is
+                                refused with RESOURCE_EXHAUSTED (default 10000)
+  --max-waiting-reservations N  reservations waiting for blocks beyond N are refused at once
+                                (default 1024)
 )" + std::string(tandem::kNodeBackendFlagsUsage) +
     R"(  --kv-advertise HOST:PORT      --kv-transport nccl: this node's gRPC address as prefill nodes
                                 reach it
@@ -56,7 +61,9 @@ struct DecodeMainOptions {
   std::string ready_file;
   int64_t drain_timeout_ms = 30000;
   int64_t lease_ms = 30000;
-  int64_t max_lease_ms = 300000;
+  int64_t max_lease_ms = 60000;
+  int64_t reserve_wait_timeout_ms = 10000;
+  int64_t max_waiting_reservations = 1024;
 };
 
 }  // namespace
@@ -73,6 +80,8 @@ int main(int argc, char** argv) {
   flags.Number("drain-timeout-ms", &o.drain_timeout_ms);
   flags.Number("lease-ms", &o.lease_ms);
   flags.Number("max-lease-ms", &o.max_lease_ms);
+  flags.Number("reserve-wait-timeout-ms", &o.reserve_wait_timeout_ms);
+  flags.Number("max-waiting-reservations", &o.max_waiting_reservations);
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
@@ -83,12 +92,25 @@ int main(int argc, char** argv) {
     error = "--lease-ms must be >= 1 and <= --max-lease-ms";
   }
   if (error.empty() && o.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";
+  if (error.empty() && o.reserve_wait_timeout_ms < 0) {
+    error = "--reserve-wait-timeout-ms must be >= 0";
+  }
+  if (error.empty() && o.max_waiting_reservations < 0) {
+    error = "--max-waiting-reservations must be >= 0";
+  }
   if (!error.empty()) {
     std::fprintf(stderr, "tandem-decode: %s\n", error.c_str());
     return 2;
   }
 
   o.kv.name = "tandem-decode";
+  o.kv.listen = o.listen;
+  auto handoff_auth = tandem::LoadHandoffAuth(o.kv, /*required=*/false);
+  if (!handoff_auth.ok()) {
+    std::fprintf(stderr, "tandem-decode: %s\n",
+                 std::string(handoff_auth.status().message()).c_str());
+    return 2;
+  }
   o.kv.owner = true;
   auto transport = tandem::CreateNodeKvTransport(o.node, o.kv);
   if (!transport.ok()) {
@@ -106,12 +128,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   metrics->SetEngine((*node)->engine());
-  tandem::DecodeService service((*node)->engine(), kv_transport,
-                                {.model_name = (*node)->model_name(),
-                                 .default_lease = absl::Milliseconds(o.lease_ms),
-                                 .max_lease = absl::Milliseconds(o.max_lease_ms),
-                                 .metrics = metrics.get(),
-                                 .accept_kv_connection = tandem::NcclAcceptor(kv_transport)});
+  tandem::DecodeService service(
+      (*node)->engine(), kv_transport,
+      {.model_name = (*node)->model_name(),
+       .default_lease = absl::Milliseconds(o.lease_ms),
+       .max_lease = absl::Milliseconds(o.max_lease_ms),
+       .reserve_wait_timeout = absl::Milliseconds(o.reserve_wait_timeout_ms),
+       .max_waiting_reservations = o.max_waiting_reservations,
+       .handoff_auth = *handoff_auth,
+       .accept_reservations = *handoff_auth != nullptr || o.kv.insecure_no_handoff_auth,
+       .metrics = metrics.get(),
+       .accept_kv_connection = tandem::NcclAcceptor(kv_transport)});
+  if (*handoff_auth == nullptr && !o.kv.insecure_no_handoff_auth) {
+    spdlog::warn(
+        "tandem-decode: no --cluster-secret-file: Reserve is refused, this node serves colocated "
+        "(Generate) requests only");
+  }
   auto server = tandem::StartGrpcServer(o.listen, {&service});
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", server.status().ToString().c_str());

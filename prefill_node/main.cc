@@ -77,6 +77,13 @@ int main(int argc, char** argv) {
   }
 
   o.kv.name = "tandem-prefill";
+  o.kv.listen = o.listen;
+  auto handoff_auth = tandem::LoadHandoffAuth(o.kv, /*required=*/true);
+  if (!handoff_auth.ok()) {
+    std::fprintf(stderr, "tandem-prefill: %s\n",
+                 std::string(handoff_auth.status().message()).c_str());
+    return 2;
+  }
   o.kv.owner = false;
   auto transport = tandem::CreateNodeKvTransport(o.node, o.kv);
   if (!transport.ok()) {
@@ -94,8 +101,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   metrics->SetEngine((*node)->engine());
+  tandem::HandoffGate handoff_gate(*handoff_auth);
+  metrics->SetHandoffGate(&handoff_gate);
   tandem::PrefillService service((*node)->engine(), kv_transport,
-                                 {.model_name = (*node)->model_name(), .metrics = metrics.get()});
+                                 {.model_name = (*node)->model_name(),
+                                  .metrics = metrics.get(),
+                                  .handoff_gate = &handoff_gate,
+                                  .handoff_auth = *handoff_auth});
   auto server = tandem::StartGrpcServer(o.listen, {&service});
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", server.status().ToString().c_str());

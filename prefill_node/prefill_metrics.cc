@@ -11,9 +11,8 @@ namespace tandem {
 namespace {
 
 constexpr const char* kFailureNames[kNumKvTransferFailures] = {
-    "deadline",    "peer_unreachable", "layout_mismatch",
-    "bad_handoff", "invalid_request",  "cancelled",
-    "other"};
+    "deadline",        "peer_unreachable", "layout_mismatch", "bad_handoff",
+    "invalid_request", "cancelled",        "other",           "forged_handoff"};
 
 prometheus::Histogram* AddHistogram(prometheus::Registry& registry, const char* name,
                                     const char* help, const std::vector<double>& buckets) {
@@ -68,7 +67,8 @@ PrefillMetrics::PrefillMetrics() : engine_metrics_("tandem_prefill") {
               "not be reached or the connection failed), layout_mismatch, bad_handoff (a "
               "malformed handoff, or one naming the wrong blocks or transport), "
               "invalid_request (the engine refused the prompt or sampling), cancelled (the "
-              "caller cancelled or went away), other.")
+              "caller cancelled or went away), other, forged_handoff (refused by the handoff "
+              "gate: see tandem_prefill_handoffs_refused_total).")
           .Register(registry_);
   for (int i = 0; i < kNumKvTransferFailures; ++i) {
     failures_[i] = &failures.Add({{"reason", kFailureNames[i]}});
@@ -112,6 +112,11 @@ void PrefillMetrics::SetEngine(const Engine* engine) {
   engine_ = engine;
 }
 
+void PrefillMetrics::SetHandoffGate(const HandoffGate* gate) {
+  absl::MutexLock lock(&mu_);
+  gate_ = gate;
+}
+
 void PrefillMetrics::RequestReceived() { requests_->Increment(); }
 
 void PrefillMetrics::RequestSucceeded(const PrefillSuccess& s) {
@@ -135,6 +140,23 @@ std::vector<prometheus::MetricFamily> PrefillMetrics::Collect() const {
   std::vector<prometheus::MetricFamily> own = registry_.Collect();
   out.insert(out.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
   absl::MutexLock lock(&mu_);
+  if (gate_ != nullptr) {
+    prometheus::MetricFamily refused;
+    refused.name = "tandem_prefill_handoffs_refused_total";
+    refused.help =
+        "KV handoffs refused before anything was written, by reason: bad_mac (not issued by a "
+        "decode node of this cluster, or altered), expired, replayed, extent_changed (a pool "
+        "extent other than the one the decode incarnation advertised).";
+    refused.type = prometheus::MetricType::Counter;
+    for (int i = 0; i < kNumHandoffRefusals; ++i) {
+      const auto reason = static_cast<HandoffRefusal>(i);
+      prometheus::ClientMetric m;
+      m.label.push_back({"reason", HandoffRefusalName(reason)});
+      m.counter.value = static_cast<double>(gate_->refused(reason));
+      refused.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(refused));
+  }
   if (engine_ != nullptr) {
     AddGaugeFamily(&out, "tandem_prefill_kv_blocks_export_held",
                    "KV cache blocks of finished prompts kept until their writes to the decode "

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
 #include "common/serving/engine_metrics.h"
+#include "common/transport/handoff_gate.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/histogram.h"
@@ -35,11 +36,12 @@ enum class KvTransferFailure {
   kInvalidRequest,   // the engine refused the prompt or sampling parameters
   kCancelled,        // the caller cancelled or went away
   kOther,            // anything else (an engine error or stop, an internal error)
+  kForgedHandoff,    // the handoff failed the gate: bad MAC, expired, replayed, extent changed
 };
-inline constexpr int kNumKvTransferFailures = 7;
+inline constexpr int kNumKvTransferFailures = 8;
 
 // "deadline", "peer_unreachable", "layout_mismatch", "bad_handoff", "invalid_request",
-// "cancelled", "other".
+// "cancelled", "other", "forged_handoff".
 const char* KvTransferFailureName(KvTransferFailure reason);
 
 // The reason for a handoff refused before anything was written (parsing it, checking the layout).
@@ -71,6 +73,8 @@ class PrefillMetrics : public prometheus::Collectable {
   NodeEngineMetrics& engine_metrics() { return engine_metrics_; }
   // The engine whose Stats() scrapes read; borrowed (nullptr: none).
   void SetEngine(const Engine* engine);
+  // The gate whose refusals /metrics reports (tandem_prefill_handoffs_refused_total); borrowed.
+  void SetHandoffGate(const HandoffGate* gate);
 
   // Thread-safe.
   void RequestReceived();
@@ -96,6 +100,7 @@ class PrefillMetrics : public prometheus::Collectable {
 
   mutable absl::Mutex mu_;
   const Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const HandoffGate* gate_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace tandem

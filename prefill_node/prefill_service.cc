@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
@@ -57,6 +58,22 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
                                         const v1::PrefillRequest* request,
                                         v1::PrefillResponse* response, absl::Time received_at,
                                         KvTransferFailure* failure) {
+  // A second request under the id of a live one is refused before it touches the handoff.
+  if (absl::Status claimed = router_ids_.Claim(request->request_id()); !claimed.ok()) {
+    *failure = KvTransferFailure::kInvalidRequest;
+    return ToGrpcStatus(claimed);
+  }
+  absl::Cleanup release_id = [&] { router_ids_.Release(request->request_id()); };
+  // Nothing is written, and the decode node is not contacted, for a handoff that is not vouched
+  // for: its address and key are the caller's otherwise.
+  if (absl::Status admitted =
+          options_.handoff_gate->Admit(request->handoff(), absl::ToUnixMillis(absl::Now()));
+      !admitted.ok()) {
+    *failure = KvTransferFailure::kForgedHandoff;
+    spdlog::warn("prefill: refused a KV handoff (request {}): {}", request->request_id(),
+                 std::string(admitted.message()));
+    return ToGrpcStatus(admitted);
+  }
   absl::StatusOr<KvWriteTarget> target =
       KvWriteTargetFromHandoff(request->handoff(), transport_->name());
   if (!target.ok()) {
@@ -90,6 +107,7 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
         .target = *target,
         .deadline = deadline,
         .local_incarnation = transport_->incarnation(),
+        .auth = options_.handoff_auth.get(),
         .release_blocks = [engine](RequestId id) { engine->ReleaseExportedBlocks(id); },
         .on_finished =
             [outcome](absl::StatusOr<KvWriteResult> result) {
@@ -126,14 +144,17 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   }
   if (!refused.ok()) {
     // Tell the decode node now, so that it frees the reservation instead of waiting out the lease.
-    KvBlockWriter::NotifyFailure(transport_, *target, transport_->incarnation(), refused, deadline,
+    KvBlockWriter::NotifyFailure(transport_, *target, transport_->incarnation(),
+                                 options_.handoff_auth.get(), refused, deadline,
                                  [](absl::Status) {});
     return ToGrpcStatus(refused);
   }
-  router_ids_.Track(request->request_id(), *id);
-
   // Set when this call asked the engine to stop the request.
   std::optional<KvTransferFailure> cancelled;
+  if (!router_ids_.Bind(request->request_id(), *id)) {
+    cancelled = KvTransferFailure::kCancelled;
+    engine_->Cancel(*id);
+  }
   absl::StatusOr<KvWriteResult> result = absl::UnknownError("no result");
   absl::Time prefill_done;
   int64_t queue_nanos = -1;
@@ -157,7 +178,6 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
       engine_->Cancel(*id);
     }
   }
-  router_ids_.Untrack(request->request_id());
   if (!result.ok()) {
     if (cancelled.has_value()) {
       *failure = *cancelled;
@@ -213,9 +233,9 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
 
 grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                     v1::CancelResponse* response) {
-  std::optional<RequestId> id = router_ids_.Find(request->request_id());
-  response->set_found(id.has_value());
-  if (id.has_value()) engine_->Cancel(*id);
+  const RouterRequestIds::CancelTarget target = router_ids_.ForCancel(request->request_id());
+  response->set_found(target.found);
+  if (target.id.has_value()) engine_->Cancel(*target.id);
   return grpc::Status::OK;
 }
 

@@ -13,6 +13,8 @@
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
 #include "common/serving/node_requests.h"
+#include "common/transport/handoff_auth.h"
+#include "common/transport/handoff_gate.h"
 #include "common/transport/kv_transport.h"
 #include "prefill_node/prefill_metrics.h"
 #include "tandem/v1/node.grpc.pb.h"
@@ -25,6 +27,11 @@ struct PrefillServiceOptions {
   absl::Duration kv_events_interval = absl::Milliseconds(100);
   // Where each Prefill call's times, KV bytes and failures are counted; borrowed; may be null.
   PrefillMetrics* metrics = nullptr;
+  // Checks every handoff before anything is written for it (common/transport/handoff_gate.h) and
+  // signs completions; borrowed; required.
+  HandoffGate* handoff_gate = nullptr;
+  // Signs completion notices; null: unsigned (--insecure-no-handoff-auth).
+  std::shared_ptr<const HandoffAuthenticator> handoff_auth;
 };
 
 class PrefillService final : public v1::PrefillNode::Service {

@@ -41,7 +41,9 @@ struct ClientStream {
   enum class EventResult { kContinue, kFinished, kStopped, kClientGone };
 
   bool Write(v1::GenerateResponse& response) {
-    response.set_request_id(request.request_id);
+    // The client's own id is echoed when it sent one; otherwise the router's.
+    response.set_request_id(request.client_request_id.empty() ? request.request_id
+                                                              : request.client_request_id);
     if (!first_response_sent) {
       first_response_sent = true;
       response.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());

@@ -3,6 +3,7 @@
 #ifndef TANDEM_ROUTER_GENERATE_SERVICE_H_
 #define TANDEM_ROUTER_GENERATE_SERVICE_H_
 
+#include "router/api_keys.h"
 #include "router/request_runner.h"
 #include "tandem/v1/generate.grpc.pb.h"
 
@@ -11,13 +12,16 @@ namespace tandem {
 class GenerateService final : public v1::Generation::Service {
  public:
   // `runner` must outlive the service.
-  explicit GenerateService(RequestRunner* runner) : runner_(runner) {}
+  // `keys` null or empty: no authentication.
+  GenerateService(RequestRunner* runner, std::shared_ptr<const ApiKeys> keys)
+      : runner_(runner), keys_(std::move(keys)) {}
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
 
  private:
   RequestRunner* const runner_;
+  const std::shared_ptr<const ApiKeys> keys_;
 };
 
 }  // namespace tandem

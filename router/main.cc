@@ -37,7 +37,9 @@ Serving:
   --http-listen HOST:PORT      OpenAI-compatible HTTP address (default 127.0.0.1:0; "" = off)
   --http-threads N             HTTP I/O threads (default 2; requests run on their own threads)
   --max-body-bytes N           larger HTTP request bodies get 413 (default 8388608)
-  --api-key KEY                HTTP /v1/* requests must send "Authorization: Bearer KEY"
+  --api-key KEY[,KEY...]       HTTP /v1/* and gRPC Generate requests must send
+                               "Authorization: Bearer KEY" (repeatable: any listed key works)
+  --api-key-file PATH          more keys, one a line ('#' comments); re-read on SIGHUP
   --metrics-listen HOST:PORT   Prometheus /metrics address (default 127.0.0.1:0; "" = off)
   --max-concurrent-requests N  requests in flight beyond N are refused with gRPC
                                RESOURCE_EXHAUSTED / HTTP 429 (default 4096)
@@ -67,6 +69,10 @@ Requests:
   --request-timeout-ms N       a whole request, unless the client's deadline is sooner
                                (default 600000)
   --first-token-timeout-ms N   one attempt's wait for its first token (default 60000)
+  --kv-wait-timeout-ms N       no decode node reports room for the prompt's KV: wait up to N ms
+                               for room, then answer UNAVAILABLE / HTTP 503 (default 10000)
+  --max-kv-waiting-requests N  at most N requests wait for KV room; the rest get UNAVAILABLE at
+                               once (default 1024)
   --drain-timeout-ms N         on SIGINT/SIGTERM: time in-flight streams get to finish
                                (default 30000)
   --verbose                    debug logs (one line per placement)
@@ -90,7 +96,14 @@ std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool
   flags.String("http-listen", &o->http_listen);
   flags.Number("http-threads", &o->http_threads);
   flags.Number("max-body-bytes", &o->max_body_bytes);
-  flags.String("api-key", &o->api_key);
+  flags.Custom("api-key", [o](std::string_view v) -> std::string {
+    for (absl::string_view key :
+         absl::StrSplit(absl::string_view(v.data(), v.size()), ',', absl::SkipWhitespace())) {
+      o->api_keys.emplace_back(key);
+    }
+    return "";
+  });
+  flags.String("api-key-file", &o->api_key_file);
   flags.String("metrics-listen", &o->metrics_listen);
   flags.Number("max-concurrent-requests", &o->max_concurrent_requests);
   flags.String("ready-file", &o->ready_file);
@@ -119,6 +132,8 @@ std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool
   flags.Number("lease-ms", &o->lease_ms);
   flags.Number("request-timeout-ms", &o->request_timeout_ms);
   flags.Number("first-token-timeout-ms", &o->first_token_timeout_ms);
+  flags.Number("kv-wait-timeout-ms", &o->kv_wait_timeout_ms);
+  flags.Number("max-kv-waiting-requests", &o->max_kv_waiting_requests);
   flags.Number("drain-timeout-ms", &o->drain_timeout_ms);
   flags.Switch("verbose", verbose);
   std::string error = flags.Parse(argc, argv, help);
@@ -143,6 +158,8 @@ std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool
   if (o->lease_ms < 1) return "--lease-ms must be >= 1";
   if (o->request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
   if (o->first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";
+  if (o->kv_wait_timeout_ms < 0) return "--kv-wait-timeout-ms must be >= 0";
+  if (o->max_kv_waiting_requests < 0) return "--max-kv-waiting-requests must be >= 0";
   if (o->drain_timeout_ms < 0) return "--drain-timeout-ms must be >= 0";
   if (o->http_threads < 1) return "--http-threads must be >= 1";
   if (o->max_body_bytes < 1024) return "--max-body-bytes must be >= 1024";
@@ -174,6 +191,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto router = tandem::RouterServer::Start(options);
@@ -182,7 +200,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (absl::Status reloaded = (*router)->Reload(); !reloaded.ok()) {
+      spdlog::error("SIGHUP: reload failed, keeping the old settings: {}",
+                    std::string(reloaded.message()));
+    }
+  }
   spdlog::info("signal {}: draining (up to {} ms)", signal_number, options.drain_timeout_ms);
   (*router)->Shutdown(absl::Milliseconds(options.drain_timeout_ms));
   for (const auto& [name, value] : (*router)->counters().Values()) {

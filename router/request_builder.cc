@@ -123,7 +123,8 @@ absl::StatusOr<RouterRequest> BuildRequest(const v1::GenerateRequest& request,
                                             model.name, "\""));
   }
   RouterRequest out;
-  out.request_id = request.request_id().empty() ? MakeRequestId() : request.request_id();
+  out.request_id = MakeRequestId();
+  out.client_request_id = request.request_id();
 
   out.sampling = SamplingFromProto(request.sampling());
   if (absl::Status s = out.sampling.Validate(model.vocab_size()); !s.ok()) {

@@ -18,7 +18,10 @@
 namespace tandem {
 
 struct RouterRequest {
-  std::string request_id;  // the client's, or one the router made
+  // The router's own id, unique per request: node calls, Cancel RPCs and logs go by it. A client's
+  // id need not be unique (two clients can send the same one), so it is never sent to a node.
+  std::string request_id;
+  std::string client_request_id;  // the client's request_id, "" if none: a label for its logs
   std::vector<TokenId> prompt;
   SamplingParams sampling;  // validated
   // What the nodes get: `sampling` with every default written out and a seed chosen when the

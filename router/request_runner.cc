@@ -10,13 +10,17 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/kv/block_hash.h"
+#include "router/client_errors.h"
 #include "router/client_stream.h"
+#include "router/kv_admission.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
 namespace {
 
 constexpr absl::Duration kWatchdogInterval = absl::Milliseconds(10);
+// How often a request waiting for KV room looks at the decode nodes' load reports again.
+constexpr absl::Duration kKvWaitPoll = absl::Milliseconds(10);
 constexpr absl::Duration kCancelRpcTimeout = absl::Seconds(2);
 // The decode stream finished while the prefill call had not answered yet (its answer races with
 // the first token): how long it gets before it is cancelled.
@@ -102,6 +106,51 @@ void RequestRunner::SendCancel(const std::shared_ptr<Node>& node, const std::str
   } else {
     node->prefill().async()->Cancel(&call->ctx, &call->request, &call->response, std::move(done));
   }
+}
+
+std::optional<grpc::Status> RequestRunner::WaitForKvRoom(const RouterRequest& request,
+                                                         CallGuard& guard) {
+  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  auto room = [&] {
+    std::vector<v1::NodeLoad> loads;
+    for (const auto& node : pool_->UpNodes(NodeRole::kDecode)) {
+      loads.push_back(node->snapshot().load);
+    }
+    return DecodeKvRoom(loads, prompt_tokens);
+  };
+  if (room() != KvRoom::kFull) return std::nullopt;
+  ++counters_->kv_waits;
+  if (waiting_for_kv_.fetch_add(1) >= options_.max_kv_waiting_requests) {
+    waiting_for_kv_.fetch_sub(1);
+    ++counters_->kv_wait_refusals;
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        WithRequestId(absl::StrCat("the decode nodes' KV cache is full and ",
+                                   options_.max_kv_waiting_requests,
+                                   " requests are already waiting for room; retry later"),
+                      request.request_id));
+  }
+  absl::Cleanup leave = [&] { waiting_for_kv_.fetch_sub(1); };
+  const absl::Time give_up =
+      std::min(guard.deadline(), absl::Now() + absl::Milliseconds(options_.kv_wait_timeout_ms));
+  while (room() == KvRoom::kFull) {
+    if (guard.client_cancelled()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+    }
+    if (absl::Now() >= give_up) {
+      ++counters_->kv_wait_refusals;
+      spdlog::warn("{}: no decode node had room for {} prompt tokens within {} ms",
+                   request.request_id, prompt_tokens, options_.kv_wait_timeout_ms);
+      return grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          WithRequestId(
+              absl::StrCat("no decode node had free KV cache for this prompt of ", prompt_tokens,
+                           " tokens within ", options_.kv_wait_timeout_ms, " ms; retry later"),
+              request.request_id));
+    }
+    absl::SleepFor(kKvWaitPoll);
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
@@ -458,6 +507,10 @@ grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOpt
     metrics_->RequestRefused(options.api, code);
     return grpc::Status(code, std::string(built.status().message()));
   }
+  if (!options.request_id.empty()) built->request_id = options.request_id;
+  if (!built->client_request_id.empty()) {
+    spdlog::debug("{}: the client calls it {}", built->request_id, built->client_request_id);
+  }
   metrics_->RequestStarted();
   ClientStream stream(&sink, *built, *model_->tokenizer, &timer, metrics_);
   grpc::Status status = RunBuilt(stream, options.deadline);
@@ -476,7 +529,8 @@ grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_dea
   absl::Cleanup unwatch = [&] { watchdog_.Remove(guard); };
 
   std::vector<std::string> failed_nodes;
-  grpc::Status last;
+  // The last failed attempt's stage and code, in client-safe words ("" before any).
+  std::string last;
   for (int attempt = 0;; ++attempt) {
     if (guard->client_cancelled()) {
       ++counters_->requests_cancelled;
@@ -484,19 +538,26 @@ grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_dea
     }
     if (guard->timed_out()) {
       ++counters_->requests_failed;
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          attempt == 0 ? std::string("the request ran past its deadline")
-                                       : absl::StrCat("the request ran past its deadline; last "
-                                                      "error: ",
-                                                      last.error_message()));
+      return grpc::Status(
+          grpc::StatusCode::DEADLINE_EXCEEDED,
+          WithRequestId(attempt == 0 ? std::string("the request ran past its deadline")
+                                     : absl::StrCat("the request ran past its deadline; last "
+                                                    "error: ",
+                                                    last),
+                        req.request_id));
+    }
+    if (std::optional<grpc::Status> refused = WaitForKvRoom(req, *guard)) {
+      ++(refused->error_code() == grpc::StatusCode::CANCELLED ? counters_->requests_cancelled
+                                                              : counters_->requests_failed);
+      return *refused;
     }
     absl::StatusOr<Chosen> chosen = Place(req, failed_nodes);
     if (!chosen.ok()) {
       ++counters_->no_node_available;
       ++counters_->requests_failed;
       std::string message(chosen.status().message());
-      if (attempt > 0) absl::StrAppend(&message, "; last error: ", last.error_message());
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, message);
+      if (attempt > 0) absl::StrAppend(&message, "; last error: ", last);
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, WithRequestId(message, req.request_id));
     }
     switch (chosen->kind) {
       case PlacementKind::kDisaggregated:
@@ -534,24 +595,21 @@ grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_dea
     }
     if (guard->timed_out()) {
       ++counters_->requests_failed;
-      return r.status;
+      spdlog::warn("{}: ran past its deadline: {}", req.request_id, r.status.error_message());
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          WithRequestId("the request ran past its deadline", req.request_id));
     }
     if (!r.retry || stream.sent_tokens || attempt >= options_.max_retries) {
       ++counters_->requests_failed;
       if (stream.sent_tokens) ++counters_->failed_after_first_token;
       spdlog::warn("{}: failed: {}", req.request_id, r.status.error_message());
-      if (r.retry && attempt > 0) {
-        return grpc::Status(r.status.error_code(),
-                            absl::StrCat("failed after ", attempt + 1,
-                                         " attempts; last: ", r.status.error_message()));
-      }
-      return r.status;
+      return ClientNodeError(r.status, r.reason, r.retry ? attempt + 1 : 1, req.request_id);
     }
     counters_->AddRetry(r.reason);
     spdlog::warn("{}: attempt {} failed ({}), retrying: {}", req.request_id, attempt,
                  RetryReasonName(r.reason), r.status.error_message());
     for (const auto& node : r.blame) failed_nodes.push_back(node->address());
-    last = r.status;
+    last = ClientNodeErrorText(r.status, r.reason, 1);
   }
 }
 

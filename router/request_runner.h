@@ -47,6 +47,9 @@ struct RunOptions {
   // sampling.max_tokens unset: fill the context left after the prompt (OpenAI chat's default)
   // instead of BuildRequest's default of 16.
   bool unset_max_tokens_fills_context = false;
+  // The router's id for this request when the caller already made one (the HTTP front end sends
+  // it back in X-Request-Id); "": the runner makes one.
+  std::string request_id;
 };
 
 class RequestRunner {
@@ -87,6 +90,10 @@ class RequestRunner {
 
   // Deadline, placement, attempts and retries of a validated request.
   grpc::Status RunBuilt(ClientStream& stream, absl::Time client_deadline);
+  // Waits, in a queue of at most --max-kv-waiting-requests and for at most --kv-wait-timeout-ms
+  // (and the request's deadline), until some decode node reports room for the prompt's KV.
+  // Returns the status to end the request with when it does not get room; nullopt to go on.
+  std::optional<grpc::Status> WaitForKvRoom(const RouterRequest& request, CallGuard& guard);
   absl::StatusOr<Chosen> Place(const RouterRequest& request,
                                const std::vector<std::string>& failed_nodes);
   AttemptResult RunDisaggregated(const Chosen& chosen, const std::string& node_request_id,
@@ -111,6 +118,7 @@ class RequestRunner {
   const Placer placer_;
   CallWatchdog watchdog_;
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> waiting_for_kv_{0};
 
   absl::Mutex cancels_mu_;
   int cancels_in_flight_ ABSL_GUARDED_BY(cancels_mu_) = 0;

@@ -49,6 +49,10 @@ struct RouterCounters {
   std::atomic<int64_t> requests_failed{0};     // any other error
   std::atomic<int64_t> failed_after_first_token{0};
   std::atomic<int64_t> no_node_available{0};
+  // Requests that waited for KV room on the decode nodes, and those that gave up waiting
+  // (--kv-wait-timeout-ms or the queue full).
+  std::atomic<int64_t> kv_waits{0};
+  std::atomic<int64_t> kv_wait_refusals{0};
 
   // Placement of attempts.
   std::atomic<int64_t> disaggregated{0};
@@ -75,6 +79,8 @@ struct RouterCounters {
         {"requests_failed", requests_failed.load()},
         {"failed_after_first_token", failed_after_first_token.load()},
         {"no_node_available", no_node_available.load()},
+        {"kv_waits", kv_waits.load()},
+        {"kv_wait_refusals", kv_wait_refusals.load()},
         {"placements{kind=disaggregated}", disaggregated.load()},
         {"placements{kind=local_prefill,reason=short_prompt}", local_prefill_short_prompt.load()},
         {"placements{kind=local_prefill,reason=no_prefill_node}",

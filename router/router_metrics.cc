@@ -89,6 +89,14 @@ class RouterDecisions final : public prometheus::Collectable {
     out.push_back(Family("tandem_router_no_node_available_total",
                          "Requests that found no usable node to place on.", MetricType::Counter,
                          {Value(v(c_->no_node_available))}));
+    out.push_back(Family("tandem_router_kv_waits_total",
+                         "Requests that waited at the router because no decode node reported "
+                         "room for their prompt's KV.",
+                         MetricType::Counter, {Value(v(c_->kv_waits))}));
+    out.push_back(Family("tandem_router_kv_wait_refusals_total",
+                         "Requests refused (UNAVAILABLE / HTTP 503) after waiting for KV room "
+                         "past --kv-wait-timeout-ms, or with the wait queue full.",
+                         MetricType::Counter, {Value(v(c_->kv_wait_refusals))}));
     out.push_back(Family("tandem_router_failed_after_first_token_total",
                          "Requests that failed after tokens had reached the client (no retry).",
                          MetricType::Counter, {Value(v(c_->failed_after_first_token))}));

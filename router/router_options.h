@@ -35,7 +35,10 @@ struct RouterOptions {
   std::string http_listen = "127.0.0.1:0";
   int http_threads = 2;
   int64_t max_body_bytes = 8 << 20;
-  std::string api_key;  // "": no authentication
+  // API keys clients must present on HTTP /v1/* and gRPC Generate (router/api_keys.h); none of
+  // either: no authentication.
+  std::vector<std::string> api_keys;
+  std::string api_key_file;  // reloaded on SIGHUP
   // Prometheus /metrics ("": off).
   std::string metrics_listen = "127.0.0.1:0";
   // Requests in flight beyond this are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429).
@@ -50,6 +53,11 @@ struct RouterOptions {
   // One attempt from its start until its first token; past it the attempt is abandoned (and
   // retried while retries are left).
   int64_t first_token_timeout_ms = 60000;
+  // No decode node reports room for a prompt's KV: the request waits at most this long (within
+  // its deadline) for room, then gets UNAVAILABLE (HTTP 503); at most this many wait at once,
+  // beyond that the rest get UNAVAILABLE at once.
+  int64_t kv_wait_timeout_ms = 10000;
+  int64_t max_kv_waiting_requests = 1024;
   // On SIGTERM: how long in-flight streams get to finish before they are cancelled.
   int64_t drain_timeout_ms = 30000;
 };

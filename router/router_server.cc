@@ -10,6 +10,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "router/kv_admission.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -45,6 +46,13 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   RETURN_IF_ERROR(router->pool_->Start());
 
   router->placement_ = placement;
+  absl::StatusOr<std::shared_ptr<ApiKeys>> keys =
+      ApiKeys::Create(options.api_keys, options.api_key_file);
+  if (!keys.ok()) {
+    router->pool_->Stop();
+    return keys.status();
+  }
+  router->api_keys_ = *std::move(keys);
   router->metrics_ = std::make_unique<RouterMetrics>(&router->counters_, router->pool_.get());
   if (!options.metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> metrics =
@@ -59,7 +67,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   }
   router->runner_ = std::make_unique<RequestRunner>(router->model_, router->pool_.get(), options,
                                                     &router->counters_, router->metrics_.get());
-  router->service_ = std::make_unique<GenerateService>(router->runner_.get());
+  router->service_ = std::make_unique<GenerateService>(router->runner_.get(), router->api_keys_);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &router->port_);
@@ -75,7 +83,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
     http.listen = options.http_listen;
     http.io_threads = options.http_threads;
     http.max_body_bytes = options.max_body_bytes;
-    http.api_key = options.api_key;
+    http.api_keys = router->api_keys_;
     RouterServer* self = router.get();
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(http, router->runner_.get(), [self] { return self->Ready(); });
@@ -127,8 +135,15 @@ void RouterServer::Shutdown(absl::Duration drain) {
   spdlog::info("tandem-router stopped");
 }
 
-absl::Status RouterServer::Ready() const {
-  if (pool_->UpNodes(NodeRole::kDecode).empty()) {
+absl::Status RouterServer::Reload() {
+  absl::Status keys = api_keys_->Reload();
+  if (keys.ok()) spdlog::info("reloaded: {} API keys", api_keys_->size());
+  return keys;
+}
+
+Readiness RouterServer::Ready() const {
+  const std::vector<std::shared_ptr<Node>> decode = pool_->UpNodes(NodeRole::kDecode);
+  if (decode.empty()) {
     return absl::UnavailableError(
         absl::StrCat("no decode node is up (", pool_->Nodes(NodeRole::kDecode).size(), " known)"));
   }
@@ -139,6 +154,19 @@ absl::Status RouterServer::Ready() const {
       pool_->UpNodes(NodeRole::kPrefill).empty()) {
     return absl::UnavailableError(absl::StrCat("no prefill node is up (",
                                                pool_->Nodes(NodeRole::kPrefill).size(), " known)"));
+  }
+  // A pool with (almost) no free block cannot take a request: with all of them so, requests only
+  // wait and time out here (--kv-wait-timeout-ms), so the router is not ready.
+  size_t exhausted = 0;
+  for (const auto& node : decode) exhausted += KvExhausted(node->snapshot().load) ? 1 : 0;
+  if (exhausted == decode.size()) {
+    return absl::UnavailableError(absl::StrCat("the KV cache of every decode node that is up (",
+                                               exhausted, ") is exhausted"));
+  }
+  if (exhausted > 0) {
+    return Readiness(absl::OkStatus(),
+                     {absl::StrCat(exhausted, " of ", decode.size(),
+                                   " decode nodes have their KV cache exhausted")});
   }
   return absl::OkStatus();
 }

@@ -12,8 +12,10 @@
 #include "absl/time/time.h"
 #include "common/metrics/metrics_server.h"
 #include "grpcpp/server.h"
+#include "router/api_keys.h"
 #include "router/dns_resolver.h"
 #include "router/generate_service.h"
+#include "router/http/http_routes.h"
 #include "router/http/http_server.h"
 #include "router/node_pool.h"
 #include "router/request_runner.h"
@@ -46,17 +48,22 @@ class RouterServer {
   NodePool& pool() { return *pool_; }
   const ServedModel& model() const { return *model_; }
 
+  // SIGHUP: re-reads what may be rotated without a restart (the API key file). Errors are
+  // returned and the old settings stay.
+  absl::Status Reload();
+
  private:
   RouterServer() = default;
 
   // Whether GET /ready answers OK: a decode node and a prefill-capable node are up.
-  absl::Status Ready() const;
+  Readiness Ready() const;
 
   RouterCounters counters_;
   PlacementOptions placement_;
   std::shared_ptr<const ServedModel> model_;
   std::unique_ptr<NodePool> pool_;
   std::unique_ptr<RouterMetrics> metrics_;
+  std::shared_ptr<ApiKeys> api_keys_;
   std::unique_ptr<RequestRunner> runner_;
   std::unique_ptr<GenerateService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -5,12 +5,13 @@ set -euo pipefail
 
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git clang-format
-  libabsl-dev libicu-dev libspdlog-dev libfmt-dev libre2-dev libxxhash-dev
+  libabsl-dev libicu-dev libspdlog-dev libfmt-dev libre2-dev libpcre2-dev libxxhash-dev
   nlohmann-json3-dev libsimdjson-dev python3-jinja2
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libucx-dev ucx-utils prometheus-cpp-dev libboost-dev
   prometheus curl
+  libssl-dev openssl
 )
 # Node.js and npm run the conformance references; use the machine's own if present.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

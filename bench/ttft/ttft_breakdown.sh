@@ -21,8 +21,9 @@ if [[ ! -d "$model" ]]; then
 fi
 work="$(mktemp -d)"
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/secret"
 common=(--model "$model" --listen 127.0.0.1:0 --threads "$threads" --kv-cache-mb 1024
-        --max-num-batched-tokens "$chunk" --max-num-seqs 8)
+        --max-num-batched-tokens "$chunk" --max-num-seqs 8 --cluster-secret-file "$work/secret")
 UCX_TLS="$tls" "$bin/tandem-decode" "${common[@]}" --ready-file "$work/d.json" >"$work/d.log" 2>&1 &
 UCX_TLS="$tls" "$bin/tandem-prefill" "${common[@]}" --ready-file "$work/p.json" >"$work/p.log" 2>&1 &
 for _ in $(seq 600); do

@@ -183,6 +183,15 @@ const char kNodeBackendFlagsUsage[] =
   --kv-transport KIND           auto (default: ucx for --backend cpu, cuda for --backend cuda),
                                 ucx, cuda (device pools: CUDA IPC on one host, staged through
                                 pinned memory between hosts) or nccl (needs two GPUs)
+  --kv-interface NAME[,NAME]    network interfaces UCX may use (UCX_NET_DEVICES); default: the
+                                one that owns --listen's address, or all for 0.0.0.0
+  --cluster-secret-file PATH    secret shared by every prefill and decode node (>= 32 bytes):
+                                KV handoffs and completions carry its HMAC, and a prefill node
+                                writes nothing for a handoff that does not verify (required on
+                                prefill nodes; a decode node without it refuses Reserve and
+                                serves colocated requests only)
+  --insecure-no-handoff-auth    run without the secret (anyone who reaches a node's gRPC port
+                                can then direct where KV is written); experiments only
 )";
 
 }  // namespace tandem

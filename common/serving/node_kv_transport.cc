@@ -1,10 +1,17 @@
 #include "common/serving/node_kv_transport.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/transport/ucx_transport.h"
 #include "common/util/status_macros.h"
+#include "spdlog/spdlog.h"
 #if TANDEM_HAVE_CUDA
 #include "common/transport/cuda/cuda_kv_transport.h"
 #include "common/transport/cuda/cuda_memory_copier.h"
@@ -19,7 +26,79 @@ namespace tandem {
 void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options) {
   flags.String("kv-transport", &options->kind);
   flags.String("kv-advertise", &options->advertise);
+  flags.String("kv-interface", &options->interface);
+  flags.String("cluster-secret-file", &options->cluster_secret_file);
+  flags.Switch("insecure-no-handoff-auth", &options->insecure_no_handoff_auth);
 }
+
+absl::StatusOr<std::shared_ptr<const HandoffAuthenticator>> LoadHandoffAuth(
+    const NodeKvTransportOptions& options, bool required) {
+  if (options.insecure_no_handoff_auth) {
+    if (!options.cluster_secret_file.empty()) {
+      return absl::InvalidArgumentError(
+          "give --cluster-secret-file or --insecure-no-handoff-auth, not both");
+    }
+    spdlog::warn(
+        "--insecure-no-handoff-auth: KV handoffs are not authenticated; anyone who reaches a "
+        "node's gRPC port can direct where a decode node's memory is written");
+    return std::shared_ptr<const HandoffAuthenticator>();
+  }
+  if (options.cluster_secret_file.empty() && !required) {
+    return std::shared_ptr<const HandoffAuthenticator>();
+  }
+  if (options.cluster_secret_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--cluster-secret-file PATH is required: a file of at least 32 random bytes that every "
+        "prefill and decode node of the cluster shares (e.g. `openssl rand -hex 32 > PATH`); it "
+        "authenticates KV handoffs (--insecure-no-handoff-auth runs without)");
+  }
+  return HandoffAuthenticator::FromSecretFile(options.cluster_secret_file);
+}
+
+std::string InterfaceOfAddress(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  const bool is_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) return "";
+  if (is_v4 && v4.s_addr == htonl(INADDR_ANY)) return "";
+  if (is_v6 && IN6_IS_ADDR_UNSPECIFIED(&v6)) return "";
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* a = list; a != nullptr && name.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    if (is_v4 && a->ifa_addr->sa_family == AF_INET &&
+        reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr == v4.s_addr) {
+      name = a->ifa_name;
+    } else if (is_v6 && a->ifa_addr->sa_family == AF_INET6 &&
+               std::memcmp(&reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, &v6,
+                           sizeof(v6)) == 0) {
+      name = a->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  return name;
+}
+
+namespace {
+
+// UCX's interfaces: --kv-interface, else the one --listen names, else UCX's own choice.
+void RestrictUcxInterfaces(const NodeKvTransportOptions& options, UcxTransportOptions* ucx) {
+  std::string devices = options.interface;
+  if (devices.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    std::string host = options.listen.substr(0, options.listen.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    devices = InterfaceOfAddress(host);
+  }
+  if (devices.empty()) return;
+  ucx->config["NET_DEVICES"] = devices;
+  spdlog::info("{}: UCX uses network interfaces {}", options.name, devices);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
     const NodeEngineOptions& engine, const NodeKvTransportOptions& options) {
@@ -31,13 +110,14 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
         absl::StrCat("--kv-transport must be auto, ucx, cuda or nccl, not '", kind, "'"));
   }
   if (cuda == (kind == "ucx")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv-transport ", kind, " does not fit --backend ", engine.backend,
-                     " (ucx moves host pools: the cpu and sim backends; cuda and nccl move device pools)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-transport ", kind, " does not fit --backend ", engine.backend,
+        " (ucx moves host pools: the cpu and sim backends; cuda and nccl move device pools)"));
   }
   if (kind == "ucx") {
     UcxTransportOptions ucx_options;
     ucx_options.name = options.name;
+    RestrictUcxInterfaces(options, &ucx_options);
     ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> ucx, UcxTransport::Create(ucx_options));
     return std::unique_ptr<KvTransport>(std::move(ucx));
   }
@@ -45,6 +125,7 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
   if (kind == "cuda") {
     UcxTransportOptions ucx_options;
     ucx_options.name = options.name;
+    RestrictUcxInterfaces(options, &ucx_options);
     ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> ucx, UcxTransport::Create(ucx_options));
     ASSIGN_OR_RETURN(std::unique_ptr<CudaMemoryCopier> copier,
                      CudaMemoryCopier::Create(engine.cuda_device));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/serving/node_engine.h"
+#include "common/transport/handoff_auth.h"
 #include "common/transport/kv_transport.h"
 #include "common/util/cli_flags.h"
 
@@ -25,10 +26,31 @@ struct NodeKvTransportOptions {
   std::string advertise;      // --kv-advertise: nccl on a decode node
   bool owner = false;         // a decode node (receives KV) rather than a prefill node
   std::string name;           // shows up in UCX logs ("tandem-decode")
+  // --kv-interface: the network interfaces UCX may use (UCX_NET_DEVICES, e.g. "eth0" or
+  // "mlx5_0:1,eth0"). "": the interface that owns --listen's address when that is not a
+  // wildcard (so UCX listens nowhere else), else UCX's own choice (UCX_NET_DEVICES, or all).
+  std::string interface;
+  std::string listen;  // --listen's HOST:PORT, for the default above
+  // --cluster-secret-file: the secret every decode and prefill node of the cluster shares, which
+  // authenticates KV handoffs and completions (common/transport/handoff_auth.h).
+  std::string cluster_secret_file;
+  // --insecure-no-handoff-auth: run without it (any client that reaches a node can then direct
+  // where KV is written); for throwaway experiments only.
+  bool insecure_no_handoff_auth = false;
 };
 
-// Registers --kv-transport and --kv-advertise.
+// Registers --kv-transport, --kv-advertise, --kv-interface, --cluster-secret-file and
+// --insecure-no-handoff-auth.
 void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options);
+
+// The handoff authenticator from --cluster-secret-file; null with --insecure-no-handoff-auth
+// (a warning is logged) or, when not `required`, with neither flag. InvalidArgument with both, or
+// with neither when `required`.
+absl::StatusOr<std::shared_ptr<const HandoffAuthenticator>> LoadHandoffAuth(
+    const NodeKvTransportOptions& options, bool required);
+
+// The interface whose address is `host` ("" when `host` is a wildcard, a name, or on no interface).
+std::string InterfaceOfAddress(const std::string& host);
 
 absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
     const NodeEngineOptions& engine, const NodeKvTransportOptions& options);

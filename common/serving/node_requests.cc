@@ -1,24 +1,39 @@
 #include "common/serving/node_requests.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace tandem {
 
-void RouterRequestIds::Track(const std::string& router_id, RequestId id) {
-  if (router_id.empty()) return;
+absl::Status RouterRequestIds::Claim(const std::string& router_id) {
+  if (router_id.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  ids_[router_id] = id;
+  if (!ids_.try_emplace(router_id).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request id \"", router_id, "\" is already in use on this node"));
+  }
+  return absl::OkStatus();
 }
 
-void RouterRequestIds::Untrack(const std::string& router_id) {
+bool RouterRequestIds::Bind(const std::string& router_id, RequestId id) {
+  if (router_id.empty()) return true;
+  absl::MutexLock lock(&mu_);
+  Entry& entry = ids_[router_id];
+  entry.id = id;
+  return !entry.cancel_requested;
+}
+
+void RouterRequestIds::Release(const std::string& router_id) {
   if (router_id.empty()) return;
   absl::MutexLock lock(&mu_);
   ids_.erase(router_id);
 }
 
-std::optional<RequestId> RouterRequestIds::Find(const std::string& router_id) {
+RouterRequestIds::CancelTarget RouterRequestIds::ForCancel(const std::string& router_id) {
   absl::MutexLock lock(&mu_);
   auto it = ids_.find(router_id);
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
+  if (it == ids_.end()) return {};
+  if (!it->second.id.has_value()) it->second.cancel_requested = true;
+  return {.found = true, .id = it->second.id};
 }
 
 void FillNodeLoad(const Engine& engine, std::string_view role, uint64_t incarnation,

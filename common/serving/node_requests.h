@@ -10,22 +10,40 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/engine/engine.h"
 #include "tandem/v1/node.pb.h"
 
 namespace tandem {
 
-// Thread-safe. Empty router ids are not tracked.
+// Thread-safe. A router id names at most one live request: a second request with the id of one
+// still running is refused (ALREADY_EXISTS), never allowed to take over the first one's entry (so
+// a Cancel meant for one request cannot stop another). Empty router ids are not tracked.
+//
+// A request claims its id before it reaches the engine and binds the engine's id after; a Cancel
+// that arrives in between is remembered and reported by Bind.
 class RouterRequestIds {
  public:
-  void Track(const std::string& router_id, RequestId id);
-  void Untrack(const std::string& router_id);
-  std::optional<RequestId> Find(const std::string& router_id);
+  absl::Status Claim(const std::string& router_id);
+  // Returns false when a Cancel for `router_id` came in since Claim: the caller cancels `id`.
+  bool Bind(const std::string& router_id, RequestId id);
+  void Release(const std::string& router_id);
+
+  struct CancelTarget {
+    bool found = false;           // the router id names a live request
+    std::optional<RequestId> id;  // its engine id, if it has one yet
+  };
+  // The request to cancel; a claimed request with no engine id yet is marked for Bind.
+  CancelTarget ForCancel(const std::string& router_id);
 
  private:
+  struct Entry {
+    std::optional<RequestId> id;
+    bool cancel_requested = false;
+  };
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, RequestId> ids_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Entry> ids_ ABSL_GUARDED_BY(mu_);
 };
 
 // The fields of a NodeLoad that come from the engine alone; role-specific ones are the caller's.

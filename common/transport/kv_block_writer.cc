@@ -6,6 +6,18 @@
 #include "absl/strings/str_cat.h"
 
 namespace tandem {
+namespace {
+
+std::string Notice(const KvWriteTarget& target, uint64_t local_incarnation,
+                   const HandoffAuthenticator* auth, const absl::Status& status,
+                   const GenerationEvent* first_token, uint64_t rng_counter) {
+  tandem::v1::KvCompletion completion =
+      MakeKvCompletion(target, local_incarnation, status, first_token, rng_counter);
+  if (auth != nullptr) auth->Sign(&completion);
+  return completion.SerializeAsString();
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<KvBlockWriter>> KvBlockWriter::Create(KvBlockWriterOptions options) {
   if (options.transport == nullptr)
@@ -23,11 +35,11 @@ absl::StatusOr<std::shared_ptr<KvBlockWriter>> KvBlockWriter::Create(KvBlockWrit
 KvBlockWriter::KvBlockWriter(KvBlockWriterOptions options) : options_(std::move(options)) {}
 
 void KvBlockWriter::NotifyFailure(KvTransport* transport, const KvWriteTarget& target,
-                                  uint64_t local_incarnation, const absl::Status& status,
-                                  absl::Time deadline, TransferDone done) {
+                                  uint64_t local_incarnation, const HandoffAuthenticator* auth,
+                                  const absl::Status& status, absl::Time deadline,
+                                  TransferDone done) {
   absl::Status error = status.ok() ? absl::CancelledError("prefill refused") : status;
-  std::string notice =
-      MakeKvCompletion(target, local_incarnation, error, nullptr, 0).SerializeAsString();
+  std::string notice = Notice(target, local_incarnation, auth, error, nullptr, 0);
   transport->Notify(target.target, std::move(notice), deadline, std::move(done));
 }
 
@@ -208,15 +220,14 @@ KvBlockWriter::Actions KvBlockWriter::Progress() {
       notice_started_ = true;
       result_.completion_sent = absl::Now();
       a.notify = true;
-      a.notice = MakeKvCompletion(options_.target, options_.local_incarnation, absl::OkStatus(),
-                                  &first_token_, result_.rng_counter)
-                     .SerializeAsString();
+      a.notice = Notice(options_.target, options_.local_incarnation, options_.auth,
+                        absl::OkStatus(), &first_token_, result_.rng_counter);
     }
   } else if (writes_over && !notice_started_) {
     notice_started_ = true;
     a.notify = true;
-    a.notice = MakeKvCompletion(options_.target, options_.local_incarnation, error_, nullptr, 0)
-                   .SerializeAsString();
+    a.notice =
+        Notice(options_.target, options_.local_incarnation, options_.auth, error_, nullptr, 0);
   }
   // Local blocks are free once the engine is done with the request and no write reads them.
   if (engine_done_ && writes_over && !released_) {

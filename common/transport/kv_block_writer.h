@@ -37,6 +37,7 @@
 #include "common/engine/kv_exporter.h"
 #include "common/engine/request.h"
 #include "common/kv/kv_layout.h"
+#include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_codec.h"
 #include "common/transport/kv_transport.h"
 
@@ -65,6 +66,9 @@ struct KvBlockWriterOptions {
   KvWriteTarget target;
   absl::Time deadline = absl::InfiniteFuture();
   uint64_t local_incarnation = 0;  // goes into the notice as prefill_incarnation
+  // Signs the completion notice (the decode node drops unsigned ones when it checks); borrowed;
+  // null: unsigned.
+  const HandoffAuthenticator* auth = nullptr;
   // Wired to Engine::ReleaseExportedBlocks. Called exactly once with the engine's request id.
   std::function<void(RequestId)> release_blocks;
   std::function<void(absl::StatusOr<KvWriteResult>)> on_finished;
@@ -79,8 +83,8 @@ class KvBlockWriter : public KvExporter, public std::enable_shared_from_this<KvB
   // Sends `target` a notice ok=false with `status` without a writer (a request refused before it
   // reached the engine). `done` as for KvTransport::Notify.
   static void NotifyFailure(KvTransport* transport, const KvWriteTarget& target,
-                            uint64_t local_incarnation, const absl::Status& status,
-                            absl::Time deadline, TransferDone done);
+                            uint64_t local_incarnation, const HandoffAuthenticator* auth,
+                            const absl::Status& status, absl::Time deadline, TransferDone done);
 
   void OnBlocksReady(RequestId id, int32_t first_index, std::span<const int32_t> blocks) override;
   void OnPrefillDone(const GenerationEvent& first_token, uint64_t rng_counter) override;

@@ -146,10 +146,11 @@ void HttpConnection::Handle(Request& request) {
     SendError(NotFoundError(method, target), keep_alive);
     return;
   }
-  if (route.needs_api_key && !context_->options.api_key.empty()) {
+  const ApiKeys* keys = context_->options.api_keys.get();
+  if (route.needs_api_key && keys != nullptr && keys->enabled()) {
     auto auth = request.find(http::field::authorization);
     const std::string_view value = auth == request.end() ? std::string_view() : View(auth->value());
-    if (!AuthorizedBearer(value, context_->options.api_key)) {
+    if (!keys->Authorizes(value)) {
       SendError(UnauthorizedError(), keep_alive);
       return;
     }
@@ -166,9 +167,10 @@ void HttpConnection::Handle(Request& request) {
       SendResponse(MakeResponse(200, DumpJson(HealthJson()), keep_alive), keep_alive);
       return;
     case Route::kReady: {
-      const absl::Status ready = context_->ready ? context_->ready() : absl::OkStatus();
-      SendResponse(MakeResponse(ready.ok() ? 200 : 503, DumpJson(ReadyJson(ready)), keep_alive),
-                   keep_alive);
+      const Readiness ready = context_->ready ? context_->ready() : Readiness();
+      SendResponse(
+          MakeResponse(ready.status.ok() ? 200 : 503, DumpJson(ReadyJson(ready)), keep_alive),
+          keep_alive);
       return;
     }
     case Route::kModels:
@@ -215,7 +217,7 @@ void HttpConnection::StartGeneration(OpenAiEndpoint endpoint, Request& request) 
   // The router's own id (sent back in X-Request-Id): node calls and Cancel RPCs go by it, so a
   // client's id, which need not be unique, is not used.
   request_id_ = MakeRequestId();
-  parsed->request.set_request_id(request_id_);
+  parsed->run_options.request_id = request_id_;
   const std::string id =
       absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-", request_id_);
   sink_ = std::make_shared<HttpResponseSink>(

@@ -43,7 +43,7 @@ class HttpConnection;
 struct HttpServerContext {
   HttpServerOptions options;
   RequestRunner* runner = nullptr;
-  std::function<absl::Status()> ready;
+  std::function<Readiness()> ready;
   RequestThreads threads;
   int64_t started_unix_seconds = 0;  // /v1/models' `created`
   std::atomic<bool> shutting_down{false};

@@ -1,7 +1,5 @@
 #include "router/http/http_routes.h"
 
-#include <cctype>
-
 namespace tandem {
 
 RouteInfo MatchRoute(std::string_view target) {
@@ -15,24 +13,6 @@ RouteInfo MatchRoute(std::string_view target) {
   return {};
 }
 
-bool AuthorizedBearer(std::string_view authorization, std::string_view api_key) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (authorization.size() < kScheme.size()) return false;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kScheme[i]) return false;
-  }
-  std::string_view key = authorization.substr(kScheme.size());
-  while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
-  while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
-  // Every byte of the expected key is compared, whatever the first difference.
-  unsigned char diff = key.size() == api_key.size() ? 0 : 1;
-  for (size_t i = 0; i < api_key.size(); ++i) {
-    const unsigned char got = i < key.size() ? static_cast<unsigned char>(key[i]) : 0;
-    diff |= got ^ static_cast<unsigned char>(api_key[i]);
-  }
-  return diff == 0;
-}
-
 nlohmann::ordered_json ModelsJson(const ServedModel& model, int64_t created) {
   nlohmann::ordered_json card = {{"id", model.name},
                                  {"object", "model"},
@@ -42,9 +22,15 @@ nlohmann::ordered_json ModelsJson(const ServedModel& model, int64_t created) {
   return {{"object", "list"}, {"data", nlohmann::ordered_json::array({std::move(card)})}};
 }
 
-nlohmann::ordered_json ReadyJson(const absl::Status& ready) {
-  if (ready.ok()) return {{"status", "ready"}};
-  return {{"status", "not ready"}, {"reason", std::string(ready.message())}};
+nlohmann::ordered_json ReadyJson(const Readiness& ready) {
+  nlohmann::ordered_json out;
+  if (ready.status.ok()) {
+    out = {{"status", "ready"}};
+  } else {
+    out = {{"status", "not ready"}, {"reason", std::string(ready.status.message())}};
+  }
+  if (!ready.notes.empty()) out["notes"] = ready.notes;
+  return out;
 }
 
 nlohmann::ordered_json HealthJson() { return {{"status", "ok"}}; }

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
@@ -25,15 +27,19 @@ struct RouteInfo {
 // `target` is the request target; a query string is ignored.
 RouteInfo MatchRoute(std::string_view target);
 
-// Whether `authorization` (the Authorization header) is "Bearer <api_key>" (the scheme in any
-// case). Compares in time independent of where the key differs.
-bool AuthorizedBearer(std::string_view authorization, std::string_view api_key);
-
 // {"object": "list", "data": [{"id", "object": "model", "created", "owned_by": "tandem",
 // "max_model_len"}]}.
 nlohmann::ordered_json ModelsJson(const ServedModel& model, int64_t created);
 // GET /ready's body: {"status": "ready"} or {"status": "not ready", "reason": ...}.
-nlohmann::ordered_json ReadyJson(const absl::Status& ready);
+// GET /ready's verdict: 503 unless `status` is OK; `notes` name what is degraded without making
+// the router unready (a decode node whose KV cache is exhausted while others have room).
+struct Readiness {
+  Readiness(absl::Status s = absl::OkStatus(), std::vector<std::string> n = {})  // NOLINT
+      : status(std::move(s)), notes(std::move(n)) {}
+  absl::Status status;
+  std::vector<std::string> notes;
+};
+nlohmann::ordered_json ReadyJson(const Readiness& ready);
 nlohmann::ordered_json HealthJson();
 
 }  // namespace tandem

@@ -106,7 +106,7 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                               RequestRunner* runner,
-                                                              std::function<absl::Status()> ready) {
+                                                              std::function<Readiness()> ready) {
   if (runner == nullptr) return absl::InvalidArgumentError("HttpServer needs a request runner");
   if (options.io_threads < 1) {
     return absl::InvalidArgumentError(

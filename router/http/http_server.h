@@ -14,6 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "router/api_keys.h"
+#include "router/http/http_routes.h"
 #include "router/request_runner.h"
 
 namespace tandem {
@@ -22,7 +24,8 @@ struct HttpServerOptions {
   std::string listen;  // HOST:PORT, port 0 = any free port
   int io_threads = 2;
   int64_t max_body_bytes = 8 << 20;
-  std::string api_key;          // "": no authentication
+  // Keys /v1/* requests must present; null or empty: no authentication.
+  std::shared_ptr<const ApiKeys> api_keys;
   int retry_after_seconds = 1;  // Retry-After on 429/503
 };
 
@@ -31,7 +34,7 @@ class HttpServer {
   // `runner` must outlive the server. `ready` answers GET /ready: OK, or why not.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
                                                            RequestRunner* runner,
-                                                           std::function<absl::Status()> ready);
+                                                           std::function<Readiness()> ready);
   ~HttpServer();  // Shutdown(0)
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -14,6 +14,7 @@
 #include "router/http/json_fields.h"
 #include "router/http/openai_error.h"
 #include "router/http/openai_messages.h"
+#include "spdlog/spdlog.h"
 
 namespace tandem {
 namespace {
@@ -54,12 +55,28 @@ constexpr const char* kChatParams[] = {
 };
 
 absl::StatusOr<json> ParseBody(std::string_view body) {
+  // The last object key the parser read: a number that overflows a double is reported by name.
+  std::string last_key;
+  auto track_keys = [&last_key](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && parsed.is_string()) {
+      last_key = parsed.get<std::string>();
+    }
+    return true;
+  };
   json doc;
   try {
-    doc = json::parse(body.begin(), body.end());
+    doc = json::parse(body.begin(), body.end(), track_keys);
   } catch (const json::parse_error& e) {
-    // nlohmann's messages name the byte position; invalid UTF-8 in a string lands here too.
-    return InvalidParam("", absl::StrCat("the request body is not valid JSON: ", e.what()));
+    // Invalid UTF-8 in a string lands here too. The parser's own text stays in the log.
+    return InvalidParam("",
+                        absl::StrCat("the request body is not valid JSON (at byte ", e.byte, ")"));
+  } catch (const json::out_of_range&) {
+    // A number beyond a double's range (1e400): nlohmann throws instead of returning infinity.
+    return InvalidParam(last_key, last_key.empty()
+                                      ? std::string("a number in the request body is out of range")
+                                      : absl::StrCat(last_key, " is out of range"));
+  } catch (const json::exception&) {
+    return InvalidParam("", "the request body could not be parsed as JSON");
   }
   if (!doc.is_object()) {
     return InvalidParam(
@@ -366,9 +383,7 @@ absl::Status ParseLogprobs(const json& doc, OpenAiEndpoint endpoint, OpenAiReque
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+absl::StatusOr<OpenAiRequest> ParseRequestFields(OpenAiEndpoint endpoint, std::string_view body) {
   ASSIGN_OR_RETURN(json doc, ParseBody(body));
   RETURN_IF_ERROR(CheckKnownParams(doc, endpoint));
   OpenAiRequest out;
@@ -384,6 +399,19 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::s
   RETURN_IF_ERROR(ParseCommon(doc, endpoint, out));
   RETURN_IF_ERROR(ParseLogprobs(doc, endpoint, out));
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, std::string_view body) {
+  // Every field is type-checked before it is read; this is the net under that rule, so no
+  // request can take the router down (an exception escaping a request thread aborts it).
+  try {
+    return ParseRequestFields(endpoint, body);
+  } catch (const std::exception& e) {
+    spdlog::warn("HTTP request parsing threw: {}", e.what());
+    return InvalidParam("", "the request body could not be parsed");
+  }
 }
 
 absl::StatusOr<OpenAiRequest> ParseCompletionsRequest(std::string_view body) {

@@ -20,10 +20,13 @@
 #include "tests/common/engine/fake_backend.h"
 #include "tests/common/serving/metrics_scrape.h"
 #include "tests/common/serving/promtool_check.h"
+#include "tests/prefill_node/prefill_test_nodes.h"
 
 namespace tandem {
 namespace {
 
+using ::tandem::testing::FakeDecodeNode;
+using ::tandem::testing::PrefillNode;
 using ::tandem::testing::Scrape;
 
 double Failures(const PrometheusText& scrape, const std::string& reason) {
@@ -85,96 +88,13 @@ TEST(PrefillMetricsTest, CountsKnownEvents) {
   // Every reason is exported, the unused ones at 0.
   EXPECT_EQ(Failures(scrape, "deadline"), 1);
   for (const char* reason : {"peer_unreachable", "layout_mismatch", "bad_handoff",
-                             "invalid_request", "cancelled", "other"}) {
+                             "invalid_request", "cancelled", "other", "forged_handoff"}) {
     EXPECT_EQ(Failures(scrape, reason), 0) << reason;
   }
   // Without an engine: no engine gauges, only the step histograms.
   EXPECT_FALSE(scrape.Has("tandem_prefill_running_sequences"));
   EXPECT_TRUE(scrape.Has("tandem_prefill_step_duration_seconds_count"));
 }
-
-// A decode node's pool and notice inbox, without a decode engine.
-struct FakeDecodeNode {
-  FakeDecodeNode() : layout(FakeBackend(kVocab, 32, 4).kv_layout()), pool(layout.total_bytes()) {
-    EXPECT_TRUE(transport.RegisterPool(pool.data(), pool.size()).ok());
-    transport.SetNoticeHandler([this](std::string_view payload) {
-      absl::MutexLock lock(&mu);
-      auto completion = ParseKvCompletion(payload);
-      EXPECT_TRUE(completion.ok()) << completion.status();
-      if (completion.ok()) completions.push_back(*completion);
-    });
-  }
-
-  v1::KvHandoff Handoff(RequestId id, std::vector<int32_t> blocks, int32_t cached_tokens = 0,
-                        int64_t lease_ms = 30000) const {
-    KvReservation reservation;
-    reservation.request_id = id;
-    reservation.block_ids = std::move(blocks);
-    reservation.num_cached_tokens = cached_tokens;
-    return MakeKvHandoff(reservation, transport, layout, transport.incarnation(), lease_ms);
-  }
-
-  size_t NumCompletions(bool ok) {
-    absl::MutexLock lock(&mu);
-    size_t n = 0;
-    for (const v1::KvCompletion& c : completions) n += c.ok() == ok ? 1 : 0;
-    return n;
-  }
-
-  KvLayout layout;
-  std::vector<char> pool;
-  LocalTransport transport;
-  absl::Mutex mu;
-  std::vector<v1::KvCompletion> completions ABSL_GUARDED_BY(mu);
-};
-
-struct PrefillNode {
-  explicit PrefillNode(LocalTransportOptions transport_options = {})
-      : backend(kVocab, 32, 4),
-        pool(backend.kv_layout().total_bytes()),
-        transport(transport_options) {
-    EXPECT_TRUE(transport.RegisterPool(pool.data(), pool.size()).ok());
-    EngineOptions options;
-    options.on_step = [this](const EngineStepStats& s) { metrics.engine_metrics().ObserveStep(s); };
-    auto created = Engine::Create(&backend, options);
-    EXPECT_TRUE(created.ok()) << created.status();
-    engine = *std::move(created);
-    engine->Start();
-    metrics.SetEngine(engine.get());
-    service = std::make_unique<PrefillService>(
-        engine.get(), &transport, PrefillServiceOptions{.model_name = "m", .metrics = &metrics});
-    auto started = StartGrpcServer("127.0.0.1:0", {service.get()});
-    EXPECT_TRUE(started.ok()) << started.status();
-    server = std::move(*started);
-    stub = v1::PrefillNode::NewStub(
-        grpc::CreateChannel(server.address, grpc::InsecureChannelCredentials()));
-  }
-  ~PrefillNode() {
-    server.server->Shutdown();
-    engine->Stop();
-  }
-
-  grpc::Status Prefill(const std::vector<int>& prompt, const v1::KvHandoff& handoff,
-                       v1::PrefillResponse* response) {
-    v1::PrefillRequest request;
-    request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
-    request.mutable_sampling()->set_temperature(0);
-    request.mutable_sampling()->set_max_tokens(1);
-    *request.mutable_handoff() = handoff;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    return stub->Prefill(&context, request, response);
-  }
-
-  FakeBackend backend;
-  std::vector<char> pool;
-  LocalTransport transport;
-  PrefillMetrics metrics;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<PrefillService> service;
-  RunningServer server;
-  std::unique_ptr<v1::PrefillNode::Stub> stub;
-};
 
 TEST(PrefillServiceMetricsTest, CountsHandoffsBytesAndRefusals) {
   FakeDecodeNode decode;
@@ -193,6 +113,7 @@ TEST(PrefillServiceMetricsTest, CountsHandoffsBytesAndRefusals) {
   EXPECT_FALSE(prefill.Prefill(prompt, decode.Handoff(3, {11, 12}), &response).ok());
   v1::KvHandoff mismatched = decode.Handoff(4, {11, 12, 13});
   mismatched.mutable_layout()->set_num_layers(2);
+  mismatched = decode.Signed(mismatched);
   EXPECT_FALSE(prefill.Prefill(prompt, mismatched, &response).ok());
   std::vector<int> bad_prompt = prompt;
   bad_prompt[3] = kVocab + 5;
@@ -203,7 +124,7 @@ TEST(PrefillServiceMetricsTest, CountsHandoffsBytesAndRefusals) {
     std::vector<char> pool(decode.layout.total_bytes());
     ASSERT_TRUE(departed.RegisterPool(pool.data(), pool.size()).ok());
     KvReservation r{.request_id = 6, .block_ids = {11, 12, 13}};
-    gone = MakeKvHandoff(r, departed, decode.layout, departed.incarnation(), 30000);
+    gone = decode.Signed(MakeKvHandoff(r, departed, decode.layout, departed.incarnation(), 30000));
   }
   EXPECT_FALSE(prefill.Prefill(prompt, gone, &response).ok());
 

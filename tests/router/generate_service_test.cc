@@ -30,6 +30,7 @@ using ::testing::ElementsAreArray;
 using testing::FakeDecodeNode;
 using testing::FakePrefillNode;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::PrefillBehavior;
 using testing::RouterStub;
 using testing::RunGenerate;
@@ -148,7 +149,8 @@ TEST_F(GenerateServiceTest, StreamsDisaggregatedRequestsWithDetokenizedText) {
   ASSERT_EQ(d1_.reserve_calls(), 1);
   const v1::ReserveRequest reserve = d1_.reserves()[0];
   EXPECT_THAT(reserve.prompt_token_ids(), ElementsAreArray(prompt));
-  EXPECT_EQ(reserve.request_id(), "r1");
+  // The nodes get the router's id, never the client's (issue 14 row 6).
+  EXPECT_TRUE(reserve.request_id().starts_with("req-")) << reserve.request_id();
   EXPECT_EQ(reserve.lease_ms(), 30000);
   EXPECT_EQ(reserve.sampling().max_tokens(), 50);
   EXPECT_TRUE(reserve.sampling().has_seed());
@@ -156,7 +158,7 @@ TEST_F(GenerateServiceTest, StreamsDisaggregatedRequestsWithDetokenizedText) {
   const v1::PrefillRequest prefill = p1_.prefills()[0];
   EXPECT_THAT(prefill.prompt_token_ids(), ElementsAreArray(prompt));
   EXPECT_EQ(prefill.handoff().decode_incarnation(), d1_.incarnation());
-  EXPECT_EQ(prefill.request_id(), "r1");
+  EXPECT_EQ(prefill.request_id(), reserve.request_id());
   // Both nodes draw from one random stream.
   EXPECT_EQ(prefill.sampling().seed(), reserve.sampling().seed());
   EXPECT_EQ(d1_.generate_calls(), 0);
@@ -198,7 +200,7 @@ TEST_F(GenerateServiceTest, StopStringEndsTheOutputAndCancelsTheDecodeNode) {
   EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
   EXPECT_TRUE(WaitUntil([&] {
     auto c = d1_.cancel_rpcs();
-    return std::find(c.begin(), c.end(), "stop-1") != c.end();
+    return std::find(c.begin(), c.end(), d1_.reserves()[0].request_id()) != c.end();
   }));
   EXPECT_EQ(counters().stop_string_hits.load(), 1);
 }
@@ -232,12 +234,13 @@ TEST_F(GenerateServiceTest, RetriesOnAnotherPrefillNodeWhenPrefillFails) {
   EXPECT_EQ(p1_.prefill_calls(), 1);
   EXPECT_EQ(p2_.prefill_calls(), 1);
   ASSERT_EQ(d1_.reserve_calls(), 2);
-  EXPECT_EQ(d1_.reserves()[1].request_id(), "retry-p#1");
+  const std::string first_id = d1_.reserves()[0].request_id();
+  EXPECT_EQ(d1_.reserves()[1].request_id(), first_id + "#1");
   // The first reservation was given back.
   EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
   EXPECT_TRUE(WaitUntil([&] {
     auto c = d1_.cancel_rpcs();
-    return std::find(c.begin(), c.end(), "retry-p") != c.end();
+    return std::find(c.begin(), c.end(), first_id) != c.end();
   }));
   EXPECT_EQ(counters().retries_for(RetryReason::kPrefillFailed), 1);
   EXPECT_EQ(counters().disaggregated.load(), 2);
@@ -295,7 +298,11 @@ TEST_F(GenerateServiceTest, NoRetryOnceATokenWasSent) {
   EXPECT_EQ(d1_.reserve_calls(), 1);
   EXPECT_EQ(d2_.reserve_calls(), 0);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_THAT(r.status.error_message(), HasSubstr("decode node died"));
+  // The client hears the stage and the code; the node's own words and address stay in the log.
+  EXPECT_THAT(r.status.error_message(), HasSubstr("decoding failed (UNAVAILABLE)"));
+  EXPECT_THAT(r.status.error_message(), HasSubstr("(request id req-"));
+  EXPECT_THAT(r.status.error_message(), Not(HasSubstr("decode node died")));
+  EXPECT_THAT(r.status.error_message(), Not(HasSubstr(d1_.address())));
   EXPECT_EQ(r.token_ids().size(), 2u);
   EXPECT_EQ(counters().failed_after_first_token.load(), 1);
   EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 0);
@@ -350,7 +357,8 @@ TEST_F(GenerateServiceTest, GivesUpAfterMaxRetries) {
   StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(r.status.error_message(), HasSubstr("3 attempts"));
-  EXPECT_THAT(r.status.error_message(), HasSubstr("queue full"));
+  EXPECT_THAT(r.status.error_message(), HasSubstr("prefill failed (RESOURCE_EXHAUSTED)"));
+  EXPECT_THAT(r.status.error_message(), Not(HasSubstr(p1_.address())));
   EXPECT_TRUE(r.responses.empty());
   EXPECT_EQ(p1_.prefill_calls(), 3);
   EXPECT_EQ(d1_.reserve_calls(), 3);
@@ -385,7 +393,7 @@ TEST_F(GenerateServiceTest, ClientDisconnectCancelsTheDecodeNode) {
   EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
   EXPECT_TRUE(WaitUntil([&] {
     auto c = d1_.cancel_rpcs();
-    return std::find(c.begin(), c.end(), "gone-1") != c.end();
+    return std::find(c.begin(), c.end(), d1_.reserves()[0].request_id()) != c.end();
   }));
   EXPECT_TRUE(WaitUntil([&] { return counters().requests_cancelled.load() == 1; }));
 }
@@ -405,7 +413,7 @@ TEST_F(GenerateServiceTest, ClientDisconnectDuringPrefillCancelsBothNodes) {
   EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
   EXPECT_TRUE(WaitUntil([&] {
     auto c = p1_.cancel_rpcs();
-    return std::find(c.begin(), c.end(), "gone-2") != c.end();
+    return std::find(c.begin(), c.end(), p1_.prefills()[0].request_id()) != c.end();
   }));
 }
 
@@ -456,7 +464,7 @@ TEST_F(GenerateServiceTest, ColocatedModeGeneratesOnTheDecodeNode) {
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.text(), " colocated output");
   ASSERT_EQ(d1_.generate_calls(), 1);
-  EXPECT_EQ(d1_.generates()[0].request_id(), "colo");
+  EXPECT_TRUE(d1_.generates()[0].request_id().starts_with("req-"));
   EXPECT_THAT(d1_.generates()[0].prompt_token_ids(), ElementsAreArray(Encode("Hi", true)));
   EXPECT_EQ(d1_.reserve_calls(), 0);
   EXPECT_EQ(p1_.prefill_calls(), 0);

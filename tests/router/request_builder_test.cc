@@ -67,12 +67,16 @@ TEST_F(RequestBuilderTest, TokenizesTextLikeTheTokenizer) {
   EXPECT_FALSE(r->include_stop_str_in_output);
 }
 
-TEST_F(RequestBuilderTest, KeepsTheClientsRequestId) {
+TEST_F(RequestBuilderTest, KeepsTheClientsRequestIdAsALabelOnly) {
   v1::GenerateRequest req = Text("Hi");
   req.set_request_id("client-7");
   auto r = BuildRequest(req, model());
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->request_id, "client-7");
+  EXPECT_EQ(r->client_request_id, "client-7");
+  // The id the nodes see is the router's, even when two clients send the same one.
+  EXPECT_TRUE(r->request_id.starts_with("req-"));
+  auto again = BuildRequest(req, model());
+  EXPECT_NE(again->request_id, r->request_id);
   // Router-made ids differ.
   auto a = BuildRequest(Text("Hi"), model());
   auto b = BuildRequest(Text("Hi"), model());

@@ -43,6 +43,9 @@ ProcessPlan PlanNode(const ClusterOptions& options, const ClusterDirs& dirs, Clu
   AddOptional(&args, "--max-num-batched-tokens", options.max_num_batched_tokens);
   AddOptional(&args, "--max-num-seqs", options.max_num_seqs);
   if (role == ClusterRole::kDecode) AddOptional(&args, "--lease-ms", options.lease_ms);
+  if (!dirs.secret_file.empty()) {
+    args.insert(args.end(), {"--cluster-secret-file", dirs.secret_file});
+  }
   const std::vector<std::string>& extra =
       role == ClusterRole::kPrefill ? options.prefill_args : options.decode_args;
   args.insert(args.end(), extra.begin(), extra.end());

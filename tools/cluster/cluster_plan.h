@@ -31,6 +31,8 @@ struct ClusterDirs {
   std::string bin_dir;
   std::string log_dir;
   std::string ready_dir;
+  // The cluster secret the nodes share (--cluster-secret-file); "" for none.
+  std::string secret_file;
 };
 
 // "" when the options make a runnable cluster, else one message naming the flag.

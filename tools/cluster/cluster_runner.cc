@@ -1,5 +1,6 @@
 #include "tools/cluster/cluster_runner.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -137,6 +139,24 @@ int Serve(LocalCluster& cluster, const ClusterOptions& options, SignalWatcher& s
   }
 }
 
+// 32 random bytes from the kernel, hex, in a file only the owner reads.
+absl::Status WriteClusterSecret(const std::string& path) {
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  unsigned char bytes[32];
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    return absl::UnavailableError("cannot read /dev/urandom for the cluster secret");
+  }
+  std::string hex;
+  for (unsigned char b : bytes) absl::StrAppend(&hex, absl::Hex(b, absl::kZeroPad2));
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || write(fd, hex.data(), hex.size()) != static_cast<ssize_t>(hex.size())) {
+    if (fd >= 0) close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot write the cluster secret ", path));
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunCluster(const ClusterOptions& options, SignalWatcher& signals) {
@@ -175,6 +195,12 @@ int RunCluster(const ClusterOptions& options, SignalWatcher& signals) {
   }
   cleanup.ready_dir = *ready_dir;
   dirs.ready_dir = *ready_dir;
+  // A fresh secret per cluster run: the nodes authenticate KV handoffs with it.
+  dirs.secret_file = absl::StrCat(*ready_dir, "/cluster-secret");
+  if (absl::Status s = WriteClusterSecret(dirs.secret_file); !s.ok()) {
+    Error(std::string(s.message()));
+    return 2;
+  }
 
   // With --prompt, stdout carries only the completion.
   FILE* info = options.prompt.has_value() ? stderr : stdout;

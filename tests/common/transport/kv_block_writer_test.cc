@@ -279,8 +279,8 @@ TEST(KvBlockWriterTest, LayoutMismatchIsAnErrorNamingTheFieldAndWritesNothing) {
   EXPECT_TRUE(h.releases().empty());
   // The refusal can still be told to the decode node.
   absl::Notification sent;
-  KvBlockWriter::NotifyFailure(&writer, h.Target({1, 2}), 555, w.status(), absl::InfiniteFuture(),
-                               [&](absl::Status s) {
+  KvBlockWriter::NotifyFailure(&writer, h.Target({1, 2}), 555, nullptr, w.status(),
+                               absl::InfiniteFuture(), [&](absl::Status s) {
                                  EXPECT_TRUE(s.ok());
                                  sent.Notify();
                                });

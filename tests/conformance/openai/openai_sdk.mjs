@@ -64,10 +64,13 @@ function grpcClient(address) {
   return new Generation(address, grpc.credentials.createInsecure());
 }
 
-function grpcGenerate(client, request, timeoutMs = 120000) {
+// `apiKey` goes in the "authorization: Bearer KEY" metadata (the router checks it on gRPC too).
+function grpcGenerate(client, request, apiKey, timeoutMs = 120000) {
   return new Promise((resolve, reject) => {
     const messages = [];
-    const call = client.Generate(request, { deadline: Date.now() + timeoutMs });
+    const metadata = new grpc.Metadata();
+    if (apiKey) metadata.add('authorization', `Bearer ${apiKey}`);
+    const call = client.Generate(request, metadata, { deadline: Date.now() + timeoutMs });
     call.on('data', (m) => messages.push(m));
     call.on('error', reject);
     call.on('end', () => resolve(messages));
@@ -218,7 +221,7 @@ async function main() {
       model,
       text: prompt,
       sampling: { temperature: 0, max_tokens: 12 },
-    });
+    }, args.apiKey);
     const ids = messages.flatMap((m) => m.tokens.map((t) => t.id));
     const text = messages.map((m) => m.text).join('');
     const choice = completion.choices[0];
@@ -271,7 +274,7 @@ async function main() {
       model,
       chat: { messages: chatGreedy.messages },
       sampling: { temperature: 0, max_tokens: 10 },
-    });
+    }, args.apiKey);
     const ids = messages.flatMap((m) => m.tokens.map((t) => t.id));
     assert.deepEqual(chat.choices[0].token_ids, ids, 'HTTP token_ids vs gRPC tokens');
     assert.deepEqual(chat.prompt_token_ids, messages[0].prompt_token_ids,
@@ -481,6 +484,16 @@ async function main() {
     await expectError(OpenAI.AuthenticationError, 401, () => wrong.models.list());
     await expectError(OpenAI.AuthenticationError, 401, () => wrong.completions.create({
       model, prompt: 'x', max_tokens: 2 }));
+  });
+
+  await check('errors: gRPC Generate without the key, or with a wrong one, is UNAUTHENTICATED',
+              async () => {
+    const request = { model, text: 'x', sampling: { max_tokens: 2 } };
+    for (const key of [undefined, `${args.apiKey}-wrong`]) {
+      await assert.rejects(grpcGenerate(grpcRouter, request, key),
+                           (e) => e.code === grpc.status.UNAUTHENTICATED,
+                           `gRPC Generate with key ${key}`);
+    }
   });
 
   await check('errors: 404 NotFoundError (unknown model)', async () => {

@@ -2,13 +2,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "tests/integration/cluster_secret.h"
 
 namespace tandem::testing {
 namespace {
 
 std::vector<std::string> NodeArgs(const ClusterSpec& spec, const std::string& listen) {
-  std::vector<std::string> args = {"--model", spec.model_dir,     "--listen",   listen, "--threads",
-                                   "1",       "--metrics-listen", "127.0.0.1:0"};
+  std::vector<std::string> args = {"--model",
+                                   spec.model_dir,
+                                   "--listen",
+                                   listen,
+                                   "--threads",
+                                   "1",
+                                   "--metrics-listen",
+                                   "127.0.0.1:0",
+                                   "--cluster-secret-file",
+                                   TestClusterSecretFile()};
   args.insert(args.end(), spec.node_args.begin(), spec.node_args.end());
   return args;
 }

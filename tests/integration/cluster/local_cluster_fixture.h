@@ -54,6 +54,9 @@ class LocalCluster {
   LaunchedProcess& prefill(int i) { return *prefill_[i]; }
   LaunchedProcess& router() { return *router_; }
   const std::string& router_address() const { return router_address_; }
+  // A node's gRPC address.
+  const std::string& decode_address(int i) const { return decode_addresses_[i]; }
+  const std::string& prefill_address(int i) const { return prefill_addresses_[i]; }
   // Addresses from the processes' ready files ("" when a process does not serve one): each
   // node's and the router's Prometheus /metrics, the router's OpenAI-compatible HTTP API.
   std::string decode_metrics_address(int i) const;

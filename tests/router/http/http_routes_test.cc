@@ -25,18 +25,6 @@ TEST(HttpRoutesTest, MatchesEndpoints) {
   EXPECT_EQ(MatchRoute("").route, Route::kUnknown);
 }
 
-TEST(HttpRoutesTest, BearerKey) {
-  EXPECT_TRUE(AuthorizedBearer("Bearer sk-123", "sk-123"));
-  EXPECT_TRUE(AuthorizedBearer("bearer sk-123", "sk-123"));
-  EXPECT_TRUE(AuthorizedBearer("Bearer  sk-123 ", "sk-123"));
-  EXPECT_FALSE(AuthorizedBearer("Bearer sk-124", "sk-123"));
-  EXPECT_FALSE(AuthorizedBearer("Bearer sk-12", "sk-123"));
-  EXPECT_FALSE(AuthorizedBearer("Bearer sk-1234", "sk-123"));
-  EXPECT_FALSE(AuthorizedBearer("Basic sk-123", "sk-123"));
-  EXPECT_FALSE(AuthorizedBearer("sk-123", "sk-123"));
-  EXPECT_FALSE(AuthorizedBearer("", "sk-123"));
-}
-
 TEST(HttpRoutesTest, ModelsJson) {
   ServedModel model;
   model.name = "llama-test";
@@ -50,6 +38,10 @@ TEST(HttpRoutesTest, ReadyAndHealthJson) {
   EXPECT_EQ(ReadyJson(absl::OkStatus()), json::parse(R"({"status": "ready"})"));
   EXPECT_EQ(ReadyJson(absl::UnavailableError("no decode node is up")),
             json::parse(R"({"status": "not ready", "reason": "no decode node is up"})"));
+  EXPECT_EQ(ReadyJson(Readiness(absl::OkStatus(), {"1 of 2 decode nodes have their KV cache "
+                                                   "exhausted"})),
+            json::parse(R"({"status": "ready", "notes": ["1 of 2 decode nodes have their KV )"
+                        R"(cache exhausted"]})"));
   EXPECT_EQ(HealthJson(), json::parse(R"({"status": "ok"})"));
 }
 

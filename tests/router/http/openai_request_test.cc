@@ -368,6 +368,28 @@ TEST(OpenAiRequestTest, MalformedBodies) {
   bad_body("{\"prompt\": \"\xc3\"}", "not valid JSON");
 }
 
+// Red team, issue 14 row 1: 1e400 overflows a double, and nlohmann's parser throws out_of_range
+// (not parse_error) for it; that exception used to escape and abort the router.
+TEST(OpenAiRequestTest, NumbersBeyondADoubleAreRefusedByName) {
+  BadCompletions(R"(, "max_tokens": 1e400)", "max_tokens", "out of range");
+  BadCompletions(R"(, "temperature": -1e400)", "temperature", "out of range");
+  BadChat(R"(, "seed": 1e99999)", "seed", "out of range");
+  ExpectBad(OpenAiEndpoint::kCompletions, R"([1e400])", "", "out of range");
+  // Integers beyond 64 bits parse as doubles and are refused by the range checks.
+  BadCompletions(R"(, "max_tokens": 123456789012345678901234567890)", "max_tokens");
+}
+
+TEST(OpenAiRequestTest, ParserMessagesDoNotLeakTheParsersOwnText) {
+  absl::StatusOr<OpenAiRequest> r = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, "{not json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("the request body is not valid JSON (at byte "));
+  EXPECT_EQ(r.status().message().find("json.exception"), std::string_view::npos);
+  r = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, R"({"max_tokens": 1e400})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().find("json.exception"), std::string_view::npos);
+}
+
 TEST(OpenAiRequestTest, DeeplyNestedJsonIsRefusedWithoutRecursingToDeath) {
   const int depth = 200000;
   const std::string body =
