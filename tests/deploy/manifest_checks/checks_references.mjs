@@ -1,11 +1,13 @@
 // The invariant checks of references by name: 12. every $(VAR) in a container's command, args and
-// env resolves, and its envFrom / valueFrom references exist; 15. the volumes, PVCs, ConfigMaps
-// and ServiceAccount a pod refers to are in the render.
+// env resolves, and its envFrom / valueFrom references exist; 15. the volumes, PVCs, ConfigMaps,
+// Secrets and ServiceAccount a pod refers to are in the render, except the Secrets the operator
+// creates (OPERATOR_SECRETS, documented in deploy/README.md), and the keys it reads exist.
 // Each check takes (objects, ctx) and returns a list of problems, one sentence each; ctx.helps
 // maps a binary's name to parseHelp() of its --help.
 
 import { containerEnv, varReferences } from "./env.mjs";
 import { allContainersOf, eachContainer, findObject, workloads } from "./objects.mjs";
+import { OPERATOR_SECRETS, findSecret, keysOf } from "./secrets.mjs";
 
 // 12. Every $(VAR) in a container's command, args and env values resolves to one of its env
 // vars or a key of a ConfigMap it envFroms (otherwise Kubernetes passes "$(VAR)" verbatim), and
@@ -30,7 +32,11 @@ export function checkEnvReferences(objects) {
 }
 
 // 15. Everything a pod refers to by name is in the render: the volumes its containers mount, the
-// PersistentVolumeClaims and ConfigMaps its volumes use, its ServiceAccount.
+// PersistentVolumeClaims, ConfigMaps and Secrets its volumes use, its ServiceAccount. A Secret may
+// instead be one the operator creates (OPERATOR_SECRETS: never committed, created as
+// deploy/README.md says); any other Secret missing from the render is a problem, so a manifest
+// cannot quietly depend on a Secret nobody is told to create. The keys a volume's items name must
+// be keys of the Secret or ConfigMap (for an operator Secret: the keys the guide documents).
 export function checkReferences(objects) {
   const problems = [];
   for (const w of workloads(objects)) {
@@ -44,15 +50,44 @@ export function checkReferences(objects) {
         }
       }
     }
+    const checkSource = (v, kind, src) => {
+      const name = kind === "Secret" ? (src.secretName ?? src.name) : src.name;
+      const obj = kind === "Secret" ? findSecret(objects, name) : findObject(objects, kind, name);
+      if (!obj) {
+        if (src.optional) return;
+        problems.push(kind === "Secret"
+          ? `${w.ref}: volume ${v.name} uses Secret ${name}, which is neither in the render nor ` +
+            `one the operator creates (${[...OPERATOR_SECRETS.keys()].join(", ")}; ` +
+            `deploy/README.md#secrets-the-operator-creates)`
+          : `${w.ref}: volume ${v.name} uses ${kind} ${name}, not in the render`);
+        return;
+      }
+      const keys = keysOf(obj);
+      for (const item of src.items ?? []) {
+        if (!keys.includes(item.key) && !src.optional) {
+          problems.push(`${w.ref}: volume ${v.name} reads key ${item.key} of ${kind} ${name}, ` +
+                        `which has ${obj.operator ? "(as the deploy guide creates it) " : ""}` +
+                        `keys ${keys.join(", ") || "none"}`);
+        }
+      }
+    };
     for (const v of spec.volumes ?? []) {
       const claim = v.persistentVolumeClaim?.claimName;
       if (claim && !findObject(objects, "PersistentVolumeClaim", claim)) {
         problems.push(`${w.ref}: volume ${v.name} claims PersistentVolumeClaim ${claim}, not in ` +
                       `the render`);
       }
-      const cm = v.configMap;
-      if (cm && !cm.optional && !findObject(objects, "ConfigMap", cm.name)) {
-        problems.push(`${w.ref}: volume ${v.name} uses ConfigMap ${cm.name}, not in the render`);
+      if (v.configMap) checkSource(v, "ConfigMap", v.configMap);
+      if (v.secret) checkSource(v, "Secret", v.secret);
+      for (const s of v.projected?.sources ?? []) {
+        if (s.configMap) checkSource(v, "ConfigMap", s.configMap);
+        if (s.secret) checkSource(v, "Secret", s.secret);
+      }
+    }
+    for (const ref of spec.imagePullSecrets ?? []) {
+      if (!findSecret(objects, ref.name)) {
+        problems.push(`${w.ref}: imagePullSecrets names Secret ${ref.name}, which is neither in ` +
+                      `the render nor one the operator creates`);
       }
     }
     const sa = spec.serviceAccountName;

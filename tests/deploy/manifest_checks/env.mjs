@@ -1,8 +1,14 @@
 // A container's environment, as the kubelet builds it: $(NAME) references in text
 // (varReferences) and their expansion (expandVars), and the variables a container sees through
-// env, envFrom and valueFrom (containerEnv), with the problems of references outside the render.
+// env, envFrom and valueFrom (containerEnv), with the problems of references outside the render
+// (a Secret the operator creates, OPERATOR_SECRETS, counts as in it).
 
 import { findObject } from "./objects.mjs";
+import { findSecret } from "./secrets.mjs";
+
+// A ConfigMap of the render, or a Secret of the render or of the operator (OPERATOR_SECRETS).
+const findSource = (objects, kind, name) =>
+  (kind === "Secret" ? findSecret(objects, name) : findObject(objects, kind, name));
 
 // The names in `text`'s $(NAME) references, as Kubernetes expands them ("$$" escapes a "$").
 export function varReferences(text) {
@@ -40,7 +46,7 @@ export function containerEnv(container, objects) {
     const prefix = from.prefix ?? "";
     const ref = from.configMapRef ?? from.secretRef;
     const kind = from.configMapRef ? "ConfigMap" : "Secret";
-    const obj = ref && findObject(objects, kind, ref.name);
+    const obj = ref && findSource(objects, kind, ref.name);
     if (!obj) {
       if (!ref?.optional) {
         problems.push(`envFrom names ${kind} ${ref?.name}, which is not in the render`);
@@ -56,7 +62,7 @@ export function containerEnv(container, objects) {
     if (vf?.configMapKeyRef || vf?.secretKeyRef) {
       const ref = vf.configMapKeyRef ?? vf.secretKeyRef;
       const kind = vf.configMapKeyRef ? "ConfigMap" : "Secret";
-      const obj = findObject(objects, kind, ref.name);
+      const obj = findSource(objects, kind, ref.name);
       const has = obj && (Object.hasOwn(obj.data ?? {}, ref.key) ||
                           Object.hasOwn(obj.stringData ?? {}, ref.key));
       if (!has && !ref.optional) {

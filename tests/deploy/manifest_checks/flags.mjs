@@ -90,6 +90,14 @@ export function effectiveFlag(container, flag, help) {
   return { value: help.get(flag).default, source: "default" };
 }
 
+// The value the container's args give `flag` (the last occurrence; "" for a switch), or undefined
+// when they do not give it (whatever the binary's default). With the binary's parsed --help,
+// "--flag value" is read too; without, only "--flag=value".
+export function givenFlag(container, flag, help = null) {
+  const given = splitFlags(argsOf(container), help).flags.filter((f) => f.name === flag);
+  return given.length ? (given[given.length - 1].value ?? "") : undefined;
+}
+
 // "HOST:PORT" (HOST may be empty or a [bracketed] IPv6 address) -> {host, port}, else null.
 export function parseHostPort(text) {
   const m = /^(\[[^\]]*\]|[^:[\]]*):(\d+)$/.exec(String(text ?? ""));
