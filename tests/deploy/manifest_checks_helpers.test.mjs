@@ -20,17 +20,19 @@ import {
   validateSchemas,
   varReferences,
 } from "./manifest_checks.mjs";
-import { CTX, HELPS, good, goodGpu } from "./manifest_checks/fixtures.mjs";
+import { CTX, HELPS, good, goodGpu, goodSecure } from "./manifest_checks/fixtures.mjs";
 
 await requirePackages();
 
 describe("the correct fixture", () => {
-  it("passes every check and the schemas", async () => {
+  it("passes every check and the schemas (plain, GPU, with TLS and NetworkPolicies)", async () => {
     for (const [title, check] of CHECKS) assert.deepEqual(check(good(), CTX), [], title);
     const gpuCtx = { ...CTX, gpu: true };
     for (const [title, check] of CHECKS) assert.deepEqual(check(goodGpu(), gpuCtx), [], title);
+    for (const [title, check] of CHECKS) assert.deepEqual(check(goodSecure(), CTX), [], title);
     assert.deepEqual(await validateSchemas(good()), []);
     assert.deepEqual(await validateSchemas(goodGpu()), []);
+    assert.deepEqual(await validateSchemas(goodSecure()), []);
   });
 });
 

@@ -22,8 +22,10 @@ import { fileURLToPath } from "node:url";
 import {
   CHECKS,
   INSTALL_HINT,
+  OPERATOR_SECRETS,
   argsOf,
   binaryOf,
+  checkCertManagerExample,
   checkPrometheusRuleGroups,
   containerEnv,
   expandVars,
@@ -187,6 +189,33 @@ describe("deploy/prometheus", () => {
     assert.ok(prometheusRuleGroups?.length > 0, `${rulesFile} has groups`);
     assertNoProblems(checkPrometheusRuleGroups(objects, { prometheusRuleGroups }));
   });
+});
+
+describe("deploy/README.md", () => {
+  // The Secrets the manifests may mount without containing them (OPERATOR_SECRETS, check 15) are
+  // the ones the guide tells the operator to create, each with its keys.
+  const guide = fs.readFileSync(path.join(SOURCE_DIR, "deploy/README.md"), "utf8");
+  for (const [name, { keys }] of OPERATOR_SECRETS) {
+    it(`tells the operator how to create Secret ${name}`, () => {
+      assert.ok(guide.includes("## Secrets the operator creates"), "the guide has the section");
+      assert.match(guide, new RegExp(`kubectl create secret [^\\n]*\\b${name}\\b`),
+                   `a kubectl create secret command for ${name}`);
+      const section = guide.slice(guide.indexOf("## Secrets the operator creates"));
+      const row = section.split("\n").find((l) => l.startsWith(`| \`${name}\``));
+      assert.ok(row, `the table of operator Secrets has a row for ${name}`);
+      for (const key of keys) assert.ok(row.includes(`\`${key}\``), `${name}'s row names key ${key}`);
+    });
+  }
+});
+
+describe("components/tls/cert-manager.example.yaml", () => {
+  it("issues every Secret the tls component mounts, with the names and usages the pods need",
+     () => {
+       const file = path.join(K8S_DIR, "components/tls/cert-manager.example.yaml");
+       const example = parseDocuments(fs.readFileSync(file, "utf8"), file);
+       const objects = render({ name: "base+tls", component: "tls" });
+       assertNoProblems(checkCertManagerExample(example, objects, { helps }));
+     });
 });
 
 it("kubectl has kustomize v5", (t) => {

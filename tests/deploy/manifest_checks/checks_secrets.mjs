@@ -9,14 +9,15 @@
 // maps a binary's name to parseHelp() of its --help.
 
 import { argsOf, binaryOf, effectiveFlag, givenFlag, splitFlags } from "./flags.mjs";
-import { NODE_BINARIES, eachContainer } from "./objects.mjs";
+import { NODE_BINARIES, containersOf, eachContainer, workloads } from "./objects.mjs";
 import { FILE_FLAGS, fileSource, findSecret, keysOf, octal } from "./secrets.mjs";
 
 // 16. Handoffs are authenticated everywhere: no container runs --insecure-no-handoff-auth; every
 // prefill container has --cluster-secret-file (tandem-prefill refuses to start without it); with
 // prefill pods in the render every decode container has it too (a decode node without it refuses
-// Reserve, so every disaggregated request would fail); and all of them read the same Secret key
-// (handoffs signed with one secret do not verify with another).
+// Reserve, so every disaggregated request would fail); all of them read the same Secret key
+// (handoffs signed with one secret do not verify with another); and no other pod (the router)
+// mounts that Secret: the router carries handoffs and must not be able to forge them.
 export function checkClusterSecret(objects, ctx = {}) {
   const problems = [];
   const nodes = eachContainer(objects).filter(({ c }) => NODE_BINARIES.has(binaryOf(c)));
@@ -50,6 +51,18 @@ export function checkClusterSecret(objects, ctx = {}) {
   if (sources.size > 1) {
     problems.push(`prefill and decode nodes must share one cluster secret, but they read ` +
                   [...sources].map(([k, ws]) => `${k} (${ws.join(", ")})`).join(" and "));
+  }
+  const secretNames = new Set([...sources.keys()].map((k) => k.split(" ")[1]));
+  for (const w of workloads(objects)) {
+    if (containersOf(w.pod).some((c) => NODE_BINARIES.has(binaryOf(c)))) continue;
+    for (const v of w.pod.spec?.volumes ?? []) {
+      const names = [v.secret?.secretName,
+                     ...(v.projected?.sources ?? []).map((x) => x.secret?.name)].filter(Boolean);
+      for (const name of names.filter((n) => secretNames.has(n))) {
+        problems.push(`${w.ref}: volume ${v.name} holds the cluster secret (Secret ${name}); only ` +
+                      `prefill and decode pods may: whoever has it can forge KV handoffs`);
+      }
+    }
   }
   return problems;
 }
