@@ -3,9 +3,9 @@
 // schemas (kubernetes-models), and the invariants an operator relies on (probes, graceful
 // shutdown, ports that match the binaries, pinned images, resources, pod security, Services,
 // the router's DNS discovery, PDBs and HPAs, metrics scraping, GPUs, $(VAR) references,
-// Prometheus rules, the cluster secret, secret files, TLS, NetworkPolicies, lease limits). Every check is a function of the objects (and a context: the binaries'
-// parsed --help, the overlay's kind) that returns a list of problems, one sentence each, so the
-// checks can be unit-tested on hand-made broken objects (manifest_checks_*.test.mjs) and run on
+// Prometheus rules, the cluster secret, secret files, TLS, NetworkPolicies, lease limits). Every
+// check is a function of the objects (and a context: the binaries' parsed --help, the overlay's
+// kind) that returns a list of problems, one sentence each, so the checks can be unit-tested on hand-made broken objects (manifest_checks_*.test.mjs) and run on
 // every render (manifests.test.mjs).
 //
 // This file is the entry point the tests import: it re-exports the modules of manifest_checks/
