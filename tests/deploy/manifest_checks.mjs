@@ -5,8 +5,9 @@
 // the router's DNS discovery, PDBs and HPAs, metrics scraping, GPUs, $(VAR) references,
 // Prometheus rules, the cluster secret, secret files, TLS, NetworkPolicies, lease limits). Every
 // check is a function of the objects (and a context: the binaries' parsed --help, the overlay's
-// kind) that returns a list of problems, one sentence each, so the checks can be unit-tested on hand-made broken objects (manifest_checks_*.test.mjs) and run on
-// every render (manifests.test.mjs).
+// kind) that returns a list of problems, one sentence each, so the checks can be unit-tested on
+// hand-made broken objects (manifest_checks_*.test.mjs) and run on every render
+// (manifests.test.mjs).
 //
 // This file is the entry point the tests import: it re-exports the modules of manifest_checks/
 // (packages.mjs: the npm packages; flags.mjs: the binaries' --help and args; objects.mjs,
