@@ -8,6 +8,7 @@
 #include "common/serving/grpc_server.h"
 #include "common/serving/node_engine.h"
 #include "common/serving/node_kv_transport.h"
+#include "common/tls/tls_flags.h"
 #include "common/util/cli_flags.h"
 #include "common/util/ready_file.h"
 #include "decode_node/decode_metrics.h"
@@ -42,6 +43,7 @@ batching, and can also prefill locally (colocated mode, short prompts).
   --max-waiting-reservations N  reservations waiting for blocks beyond N are refused at once
                                 (default 1024)
 )" + std::string(tandem::kNodeBackendFlagsUsage) +
+    tandem::kTlsServerFlagsUsage +
     R"(  --kv-advertise HOST:PORT      --kv-transport nccl: this node's gRPC address as prefill nodes
                                 reach it
   --threads N                   CPU threads (default: all cores)
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
   DecodeMainOptions o;
   tandem::FlagSet flags;
   tandem::AddNodeEngineFlags(flags, &o.node);
+  o.kv.owner = true;  // before the flags: a prefill node also dials (--node-tls-*)
   tandem::AddNodeKvTransportFlags(flags, &o.kv);
   flags.String("listen", &o.listen);
   flags.String("metrics-listen", &o.metrics_listen);
@@ -144,7 +147,7 @@ int main(int argc, char** argv) {
         "tandem-decode: no --cluster-secret-file: Reserve is refused, this node serves colocated "
         "(Generate) requests only");
   }
-  auto server = tandem::StartGrpcServer(o.listen, {&service});
+  auto server = tandem::StartGrpcServer(o.listen, {&service}, o.kv.tls);
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", server.status().ToString().c_str());
     return 1;

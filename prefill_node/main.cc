@@ -8,6 +8,7 @@
 #include "common/serving/grpc_server.h"
 #include "common/serving/node_engine.h"
 #include "common/serving/node_kv_transport.h"
+#include "common/tls/tls_flags.h"
 #include "common/util/cli_flags.h"
 #include "common/util/ready_file.h"
 #include "prefill_node/prefill_metrics.h"
@@ -34,6 +35,7 @@ token and hands the request to the decode node.
   --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
                                 "pid": N} there
 )" + std::string(tandem::kNodeBackendFlagsUsage) +
+                           tandem::kTlsServerFlagsUsage + tandem::kTlsClientFlagsUsage +
                            R"(  --threads N                   CPU threads (default: all cores)
   --kv-cache-mb N               KV pool size in MiB (default 256)
   --block-size N                tokens per KV block (default 16; decode nodes must match)
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
   PrefillMainOptions o;
   tandem::FlagSet flags;
   tandem::AddNodeEngineFlags(flags, &o.node);
+  o.kv.owner = false;  // before the flags: a prefill node also dials (--node-tls-*)
   tandem::AddNodeKvTransportFlags(flags, &o.kv);
   flags.String("listen", &o.listen);
   flags.String("metrics-listen", &o.metrics_listen);
@@ -108,7 +111,7 @@ int main(int argc, char** argv) {
                                   .metrics = metrics.get(),
                                   .handoff_gate = &handoff_gate,
                                   .handoff_auth = *handoff_auth});
-  auto server = tandem::StartGrpcServer(o.listen, {&service});
+  auto server = tandem::StartGrpcServer(o.listen, {&service}, o.kv.tls);
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", server.status().ToString().c_str());
     return 1;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "common/tls/tls_flags.h"
 #include "common/util/cli_flags.h"
 #include "router/router_options.h"
 #include "router/router_server.h"
@@ -104,6 +105,8 @@ std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool
     return "";
   });
   flags.String("api-key-file", &o->api_key_file);
+  tandem::AddTlsServerFlags(flags, &o->tls);
+  tandem::AddTlsClientFlags(flags, &o->pool.node_tls);
   flags.String("metrics-listen", &o->metrics_listen);
   flags.Number("max-concurrent-requests", &o->max_concurrent_requests);
   flags.String("ready-file", &o->ready_file);
@@ -177,6 +180,11 @@ int main(int argc, char** argv) {
   std::string error = ParseFlags(argc, argv, &options, &help, &verbose);
   if (help) {
     std::fputs(kUsage, stdout);
+    std::fputs("TLS (files re-read when they change; the HTTPS listener also on SIGHUP):\n",
+               stdout);
+    std::fputs(tandem::kTlsServerFlagsUsage, stdout);
+    std::fputs("TLS towards the nodes:\n", stdout);
+    std::fputs(tandem::kTlsClientFlagsUsage, stdout);
     return 0;
   }
   if (!error.empty()) {

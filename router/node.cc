@@ -13,16 +13,16 @@ const char* NodeRoleName(NodeRole role) {
   return role == NodeRole::kPrefill ? "prefill" : "decode";
 }
 
-Node::Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms)
+Node::Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
+           std::shared_ptr<grpc::ChannelCredentials> credentials, grpc::ChannelArguments args)
     : role_(role), address_(std::move(address)) {
-  grpc::ChannelArguments args;
   const int backoff = static_cast<int>(std::clamp<int64_t>(max_reconnect_backoff_ms, 100, 10000));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, backoff);
   // Each node gets a connection of its own even when two share an address string's target.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(address_, credentials, args);
   decode_stub_ = v1::DecodeNode::NewStub(channel_);
   prefill_stub_ = v1::PrefillNode::NewStub(channel_);
 }

@@ -14,6 +14,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "tandem/v1/node.grpc.pb.h"
 
 namespace tandem {
@@ -24,8 +26,10 @@ const char* NodeRoleName(NodeRole role);
 class Node {
  public:
   // A channel to `address` whose reconnect backoff stays short, so a node that comes back is
-  // noticed by the next health check.
-  Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms);
+  // noticed by the next health check; over `credentials` with `args` (TLS: the name override).
+  Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
+       std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
+       grpc::ChannelArguments args = {});
 
   NodeRole role() const { return role_; }
   const std::string& address() const { return address_; }

@@ -25,6 +25,10 @@ NodePool::NodePool(NodePoolOptions options, std::shared_ptr<DnsResolver> resolve
 NodePool::~NodePool() { Stop(); }
 
 absl::Status NodePool::Start() {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      GrpcChannelCredentials(options_.node_tls, &channel_args_);
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *std::move(credentials);
   for (const NodeSource* source : {&options_.prefill, &options_.decode}) {
     std::string host;
     int port = 0;
@@ -112,7 +116,8 @@ std::vector<std::shared_ptr<Node>> NodePool::UpdateMembers(
     for (const std::string& address : addresses) {
       if (members.contains(address)) continue;
       Member member;
-      member.node = std::make_shared<Node>(role, address, options_.health_interval_ms);
+      member.node = std::make_shared<Node>(role, address, options_.health_interval_ms, credentials_,
+                                           channel_args_);
       member.source = source;
       if (role == NodeRole::kPrefill && options_.watch_kv_events) {
         member.watcher = std::make_unique<KvEventsWatcher>(

@@ -77,6 +77,9 @@ class NodePool {
   };
 
   const NodePoolOptions options_;
+  // The channel credentials every node's channel uses (TLS per options_.node_tls), made once.
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  grpc::ChannelArguments channel_args_;
   const std::shared_ptr<DnsResolver> resolver_;
   NodePoolCounters counters_;
 

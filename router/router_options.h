@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/tls/grpc_tls.h"
 #include "router/placement.h"
 
 namespace tandem {
@@ -25,6 +26,8 @@ struct NodePoolOptions {
   int64_t health_interval_ms = 500;
   // Follow the prefill nodes' WatchKvEvents streams (prefix-aware placement needs them).
   bool watch_kv_events = false;
+  // How the router dials nodes: TLS (mTLS with a client certificate) when it names a CA.
+  TlsClientFiles node_tls;
 };
 
 struct RouterOptions {
@@ -39,6 +42,8 @@ struct RouterOptions {
   // either: no authentication.
   std::vector<std::string> api_keys;
   std::string api_key_file;  // reloaded on SIGHUP
+  // TLS on the public gRPC and HTTP API (HTTPS); mTLS when it names a client CA.
+  TlsServerFiles tls;
   // Prometheus /metrics ("": off).
   std::string metrics_listen = "127.0.0.1:0";
   // Requests in flight beyond this are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429).

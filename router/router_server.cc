@@ -68,9 +68,16 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   router->runner_ = std::make_unique<RequestRunner>(router->model_, router->pool_.get(), options,
                                                     &router->counters_, router->metrics_.get());
   router->service_ = std::make_unique<GenerateService>(router->runner_.get(), router->api_keys_);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      GrpcServerCredentials(options.tls);
+  if (!credentials.ok()) {
+    router->pool_->Stop();
+    return credentials.status();
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &router->port_);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // one socket, the advertised one
+  builder.AddListeningPort(options.listen, *credentials, &router->port_);
   builder.RegisterService(router->service_.get());
   router->server_ = builder.BuildAndStart();
   if (router->server_ == nullptr || router->port_ == 0) {
@@ -84,6 +91,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
     http.io_threads = options.http_threads;
     http.max_body_bytes = options.max_body_bytes;
     http.api_keys = router->api_keys_;
+    http.tls = options.tls;
     RouterServer* self = router.get();
     absl::StatusOr<std::unique_ptr<HttpServer>> started =
         HttpServer::Start(http, router->runner_.get(), [self] { return self->Ready(); });
@@ -138,7 +146,9 @@ void RouterServer::Shutdown(absl::Duration drain) {
 absl::Status RouterServer::Reload() {
   absl::Status keys = api_keys_->Reload();
   if (keys.ok()) spdlog::info("reloaded: {} API keys", api_keys_->size());
-  return keys;
+  absl::Status tls = http_ != nullptr ? http_->ReloadTls() : absl::OkStatus();
+  if (tls.ok() && http_ != nullptr) spdlog::info("reloaded: the HTTPS certificate");
+  return keys.ok() ? tls : keys;
 }
 
 Readiness RouterServer::Ready() const {

@@ -48,8 +48,9 @@ class RouterServer {
   NodePool& pool() { return *pool_; }
   const ServedModel& model() const { return *model_; }
 
-  // SIGHUP: re-reads what may be rotated without a restart (the API key file). Errors are
-  // returned and the old settings stay.
+  // SIGHUP: re-reads what may be rotated without a restart (the API key file, the HTTPS
+  // certificate; gRPC's TLS files are watched by gRPC itself). Errors are returned and the old
+  // settings stay.
   absl::Status Reload();
 
  private:

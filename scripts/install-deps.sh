@@ -11,7 +11,7 @@ DEBIAN_PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libucx-dev ucx-utils prometheus-cpp-dev libboost-dev
   prometheus curl
-  libssl-dev openssl
+  libssl-dev openssl iproute2
 )
 # Node.js and npm run the conformance references; use the machine's own if present.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -15,16 +15,22 @@
 namespace tandem {
 
 absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
-                                              const std::vector<grpc::Service*>& services) {
+                                              const std::vector<grpc::Service*>& services,
+                                              const TlsServerFiles& tls) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos || colon == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--listen expects HOST:PORT, got '", listen, "'"));
   }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = GrpcServerCredentials(tls);
+  if (!credentials.ok()) return credentials.status();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  // Without SO_REUSEPORT gRPC binds one socket per address: with it, a port-0 listen address got
+  // a second socket on another, unadvertised port (issue 14 row 3).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(64 << 20);
   for (grpc::Service* service : services) builder.RegisterService(service);
   RunningServer running;

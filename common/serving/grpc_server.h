@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls/grpc_tls.h"
 #include "grpcpp/grpcpp.h"
 
 namespace tandem {
@@ -20,9 +21,11 @@ struct RunningServer {
 };
 
 // Binds `listen` ("HOST:PORT", port 0 = any free port), registers `services` and the standard
-// grpc.health.v1 service (reporting SERVING), and starts serving.
+// grpc.health.v1 service (reporting SERVING), and starts serving; over TLS (mTLS with a client
+// CA) when `tls` names a certificate.
 absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
-                                              const std::vector<grpc::Service*>& services);
+                                              const std::vector<grpc::Service*>& services,
+                                              const TlsServerFiles& tls = {});
 
 // Blocks SIGINT and SIGTERM in the calling thread (call first thing in main, so that every
 // thread started later inherits the mask).

@@ -185,6 +185,7 @@ const char kNodeBackendFlagsUsage[] =
                                 pinned memory between hosts) or nccl (needs two GPUs)
   --kv-interface NAME[,NAME]    network interfaces UCX may use (UCX_NET_DEVICES); default: the
                                 one that owns --listen's address, or all for 0.0.0.0
+  --kv-port-range LO-HI         TCP ports UCX's tcp transport listens on (default: any)
   --cluster-secret-file PATH    secret shared by every prefill and decode node (>= 32 bytes):
                                 KV handoffs and completions carry its HMAC, and a prefill node
                                 writes nothing for a handoff that does not verify (required on

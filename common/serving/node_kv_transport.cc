@@ -8,7 +8,9 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls/tls_flags.h"
 #include "common/transport/ucx_transport.h"
 #include "common/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -27,8 +29,23 @@ void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options) {
   flags.String("kv-transport", &options->kind);
   flags.String("kv-advertise", &options->advertise);
   flags.String("kv-interface", &options->interface);
+  flags.Custom("kv-port-range", [options](std::string_view v) -> std::string {
+    const size_t dash = v.find('-');
+    int lo = 0;
+    int hi = 0;
+    if (dash == std::string_view::npos ||
+        !absl::SimpleAtoi(absl::string_view(v.data(), dash), &lo) ||
+        !absl::SimpleAtoi(absl::string_view(v.data() + dash + 1, v.size() - dash - 1), &hi) ||
+        lo < 1 || hi > 65535 || lo > hi) {
+      return "expects LO-HI, two TCP ports with 1 <= LO <= HI <= 65535";
+    }
+    options->port_range = std::string(v);
+    return "";
+  });
   flags.String("cluster-secret-file", &options->cluster_secret_file);
   flags.Switch("insecure-no-handoff-auth", &options->insecure_no_handoff_auth);
+  AddTlsServerFlags(flags, &options->tls);
+  if (!options->owner) AddTlsClientFlags(flags, &options->node_tls);
 }
 
 absl::StatusOr<std::shared_ptr<const HandoffAuthenticator>> LoadHandoffAuth(
@@ -83,8 +100,12 @@ std::string InterfaceOfAddress(const std::string& host) {
 
 namespace {
 
-// UCX's interfaces: --kv-interface, else the one --listen names, else UCX's own choice.
+// UCX's interfaces: --kv-interface, else the one --listen names, else UCX's own choice; its tcp
+// ports: --kv-port-range.
 void RestrictUcxInterfaces(const NodeKvTransportOptions& options, UcxTransportOptions* ucx) {
+  // A UCT (tcp transport) setting that ucp_config_modify does not take in UCX 1.13: set through
+  // the environment before the transport starts.
+  if (!options.port_range.empty()) ::setenv("UCX_TCP_PORT_RANGE", options.port_range.c_str(), 1);
   std::string devices = options.interface;
   if (devices.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
     std::string host = options.listen.substr(0, options.listen.rfind(':'));
@@ -144,7 +165,10 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
     }
     nccl.address = options.advertise;
   } else {
-    nccl.connect = GrpcNcclConnectHook();
+    grpc::ChannelArguments args;
+    ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                     GrpcChannelCredentials(options.node_tls, &args));
+    nccl.connect = GrpcNcclConnectHook(std::move(credentials), std::move(args));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<NcclKvTransport> transport, NcclKvTransport::Create(nccl));
   return std::unique_ptr<KvTransport>(std::move(transport));

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/serving/node_engine.h"
+#include "common/tls/grpc_tls.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/kv_transport.h"
 #include "common/util/cli_flags.h"
@@ -31,16 +32,23 @@ struct NodeKvTransportOptions {
   // wildcard (so UCX listens nowhere else), else UCX's own choice (UCX_NET_DEVICES, or all).
   std::string interface;
   std::string listen;  // --listen's HOST:PORT, for the default above
+  // --kv-port-range LO-HI: the TCP ports UCX's tcp transport listens on (UCX_TCP_PORT_RANGE), so
+  // a NetworkPolicy can name them; "": any port the kernel picks.
+  std::string port_range;
   // --cluster-secret-file: the secret every decode and prefill node of the cluster shares, which
   // authenticates KV handoffs and completions (common/transport/handoff_auth.h).
   std::string cluster_secret_file;
   // --insecure-no-handoff-auth: run without it (any client that reaches a node can then direct
   // where KV is written); for throwaway experiments only.
   bool insecure_no_handoff_auth = false;
+  // --tls-* (this node's gRPC server) and --node-tls-* (a prefill node dialling a decode node's
+  // ConnectKv for the nccl transport).
+  TlsServerFiles tls;
+  TlsClientFiles node_tls;
 };
 
-// Registers --kv-transport, --kv-advertise, --kv-interface, --cluster-secret-file and
-// --insecure-no-handoff-auth.
+// Registers --kv-transport, --kv-advertise, --kv-interface, --kv-port-range,
+// --cluster-secret-file and --insecure-no-handoff-auth.
 void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options);
 
 // The handoff authenticator from --cluster-secret-file; null with --insecure-no-handoff-auth

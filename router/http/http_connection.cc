@@ -45,11 +45,20 @@ bool IsMalformedRequest(const beast::error_code& ec) {
 
 }  // namespace
 
+namespace {
+
+std::shared_ptr<net::ssl::context> CurrentTls(HttpServerContext* context) {
+  absl::MutexLock lock(&context->tls_mu);
+  return context->tls;
+}
+
+}  // namespace
+
 HttpConnection::HttpConnection(net::ip::tcp::socket socket, HttpServerContext* context)
-    : context_(context), stream_(std::move(socket)) {
+    : context_(context), stream_(std::move(socket), CurrentTls(context)) {
   beast::error_code ec;
   // Tokens go out as they come: no Nagle delay on small SSE events.
-  stream_.socket().set_option(net::ip::tcp::no_delay(true), ec);
+  stream_.tcp().socket().set_option(net::ip::tcp::no_delay(true), ec);
 }
 
 HttpConnection::~HttpConnection() {
@@ -62,8 +71,21 @@ void HttpConnection::Start() {
     absl::MutexLock lock(&context_->connections_mu);
     context_->connections[this] = weak_from_this();
   }
-  net::dispatch(stream_.get_executor(),
-                beast::bind_front_handler(&HttpConnection::ReadRequest, shared_from_this()));
+  // A client that does not finish its TLS handshake is closed like an idle one.
+  stream_.tcp().expires_after(kIdleTimeout);
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+    self->stream_.async_handshake(beast::bind_front_handler(&HttpConnection::OnHandshake, self));
+  });
+}
+
+void HttpConnection::OnHandshake(beast::error_code ec) {
+  if (closed_) return;
+  if (ec) {
+    spdlog::debug("HTTPS handshake failed: {}", ec.message());
+    Close();
+    return;
+  }
+  ReadRequest();
 }
 
 void HttpConnection::ReadRequest() {
@@ -71,7 +93,7 @@ void HttpConnection::ReadRequest() {
   parser_.emplace();
   parser_->body_limit(static_cast<uint64_t>(context_->options.max_body_bytes));
   parser_->header_limit(kMaxHeaderBytes);
-  stream_.expires_after(kIdleTimeout);
+  stream_.tcp().expires_after(kIdleTimeout);
   http::async_read_header(
       stream_, buffer_, *parser_,
       beast::bind_front_handler(&HttpConnection::OnHeaderRead, shared_from_this()));
@@ -131,7 +153,7 @@ void HttpConnection::OnRequestRead(beast::error_code ec, size_t) {
     Close();
     return;
   }
-  stream_.expires_never();
+  stream_.tcp().expires_never();
   Request request = parser_->release();
   Handle(request);
 }
@@ -342,7 +364,7 @@ void HttpConnection::WriteNext() {
     writing_ = true;
     // A running stream is bounded by the request's deadline (the sink's Abort); everything else
     // must make progress.
-    if (!generation_open_ || generation_finished_) stream_.expires_after(kWriteTimeout);
+    if (!generation_open_ || generation_finished_) stream_.tcp().expires_after(kWriteTimeout);
     auto done = beast::bind_front_handler(&HttpConnection::OnWritten, shared_from_this());
     switch (item.kind) {
       case WriteItem::Kind::kMessage:
@@ -405,7 +427,7 @@ void HttpConnection::EndOfResponse(bool keep_alive) {
     // The watch read is still pending: cancel it; its handler starts the next request's read.
     read_after_watch_ = true;
     beast::error_code ec;
-    stream_.socket().cancel(ec);
+    stream_.tcp().socket().cancel(ec);
     return;
   }
   ReadRequest();
@@ -441,7 +463,7 @@ void HttpConnection::OnWatchRead(beast::error_code ec, size_t bytes) {
 void HttpConnection::GracefulClose() {
   if (closed_) return;
   beast::error_code ec;
-  stream_.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  stream_.tcp().socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   if (watching_) {
     Close();
     return;
@@ -450,7 +472,7 @@ void HttpConnection::GracefulClose() {
   // connection and could destroy the response before the client read it: read and drop what
   // the client still sends, for a while, first.
   lingered_bytes_ = 0;
-  stream_.expires_after(kLingerTimeout);
+  stream_.tcp().expires_after(kLingerTimeout);
   Linger();
 }
 
@@ -478,7 +500,7 @@ void HttpConnection::Close() {
   // A write in progress still owns its buffers: keep it until its handler runs.
   while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
   beast::error_code ec;
-  stream_.socket().close(ec);
+  stream_.tcp().socket().close(ec);
 }
 
 }  // namespace tandem

@@ -30,6 +30,7 @@
 #include "router/http/http_response_sink.h"
 #include "router/http/http_routes.h"
 #include "router/http/http_server.h"
+#include "router/http/http_stream.h"
 #include "router/http/openai_error.h"
 #include "router/http/openai_request.h"
 #include "router/http/request_threads.h"
@@ -49,6 +50,10 @@ struct HttpServerContext {
   std::atomic<bool> shutting_down{false};
   // Generation responses not yet written to the end (Shutdown lets them flush).
   std::atomic<int64_t> open_responses{0};
+
+  // The HTTPS context new connections are accepted with (null: plain HTTP); ReloadTls swaps it.
+  absl::Mutex tls_mu;
+  std::shared_ptr<boost::asio::ssl::context> tls ABSL_GUARDED_BY(tls_mu);
 
   // Open connections, for Shutdown to close the idle ones.
   absl::Mutex connections_mu;
@@ -81,6 +86,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
     bool keep_alive = false;            // kEndOfResponse
   };
 
+  void OnHandshake(boost::beast::error_code ec);
   void ReadRequest();
   // The header is in: answer "Expect: 100-continue", then read the body.
   void OnHeaderRead(boost::beast::error_code ec, size_t bytes);
@@ -112,7 +118,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   void Close();
 
   HttpServerContext* const context_;
-  boost::beast::tcp_stream stream_;
+  HttpStream stream_;
   boost::beast::flat_buffer buffer_;
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   bool closed_ = false;

@@ -120,6 +120,14 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   if (!hp.ok()) return hp.status();
 
   auto impl = std::make_unique<Impl>(options);
+  if (options.tls.enabled()) {
+    if (absl::Status s = CheckTlsServerFiles(options.tls); !s.ok()) return s;
+    absl::StatusOr<std::shared_ptr<net::ssl::context>> tls =
+        MakeHttpsContext(options.tls.cert, options.tls.key, options.tls.client_ca);
+    if (!tls.ok()) return tls.status();
+    absl::MutexLock lock(&impl->context.tls_mu);
+    impl->context.tls = *std::move(tls);
+  }
   impl->context.runner = runner;
   impl->context.ready = std::move(ready);
   impl->context.started_unix_seconds = absl::ToUnixSeconds(absl::Now());
@@ -149,11 +157,24 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOp
   for (int i = 0; i < options.io_threads; ++i) {
     impl->io_threads.emplace_back([ioc = &impl->ioc] { ioc->run(); });
   }
-  spdlog::info("HTTP API on {} ({} io threads)", impl->address, options.io_threads);
+  spdlog::info("HTTP API on {} ({}{} io threads)", impl->address,
+               options.tls.enabled() ? "HTTPS, " : "", options.io_threads);
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
 HttpServer::~HttpServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::Status HttpServer::ReloadTls() {
+  const TlsServerFiles& files = impl_->context.options.tls;
+  if (!files.enabled()) return absl::OkStatus();
+  if (absl::Status s = CheckTlsServerFiles(files); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<net::ssl::context>> tls =
+      MakeHttpsContext(files.cert, files.key, files.client_ca);
+  if (!tls.ok()) return tls.status();
+  absl::MutexLock lock(&impl_->context.tls_mu);
+  impl_->context.tls = *std::move(tls);
+  return absl::OkStatus();
+}
 
 int HttpServer::port() const { return impl_->port; }
 const std::string& HttpServer::address() const { return impl_->address; }

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls/grpc_tls.h"
 #include "router/api_keys.h"
 #include "router/http/http_routes.h"
 #include "router/request_runner.h"
@@ -26,6 +27,8 @@ struct HttpServerOptions {
   int64_t max_body_bytes = 8 << 20;
   // Keys /v1/* requests must present; null or empty: no authentication.
   std::shared_ptr<const ApiKeys> api_keys;
+  // HTTPS when it names a certificate (client certificates required with a client CA).
+  TlsServerFiles tls;
   int retry_after_seconds = 1;  // Retry-After on 429/503
 };
 
@@ -45,6 +48,10 @@ class HttpServer {
   // Stops accepting; in-flight requests get up to `drain` to finish, then their sinks are
   // aborted; then the io threads stop. Idempotent.
   void Shutdown(absl::Duration drain);
+
+  // Re-reads the TLS certificate files for new connections (SIGHUP); no-op over plain HTTP. On
+  // error the old ones stay.
+  absl::Status ReloadTls();
 
   // Generation requests running now.
   int64_t requests_in_flight() const;

@@ -15,7 +15,9 @@
 namespace tandem {
 
 struct CliOptions {
-  std::string router;  // HOST:PORT
+  std::string router;   // HOST:PORT
+  std::string tls_ca;   // "": plaintext; else TLS verified against this CA
+  std::string api_key;  // "": none
   // Exactly one prompt form.
   std::optional<std::string> prompt;  // text
   std::optional<std::string> chat;    // one user message, chat template applied

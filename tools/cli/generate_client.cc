@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
@@ -14,9 +17,25 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-GenerateClient::GenerateClient(const std::string& address)
+namespace {
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const std::string& tls_ca) {
+  if (tls_ca.empty()) return grpc::InsecureChannelCredentials();
+  std::ifstream in(tls_ca);
+  std::stringstream pem;
+  pem << in.rdbuf();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = pem.str();
+  return grpc::SslCredentials(options);
+}
+
+}  // namespace
+
+GenerateClient::GenerateClient(const std::string& address, const std::string& tls_ca,
+                               std::string api_key)
     : address_(address),
-      channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      api_key_(std::move(api_key)),
+      channel_(grpc::CreateChannel(address, Credentials(tls_ca))),
       stub_(v1::Generation::NewStub(channel_)) {}
 
 absl::Status GenerateClient::WaitForConnected(absl::Duration timeout) {
@@ -41,6 +60,7 @@ absl::Status GenerateClient::WaitForConnected(absl::Duration timeout) {
 absl::Status GenerateClient::Generate(const v1::GenerateRequest& request,
                                       const ResponseCallback& on_response, absl::Duration timeout) {
   grpc::ClientContext context;
+  if (!api_key_.empty()) context.AddMetadata("authorization", absl::StrCat("Bearer ", api_key_));
   if (timeout != absl::InfiniteDuration()) {
     context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   }

@@ -26,8 +26,10 @@ class GenerateClient {
  public:
   using ResponseCallback = std::function<void(const v1::GenerateResponse&)>;
 
-  // `address` is HOST:PORT; the channel is plaintext (loopback / trusted network).
-  explicit GenerateClient(const std::string& address);
+  // `address` is HOST:PORT. `tls_ca` "": plaintext; else TLS, verifying the router against that
+  // CA file (PEM). `api_key` "": none; else sent as "authorization: Bearer KEY".
+  explicit GenerateClient(const std::string& address, const std::string& tls_ca = "",
+                          std::string api_key = "");
 
   // Waits until the channel is connected. DeadlineExceeded (naming the address) otherwise.
   absl::Status WaitForConnected(absl::Duration timeout);
@@ -42,6 +44,7 @@ class GenerateClient {
 
  private:
   std::string address_;
+  std::string api_key_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Generation::Stub> stub_;
   absl::Mutex mu_;

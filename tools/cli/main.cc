@@ -32,6 +32,8 @@ Sampling (unset: the server's defaults):
   --logprobs N            chosen token's logprob plus the top N (0..20), shown with --json
 Other:
   --router HOST:PORT      the router's gRPC address (required)
+  --tls-ca PATH           connect over TLS, verifying the router against this CA (PEM)
+  --api-key KEY           send "authorization: Bearer KEY" (a router started with --api-key)
   --model NAME            must name the served model (default: the served model)
   --request-id ID         echoed back by the router
   --json                  print each response message as one JSON line instead of text
@@ -42,6 +44,8 @@ Other:
 std::string ParseFlags(int argc, char** argv, CliOptions* o, bool* help) {
   tandem::FlagSet flags;
   flags.String("router", &o->router);
+  flags.String("tls-ca", &o->tls_ca);
+  flags.String("api-key", &o->api_key);
   flags.String("prompt", &o->prompt);
   flags.String("chat", &o->chat);
   flags.Custom("token-ids", [o](std::string_view value) -> std::string {
@@ -84,7 +88,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tandem-cli: %s\n", error.c_str());
     return 2;
   }
-  tandem::GenerateClient client(options.router);
+  tandem::GenerateClient client(options.router, options.tls_ca, options.api_key);
   bool wrote_text = false;
   absl::Status status = client.Generate(
       tandem::BuildGenerateRequest(options),

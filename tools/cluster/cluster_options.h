@@ -38,6 +38,8 @@ struct ClusterOptions {
   std::string bin_dir;     // "": the directory of the tandem-cluster executable
   std::string log_dir;     // "": a fresh temp dir, printed
   std::string ready_file;  // "": none; else the cluster's endpoints as JSON once ready
+  // --tls: a throwaway CA and certificates; the router's API over TLS, mTLS between processes.
+  bool tls = false;
 
   // --prompt: once ready, stream one completion through the router, then stop.
   std::optional<std::string> prompt;

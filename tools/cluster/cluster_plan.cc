@@ -46,6 +46,16 @@ ProcessPlan PlanNode(const ClusterOptions& options, const ClusterDirs& dirs, Clu
   if (!dirs.secret_file.empty()) {
     args.insert(args.end(), {"--cluster-secret-file", dirs.secret_file});
   }
+  if (!dirs.tls.ca_cert.empty()) {
+    // Nodes serve mTLS with the shared node certificate; a prefill node also dials decode nodes
+    // (ConnectKv) with it.
+    args.insert(args.end(), {"--tls-cert", dirs.tls.node_cert, "--tls-key", dirs.tls.node_key,
+                             "--tls-client-ca", dirs.tls.ca_cert});
+    if (role == ClusterRole::kPrefill) {
+      args.insert(args.end(), {"--node-tls-ca", dirs.tls.ca_cert, "--node-tls-cert",
+                               dirs.tls.node_cert, "--node-tls-key", dirs.tls.node_key});
+    }
+  }
   const std::vector<std::string>& extra =
       role == ClusterRole::kPrefill ? options.prefill_args : options.decode_args;
   args.insert(args.end(), extra.begin(), extra.end());
@@ -178,6 +188,11 @@ ProcessPlan PlanRouter(const ClusterOptions& options, const ClusterDirs& dirs,
   AddOptional(&args, "--local-prefill-threshold", options.local_prefill_threshold);
   AddOptional(&args, "--max-retries", options.max_retries);
   AddOptional(&args, "--lease-ms", options.lease_ms);
+  if (!dirs.tls.ca_cert.empty()) {
+    args.insert(args.end(), {"--tls-cert", dirs.tls.router_cert, "--tls-key", dirs.tls.router_key,
+                             "--node-tls-ca", dirs.tls.ca_cert, "--node-tls-cert",
+                             dirs.tls.node_cert, "--node-tls-key", dirs.tls.node_key});
+  }
   args.insert(args.end(), options.router_args.begin(), options.router_args.end());
   plan.spec.env = ChildEnv(options);
   return plan;

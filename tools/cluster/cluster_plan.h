@@ -9,6 +9,7 @@
 
 #include "tools/cluster/child_process.h"
 #include "tools/cluster/cluster_options.h"
+#include "tools/cluster/tls_material.h"
 
 namespace tandem {
 
@@ -33,6 +34,8 @@ struct ClusterDirs {
   std::string ready_dir;
   // The cluster secret the nodes share (--cluster-secret-file); "" for none.
   std::string secret_file;
+  // --tls: the certificates (tls_material.h); ca_cert "" for none.
+  TlsMaterial tls;
 };
 
 // "" when the options make a runnable cluster, else one message naming the flag.

@@ -76,7 +76,7 @@ void Stop(LocalCluster& cluster, const ClusterOptions& options) {
 // signals and dead members. Returns the exit code.
 int RunPrompt(LocalCluster& cluster, const ClusterOptions& options, SignalWatcher& signals) {
   // Closed before the stop, so the router sees no open connection while it drains.
-  auto client = std::make_unique<GenerateClient>(cluster.router_address());
+  auto client = std::make_unique<GenerateClient>(cluster.router_address(), cluster.tls_ca());
   v1::GenerateRequest request;
   request.set_text(*options.prompt);
   request.mutable_sampling()->set_max_tokens(options.max_tokens);
@@ -200,6 +200,14 @@ int RunCluster(const ClusterOptions& options, SignalWatcher& signals) {
   if (absl::Status s = WriteClusterSecret(dirs.secret_file); !s.ok()) {
     Error(std::string(s.message()));
     return 2;
+  }
+  if (options.tls) {
+    absl::StatusOr<TlsMaterial> tls = MakeTlsMaterial(*ready_dir);
+    if (!tls.ok()) {
+      Error(absl::StrCat("--tls: ", tls.status().message()));
+      return 2;
+    }
+    dirs.tls = *std::move(tls);
   }
 
   // With --prompt, stdout carries only the completion.

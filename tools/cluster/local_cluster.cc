@@ -171,7 +171,8 @@ std::string LocalCluster::DescribeEndpoints() const {
                                      options_.mode, NumPrefillNodes(options_), options_.num_decode);
   absl::StrAppend(&text, "router gRPC: ", router_address(), "\n");
   if (std::string http = router_endpoint("http"); !http.empty()) {
-    absl::StrAppend(&text, "router HTTP: http://", http, "/v1\n");
+    absl::StrAppend(&text, "router HTTP: ", tls_ca().empty() ? "http://" : "https://", http,
+                    "/v1\n");
   }
   // The router first, then the nodes in start order.
   std::vector<const Member*> order;
@@ -196,8 +197,19 @@ std::string LocalCluster::DescribeEndpoints() const {
                                                : "unset (UCX picks)",
                   "\n");
   absl::StrAppend(&text, "logs: ", dirs_.log_dir, "\n");
-  absl::StrAppend(&text, "try: tandem-cli --router ", router_address(),
-                  " --prompt 'Hello' --max-tokens 16\n");
+  if (!tls_ca().empty()) {
+    absl::StrAppend(&text,
+                    "TLS: the router's gRPC and HTTPS API and every node port (mTLS); CA "
+                    "certificate: ",
+                    tls_ca(), "\n");
+    absl::StrAppend(&text, "try: tandem-cli --router ", router_address(), " --tls-ca ", tls_ca(),
+                    " --prompt 'Hello' --max-tokens 16\n");
+    absl::StrAppend(&text, "     curl --cacert ", tls_ca(), " https://", router_endpoint("http"),
+                    "/v1/models\n");
+  } else {
+    absl::StrAppend(&text, "try: tandem-cli --router ", router_address(),
+                    " --prompt 'Hello' --max-tokens 16\n");
+  }
   return text;
 }
 
@@ -208,6 +220,7 @@ std::string LocalCluster::EndpointsJson() const {
   json["pid"] = static_cast<int64_t>(::getpid());
   json["mode"] = options_.mode;
   json["log_dir"] = dirs_.log_dir;
+  if (!tls_ca().empty()) json["tls_ca"] = tls_ca();
   nlohmann::ordered_json processes = nlohmann::ordered_json::array();
   for (const Member& m : members_) {
     nlohmann::ordered_json p;

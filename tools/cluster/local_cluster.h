@@ -41,6 +41,8 @@ class LocalCluster {
   const std::vector<Member>& members() const { return members_; }
   // The router's gRPC address (empty before it is ready).
   std::string router_address() const;
+  // The CA file clients verify the router with ("" without --tls).
+  const std::string& tls_ca() const { return dirs_.tls.ca_cert; }
   // Another endpoint from the router's ready file ("http", "metrics"); empty when it has none.
   std::string router_endpoint(const std::string& key) const;
 

@@ -49,6 +49,10 @@ Files:
   --log-dir DIR                 one log file per process (default: a new temp dir, printed)
   --ready-file PATH             once ready, write the endpoints as JSON here
                                 ({"grpc": router, "pid", "processes": [...]})
+Security:
+  --tls                         make a throwaway CA and certificates: the router's gRPC and
+                                HTTPS API over TLS, mTLS on every node port; prints the CA's
+                                path (clients verify the router with it)
   --startup-timeout-s N         give up starting after N seconds (default 120)
   --stop-grace-ms N             SIGTERM-to-SIGKILL grace when stopping (default 10000)
 One-shot:
@@ -88,6 +92,7 @@ std::string ParseFlags(int argc, char** argv, ClusterOptions* o, bool* help) {
   flags.String("bin-dir", &o->bin_dir);
   flags.String("log-dir", &o->log_dir);
   flags.String("ready-file", &o->ready_file);
+  flags.Switch("tls", &o->tls);
   flags.Number("startup-timeout-s", &o->startup_timeout_s);
   flags.Number("stop-grace-ms", &o->stop_grace_ms);
   flags.String("prompt", &o->prompt);

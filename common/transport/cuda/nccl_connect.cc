@@ -9,11 +9,11 @@
 
 namespace tandem {
 
-NcclConnectHook GrpcNcclConnectHook() {
-  return [](const std::string& address, const std::string& nccl_unique_id,
-            uint64_t writer_incarnation, absl::Time deadline) -> absl::Status {
-    std::shared_ptr<grpc::Channel> channel =
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+NcclConnectHook GrpcNcclConnectHook(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                    grpc::ChannelArguments args) {
+  return [credentials, args](const std::string& address, const std::string& nccl_unique_id,
+                             uint64_t writer_incarnation, absl::Time deadline) -> absl::Status {
+    std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(address, credentials, args);
     std::unique_ptr<v1::DecodeNode::Stub> stub = v1::DecodeNode::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
 
 namespace tandem {
 
@@ -20,10 +22,12 @@ using NcclConnectHook =
     std::function<absl::Status(const std::string& address, const std::string& nccl_unique_id,
                                uint64_t writer_incarnation, absl::Time deadline)>;
 
-// Calls tandem.v1.DecodeNode/ConnectKv at `address` (host:port, an insecure channel) with the id
-// and the writer's incarnation, bounded by `deadline`. The RPC's status, as an absl::Status with
-// the same code (Unavailable when the owner cannot be reached).
-NcclConnectHook GrpcNcclConnectHook();
+// Calls tandem.v1.DecodeNode/ConnectKv at `address` (host:port, over `credentials` with `args`:
+// TLS when the node runs it) with the id and the writer's incarnation, bounded by `deadline`. The
+// RPC's status, as an absl::Status with the same code (Unavailable when the owner cannot be
+// reached).
+NcclConnectHook GrpcNcclConnectHook(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                                    grpc::ChannelArguments args);
 
 }  // namespace tandem
 

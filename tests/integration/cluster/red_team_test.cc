@@ -1,10 +1,15 @@
 // Issue 14's red-team attacks, replayed against a real cluster (router, prefill node, decode node
 // on loopback) built from this tree: each used to crash a process, leak across clients or hang,
 // and each must now be refused cleanly while the cluster keeps serving.
+#include <algorithm>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster/local_cluster_fixture.h"
@@ -16,14 +21,47 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+constexpr int kKvPortLow = 50100;
+constexpr int kKvPortHigh = 50199;
+
+// The TCP ports process `pid` listens on (ss -ltnp).
+std::vector<int> ListeningPorts(pid_t pid) {
+  CommandResult ss = RunCommand("/usr/bin/ss", {"-ltnpH"}, {}, absl::Seconds(10));
+  std::vector<int> ports;
+  std::istringstream in(ss.stdout_text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(absl::StrCat("pid=", pid, ",")) == std::string::npos) continue;
+    std::istringstream fields(line);
+    std::string state, recv_q, send_q, local;
+    fields >> state >> recv_q >> send_q >> local;
+    int port = 0;
+    if (absl::SimpleAtoi(local.substr(local.rfind(':') + 1), &port)) ports.push_back(port);
+  }
+  return ports;
+}
+
+int PortOf(const std::string& address) {
+  int port = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port)) << address;
+  return port;
+}
+
 class RedTeamTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(MissingBinaries({"tandem-router", "tandem-prefill", "tandem-decode"}), "");
     ClusterSpec spec;
     spec.model_dir = TestModelDir("llama");
-    spec.node_args = {
-        "--max-num-batched-tokens", "16", "--max-num-seqs", "8", "--kv-cache-mb", "8"};
+    spec.node_args = {"--max-num-batched-tokens",
+                      "16",
+                      "--max-num-seqs",
+                      "8",
+                      "--kv-cache-mb",
+                      "8",
+                      "--kv-port-range",
+                      absl::StrCat(kKvPortLow, "-", kKvPortHigh)};
+    // A full KV pool answers within this, instead of hanging.
+    spec.router_args = {"--kv-wait-timeout-ms", "1500"};
     ASSERT_NO_FATAL_FAILURE(cluster_.Start(spec));
     decode_ = v1::DecodeNode::NewStub(
         grpc::CreateChannel(cluster_.decode_address(0), grpc::InsecureChannelCredentials()));
@@ -108,6 +146,35 @@ TEST_F(RedTeamTest, AForgedHandoffIsRefusedAndTheDecodeNodeLives) {
   ExpectServing();
 }
 
+// Row 3: each node had a second, unadvertised gRPC port (gRPC's SO_REUSEPORT with port 0).
+// Every port a node listens on is its gRPC port, its metrics port or a UCX port in its range.
+TEST_F(RedTeamTest, NodesListenOnlyOnTheirAdvertisedPorts) {
+  struct Listener {
+    LaunchedProcess* process;
+    std::string grpc;
+    std::string metrics;
+  };
+  for (const Listener& l : {Listener{&cluster_.decode(0), cluster_.decode_address(0),
+                                     cluster_.decode_metrics_address(0)},
+                            Listener{&cluster_.prefill(0), cluster_.prefill_address(0),
+                                     cluster_.prefill_metrics_address(0)}}) {
+    const std::vector<int> ports = ListeningPorts(l.process->pid());
+    EXPECT_FALSE(ports.empty());
+    int grpc_sockets = 0;
+    for (int port : ports) {
+      if (port == PortOf(l.grpc)) {
+        ++grpc_sockets;
+        continue;
+      }
+      const bool metrics = port == PortOf(l.metrics);
+      const bool ucx = port >= kKvPortLow && port <= kKvPortHigh;
+      EXPECT_TRUE(metrics || ucx) << "pid " << l.process->pid() << " listens on " << port
+                                  << ", which it does not advertise";
+    }
+    EXPECT_EQ(grpc_sockets, 1);
+  }
+}
+
 // Row 4: one client held the whole KV pool for five minutes.
 TEST_F(RedTeamTest, LongLeasesAreRefused) {
   v1::ReserveRequest reserve;
@@ -120,6 +187,54 @@ TEST_F(RedTeamTest, LongLeasesAreRefused) {
   EXPECT_FALSE(reader->Read(&event));
   const grpc::Status status = reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+}
+
+// Row 4, through the router: with the decode pool held by reservations, requests hung past 45 s
+// while /ready said ready. Now /ready says why not, and a request gets UNAVAILABLE once it has
+// waited --kv-wait-timeout-ms for room.
+TEST_F(RedTeamTest, AFullKvPoolIsAnAnswerNotAHang) {
+  absl::StatusOr<v1::NodeLoad> load = cluster_.DecodeLoad(cluster_.decode_address(0));
+  ASSERT_TRUE(load.ok()) << load.status();
+  const int block_size = load->block_size();
+  const int max_prompt = 512;  // within the test model's context
+  // Hold every block but one with reservations under the longest lease allowed.
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>>> holds;
+  int left = load->num_free_kv_blocks() - 1;
+  for (int i = 0; left > 0; ++i) {
+    const int blocks = std::min(left, max_prompt / block_size);
+    v1::ReserveRequest reserve;
+    for (int t = 0; t < blocks * block_size; ++t) reserve.add_prompt_token_ids(100 + (t + i) % 500);
+    reserve.set_request_id(absl::StrCat("hog-", i));
+    reserve.set_lease_ms(60000);
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    holds.push_back(decode_->Reserve(contexts.back().get(), reserve));
+    v1::DecodeEvent event;
+    ASSERT_TRUE(holds.back()->Read(&event)) << "reservation " << i;
+    left -= blocks;
+  }
+  ASSERT_TRUE(cluster_.WaitForLoad(
+      cluster_.decode_address(0), /*decode=*/true,
+      [](const v1::NodeLoad& l) { return l.num_free_kv_blocks() <= 1; }, absl::Seconds(10)));
+  // /ready names the exhausted pool (once the router's next load report is in).
+  bool unready = false;
+  for (int i = 0; i < 50 && !unready; ++i) {
+    CommandResult r =
+        RunCommand("/usr/bin/curl", {"-sS", "http://" + cluster_.router_http_address() + "/ready"});
+    unready = r.stdout_text.find("exhausted") != std::string::npos;
+    if (!unready) absl::SleepFor(absl::Milliseconds(100));
+  }
+  EXPECT_TRUE(unready);
+
+  const absl::Time start = absl::Now();
+  GenerateOutcome out = cluster_.Generate(GreedyTokenRequest(std::vector<int>(100, 7), 4));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(out.status.error_code(), grpc::StatusCode::UNAVAILABLE) << out.status.error_message();
+  EXPECT_THAT(out.status.error_message(), HasSubstr("free KV cache"));
+  EXPECT_LT(took, absl::Seconds(15)) << "the request waited " << took;
+
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& h : holds) h->Finish();
 }
 
 // Row 6: two clients with one request id; cancelling one stopped the other.

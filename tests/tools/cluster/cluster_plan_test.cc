@@ -1,6 +1,8 @@
 // The cluster's process plan: names, command lines, environment and option validation.
 #include "tools/cluster/cluster_plan.h"
 
+#include <algorithm>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -42,6 +44,44 @@ TEST(ClusterPlanTest, DefaultNodesGetTheContractFlagsOnly) {
                           "--node-id", "decode-0"));
   // UCX_TLS is inherited unless asked for.
   EXPECT_THAT(nodes[0].spec.env, IsEmpty());
+}
+
+TEST(ClusterPlanTest, TheSecretAndTlsReachEveryProcess) {
+  ClusterOptions o = Basic();
+  o.num_prefill = 1;
+  o.num_decode = 1;
+  ClusterDirs dirs = Dirs();
+  dirs.secret_file = "/run/ready/cluster-secret";
+  dirs.tls = {.ca_cert = "/t/ca.pem",
+              .router_cert = "/t/router.pem",
+              .router_key = "/t/router.key",
+              .node_cert = "/t/node.pem",
+              .node_key = "/t/node.key"};
+  std::vector<ProcessPlan> nodes = PlanNodes(o, dirs);
+  ASSERT_EQ(nodes.size(), 2u);
+  const std::vector<std::string> serve = {"--cluster-secret-file",
+                                          "/run/ready/cluster-secret",
+                                          "--tls-cert",
+                                          "/t/node.pem",
+                                          "--tls-key",
+                                          "/t/node.key",
+                                          "--tls-client-ca",
+                                          "/t/ca.pem"};
+  const std::vector<std::string> dial = {"--node-tls-ca", "/t/ca.pem",      "--node-tls-cert",
+                                         "/t/node.pem",   "--node-tls-key", "/t/node.key"};
+  auto ends_with = [](const std::vector<std::string>& args, std::vector<std::string> tail) {
+    return args.size() >= tail.size() &&
+           std::equal(tail.begin(), tail.end(), args.end() - tail.size());
+  };
+  std::vector<std::string> prefill_tail = serve;
+  prefill_tail.insert(prefill_tail.end(), dial.begin(), dial.end());
+  EXPECT_TRUE(ends_with(nodes[0].spec.args, prefill_tail));  // prefill also dials ConnectKv
+  EXPECT_TRUE(ends_with(nodes[1].spec.args, serve));
+  ProcessPlan router = PlanRouter(o, dirs, {"127.0.0.1:1"}, {"127.0.0.1:2"});
+  std::vector<std::string> router_tail = {"--tls-cert", "/t/router.pem", "--tls-key",
+                                          "/t/router.key"};
+  router_tail.insert(router_tail.end(), dial.begin(), dial.end());
+  EXPECT_TRUE(ends_with(router.spec.args, router_tail));
 }
 
 TEST(ClusterPlanTest, NodeSettingsAndPassThroughArguments) {

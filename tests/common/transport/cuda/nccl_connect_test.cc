@@ -51,7 +51,8 @@ TEST(GrpcNcclConnectHookTest, DeliversTheIdAndReturnsTheAnswer) {
   ASSERT_NE(server, nullptr);
   ASSERT_GT(port, 0);
   const std::string address = absl::StrCat("127.0.0.1:", port);
-  NcclConnectHook hook = GrpcNcclConnectHook();
+  NcclConnectHook hook =
+      GrpcNcclConnectHook(grpc::InsecureChannelCredentials(), grpc::ChannelArguments());
   std::string id(128, '\0');
   for (size_t i = 0; i < id.size(); ++i) id[i] = static_cast<char>(i * 7);
   absl::Status s = hook(address, id, 0x1234, absl::Now() + absl::Seconds(10));
@@ -77,8 +78,9 @@ TEST(GrpcNcclConnectHookTest, UnreachableOwnerFailsByTheDeadline) {
     server->Shutdown();
   }
   const absl::Time start = absl::Now();
-  absl::Status s = GrpcNcclConnectHook()(absl::StrCat("127.0.0.1:", port), std::string(128, 'x'), 1,
-                                         start + absl::Seconds(2));
+  absl::Status s =
+      GrpcNcclConnectHook(grpc::InsecureChannelCredentials(), grpc::ChannelArguments())(
+          absl::StrCat("127.0.0.1:", port), std::string(128, 'x'), 1, start + absl::Seconds(2));
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(s.code() == absl::StatusCode::kUnavailable ||
               s.code() == absl::StatusCode::kDeadlineExceeded)
