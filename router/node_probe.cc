@@ -158,8 +158,11 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
   std::vector<ProbeResult> results(nodes.size());
   {
     absl::MutexLock lock(&round->mu);
-    auto all_done = [r = round.get()]()
-                        ABSL_SHARED_LOCKS_REQUIRED(r->mu) { return r->outstanding == 0; };
+    // A plain capture, not an init-capture: clang cannot name an init-capture in the attribute.
+    Round* const this_round = round.get();
+    auto all_done = [this_round]() ABSL_SHARED_LOCKS_REQUIRED(this_round->mu) {
+      return this_round->outstanding == 0;
+    };
     // The deadlines end every call; the extra second only guards against a lost callback.
     if (!round->mu.AwaitWithTimeout(absl::Condition(&all_done), timeout + absl::Seconds(1))) {
       for (ProbeResult& r : results) r.error = "health check did not complete";

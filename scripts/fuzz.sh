@@ -5,6 +5,7 @@
 # input that did it is kept in build-fuzz/fuzz-runs/NAME/ and printed.
 #
 #   scripts/fuzz.sh [SECONDS] [HARNESS...]      e.g. scripts/fuzz.sh 30 tokenizer http_request
+#   scripts/fuzz.sh --configure-only            configures build-fuzz/ and stops
 #
 # Prints a table (harness, executions, exec/s, corpus size, crashes) and writes it as JSON to
 # build-fuzz/fuzz-results.json (TANDEM_FUZZ_JSON overrides). Environment: TANDEM_FUZZ_BUILD_DIR,
@@ -15,6 +16,11 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${TANDEM_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 seconds=60
+configure_only=0
+if [ "${1:-}" = "--configure-only" ]; then
+  configure_only=1
+  shift
+fi
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
   seconds="$1"
   shift
@@ -33,15 +39,17 @@ locked() {
   if [ -n "${TANDEM_BUILD_LOCK:-}" ]; then flock "$TANDEM_BUILD_LOCK" "$@"; else "$@"; fi
 }
 
-# Configure once (clang, the harnesses only: no tests, benchmarks or CUDA), then build.
+# Configure once: clang, a Debug build at -O1 (assertions on), no benchmarks or CUDA. The unit tests
+# are configured too: `scripts/sanitize.sh core` (CI's sanitizer stage) builds the core ones here,
+# on the same ASan + UBSan libraries the harnesses link.
 if [ ! -f "$build/build.ninja" ]; then
   mkdir -p "$build"
   CC="${TANDEM_FUZZ_CC:-clang}" CXX="${TANDEM_FUZZ_CXX:-clang++}" locked cmake -S "$root" \
-    -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O2 \
-    -DCMAKE_C_FLAGS_RELEASE=-O2 -DTANDEM_FUZZ=ON -DTANDEM_CUDA=OFF -DTANDEM_BUILD_TESTS=OFF \
-    -DTANDEM_BUILD_BENCH=OFF > "$build/configure.log" 2>&1 ||
-    { cat "$build/configure.log"; exit 1; }
+    -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1" \
+    -DCMAKE_C_FLAGS_DEBUG="-O1" -DTANDEM_FUZZ=ON -DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF \
+    > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 fi
+if [ "$configure_only" = 1 ]; then exit 0; fi
 targets=()
 for h in "${harnesses[@]}"; do targets+=("${h}_fuzzer"); done
 locked ninja -C "$build" -j "${TANDEM_BUILD_JOBS:-2}" "${targets[@]}"

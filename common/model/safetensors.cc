@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <span>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -104,14 +105,13 @@ struct ParsedHeader {
   std::vector<ParsedTensor> tensors;
 };
 
-absl::StatusOr<ParsedHeader> ParseHeader(const MappedFile& file) {
-  const std::string& path = file.path();
+absl::StatusOr<ParsedHeader> ParseHeader(std::span<const uint8_t> file, const std::string& path) {
   if (file.size() < 8) {
     return absl::DataLossError(absl::StrCat(path, ": file is truncated: ", file.size(),
                                             " bytes, too small for a safetensors header"));
   }
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file.data()[i];  // little endian
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file[i];  // little endian
   if (header_len > kMaxHeaderBytes) {
     return absl::DataLossError(
         absl::StrCat(path, ": corrupt header: header length ", header_len, " is implausible"));
@@ -184,9 +184,26 @@ absl::StatusOr<std::map<std::string, std::string>> ParseIndex(const std::string&
 
 }  // namespace
 
+absl::StatusOr<std::vector<TensorView>> ParseSafetensors(std::span<const uint8_t> bytes,
+                                                         const std::string& path) {
+  ASSIGN_OR_RETURN(ParsedHeader parsed, ParseHeader(bytes, path));
+  std::vector<TensorView> views;
+  views.reserve(parsed.tensors.size());
+  for (ParsedTensor& t : parsed.tensors) {
+    TensorView& v = views.emplace_back();
+    v.name = std::move(t.name);
+    v.dtype = t.dtype;
+    v.shape = std::move(t.shape);
+    v.data = bytes.data() + parsed.data_start + t.begin;
+    v.nbytes = static_cast<size_t>(t.end - t.begin);
+  }
+  return views;
+}
+
 absl::Status SafetensorsStore::AddFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  ASSIGN_OR_RETURN(ParsedHeader parsed, ParseHeader(*file));
+  ASSIGN_OR_RETURN(ParsedHeader parsed,
+                   ParseHeader(std::span<const uint8_t>(file->data(), file->size()), path));
   const int index = static_cast<int>(files_.size());
   const uint8_t* data = file->data() + parsed.data_start;
   for (ParsedTensor& t : parsed.tensors) {

@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,12 @@ namespace tandem {
 
 inline constexpr char kSafetensorsFileName[] = "model.safetensors";
 inline constexpr char kSafetensorsIndexFileName[] = "model.safetensors.index.json";
+
+// Parses and validates the bytes of one safetensors file as SafetensorsStore does when it opens
+// one (header, dtypes, spans); the views point into `bytes`, in the header's order. `path` only
+// names the file in error messages.
+absl::StatusOr<std::vector<TensorView>> ParseSafetensors(std::span<const uint8_t> bytes,
+                                                         const std::string& path);
 
 class SafetensorsStore {
  public:
