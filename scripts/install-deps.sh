@@ -12,6 +12,7 @@ DEBIAN_PACKAGES=(
   libucx-dev ucx-utils prometheus-cpp-dev libboost-dev
   prometheus curl
   libssl-dev openssl iproute2
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes: scripts/fuzz.sh, sanitize.sh
 )
 # Node.js and npm run the conformance references; use the machine's own if present.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
