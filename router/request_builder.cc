@@ -22,6 +22,21 @@ uint64_t RandomU64() {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
+// Tokenizes prompt text, giving up as soon as it cannot fit the context with room for one
+// output token: a prompt far larger than the context costs no more than one that fills it.
+absl::StatusOr<std::vector<TokenId>> EncodePrompt(const std::string& text, bool add_special,
+                                                  const ServedModel& model) {
+  const int64_t context = model.max_context_tokens();
+  auto ids = model.tokenizer->EncodeBounded(text, add_special,
+                                            static_cast<size_t>(std::max<int64_t>(context - 1, 0)));
+  if (!ids.has_value()) {
+    return Invalid(absl::StrCat("the prompt has at least ", context,
+                                " tokens; the model's context is ", context,
+                                " tokens, which leaves no room for output"));
+  }
+  return *std::move(ids);
+}
+
 absl::StatusOr<std::vector<TokenId>> TokenizeChat(const v1::ChatMessages& chat,
                                                   const ServedModel& model) {
   if (chat.messages().empty()) return Invalid("prompt chat.messages is empty");
@@ -45,7 +60,7 @@ absl::StatusOr<std::vector<TokenId>> TokenizeChat(const v1::ChatMessages& chat,
     return Invalid(absl::StrCat("chat template: ", rendered.status().message()));
   }
   // The template writes BOS itself; the post-processor must not add a second one.
-  return model.tokenizer->Encode(*rendered, /*add_special_tokens=*/false);
+  return EncodePrompt(*rendered, /*add_special=*/false, model);
 }
 
 absl::StatusOr<std::vector<TokenId>> Tokenize(const v1::GenerateRequest& request,
@@ -55,7 +70,7 @@ absl::StatusOr<std::vector<TokenId>> Tokenize(const v1::GenerateRequest& request
       if (request.text().empty()) return Invalid("prompt text is empty");
       const bool add_special =
           request.has_add_special_tokens() ? request.add_special_tokens() : true;
-      return model.tokenizer->Encode(request.text(), add_special);
+      return EncodePrompt(request.text(), add_special, model);
     }
     case v1::GenerateRequest::kTokenIds: {
       const auto& ids = request.token_ids().ids();

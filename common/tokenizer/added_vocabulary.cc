@@ -20,6 +20,20 @@ char32_t LastCharBefore(std::string_view text, size_t end) {
 
 }  // namespace
 
+void AddedVocabulary::Matcher::Add(std::string_view text, int32_t token) {
+  starts_with[static_cast<unsigned char>(text[0])] = true;
+  int32_t node = 0;
+  for (unsigned char byte : text) {
+    const uint64_t key = (static_cast<uint64_t>(node) << 8) | byte;
+    auto [it, inserted] = children.try_emplace(key, static_cast<int32_t>(token_at.size()));
+    if (inserted) token_at.push_back(-1);
+    node = it->second;
+  }
+  // Two tokens with the same text: the first one listed wins.
+  if (token_at[node] < 0) token_at[node] = token;
+  empty = false;
+}
+
 AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens,
                                  const std::function<std::string(std::string_view)>& normalize)
     : tokens_(std::move(tokens)) {
@@ -29,18 +43,7 @@ AddedVocabulary::AddedVocabulary(std::vector<AddedToken> tokens,
     by_content_[t.content] = i;
     std::string pattern = t.normalized && normalize ? normalize(t.content) : t.content;
     if (pattern.empty()) continue;
-    Matcher& m = t.normalized ? normalized_ : raw_;
-    m.by_first_byte[static_cast<unsigned char>(pattern[0])].push_back(
-        static_cast<int>(m.patterns.size()));
-    m.patterns.emplace_back(std::move(pattern), i);
-    m.empty = false;
-  }
-  for (Matcher* m : {&raw_, &normalized_}) {
-    for (auto& bucket : m->by_first_byte) {
-      std::stable_sort(bucket.begin(), bucket.end(), [m](int a, int b) {
-        return m->patterns[a].first.size() > m->patterns[b].first.size();
-      });
-    }
+    (t.normalized ? normalized_ : raw_).Add(pattern, i);
   }
 }
 
@@ -54,33 +57,50 @@ const AddedToken* AddedVocabulary::FindByContent(std::string_view content) const
   return it == by_content_.end() ? nullptr : &tokens_[it->second];
 }
 
-int AddedVocabulary::LongestAt(const Matcher& m, std::string_view text, size_t pos) const {
-  for (int idx : m.by_first_byte[static_cast<unsigned char>(text[pos])]) {
-    const std::string& p = m.patterns[idx].first;
-    if (text.compare(pos, p.size(), p) == 0) return idx;
+std::pair<int32_t, size_t> AddedVocabulary::LongestAt(const Matcher& m, std::string_view text,
+                                                      size_t pos) {
+  std::pair<int32_t, size_t> best{-1, 0};
+  if (!m.starts_with[static_cast<unsigned char>(text[pos])]) return best;
+  int32_t node = 0;
+  for (size_t i = pos; i < text.size(); ++i) {
+    auto it =
+        m.children.find((static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[i]));
+    if (it == m.children.end()) break;
+    node = it->second;
+    if (m.token_at[node] >= 0) best = {m.token_at[node], i + 1 - pos};
   }
-  return -1;
+  return best;
 }
 
 std::vector<AddedVocabulary::Piece> AddedVocabulary::Split(std::string_view text,
                                                            bool normalized) const {
   std::vector<Piece> out;
+  ForEachPiece(text, normalized, [&out](const Piece& p) {
+    out.push_back(p);
+    return true;
+  });
+  return out;
+}
+
+bool AddedVocabulary::ForEachPiece(std::string_view text, bool normalized,
+                                   absl::FunctionRef<bool(const Piece&)> on_piece) const {
   const Matcher& m = normalized ? normalized_ : raw_;
-  if (m.empty) {
-    if (!text.empty()) out.push_back({text, 0, std::nullopt});
-    return out;
-  }
+  if (m.empty) return text.empty() || on_piece({text, 0, std::nullopt});
   size_t emitted = 0;  // end of the previous token (including stripped whitespace)
   size_t pos = 0;
   while (pos < text.size()) {
-    const int idx = LongestAt(m, text, pos);
-    if (idx < 0) {
+    if (!m.starts_with[static_cast<unsigned char>(text[pos])]) {
       ++pos;
       continue;
     }
-    const AddedToken& tok = tokens_[m.patterns[idx].second];
+    const auto [token, length] = LongestAt(m, text, pos);
+    if (token < 0) {
+      ++pos;
+      continue;
+    }
+    const AddedToken& tok = tokens_[token];
     size_t start = pos;
-    size_t stop = pos + m.patterns[idx].first.size();
+    size_t stop = pos + length;
     pos = stop;
     if (tok.single_word) {
       // Hugging Face checks for a \w character on either side.
@@ -109,13 +129,14 @@ std::vector<AddedVocabulary::Piece> AddedVocabulary::Split(std::string_view text
       }
       pos = stop;
     }
-    if (emitted < start)
-      out.push_back({text.substr(emitted, start - emitted), emitted, std::nullopt});
-    out.push_back({text.substr(start, stop - start), start, tok.id});
+    if (emitted < start &&
+        !on_piece({text.substr(emitted, start - emitted), emitted, std::nullopt})) {
+      return false;
+    }
+    if (!on_piece({text.substr(start, stop - start), start, tok.id})) return false;
     emitted = stop;
   }
-  if (emitted < text.size()) out.push_back({text.substr(emitted), emitted, std::nullopt});
-  return out;
+  return emitted >= text.size() || on_piece({text.substr(emitted), emitted, std::nullopt});
 }
 
 }  // namespace tandem

@@ -1,7 +1,7 @@
 #include "common/tokenizer/bpe_model.h"
 
+#include <algorithm>
 #include <cstdio>
-#include <queue>
 
 #include "common/tokenizer/unicode/str_util.h"
 #include "common/tokenizer/unicode/unicode_util.h"
@@ -74,8 +74,9 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Build(
     }
     // The first occurrence of a pair keeps its (lower) rank.
     model->merges_.try_emplace(PairKey(a->second, b->second),
-                               MergeValue{static_cast<int32_t>(rank), m->second});
+                               BpeMergeRule{static_cast<int32_t>(rank), m->second});
   }
+  model->ComputeTokenBounds();
   return model;
 }
 
@@ -92,19 +93,85 @@ std::optional<std::string_view> BpeModel::IdToToken(TokenId id) const {
   return std::string_view(arena_).substr(s.offset, s.size);
 }
 
+void BpeModel::ComputeTokenBounds() {
+  if (options_.unk_token && options_.unk_token->empty()) return;
+  // Longest token (in code points) containing each character.
+  absl::flat_hash_map<char32_t, uint32_t> longest_with_char;
+  for (const auto& [token, id] : vocab_) {
+    uint32_t length = 0;
+    for (char c : token) length += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    longest_token_ = std::max(longest_token_, length);
+    size_t i = 0;
+    while (i < token.size()) {
+      uint32_t& longest = longest_with_char[unicode::DecodeUtf8(token, &i)];
+      longest = std::max(longest, length);
+    }
+  }
+  const std::string& prefix = options_.continuing_subword_prefix;
+  longest_token_with_.assign(id_spans_.size(), longest_token_);
+  for (const auto& [token, id] : vocab_) {
+    // A merge drops the prefix of its right part: only the rest is sure to be in the merge.
+    std::string_view core = token;
+    if (!prefix.empty() && core.substr(0, prefix.size()) == prefix)
+      core.remove_prefix(prefix.size());
+    size_t i = 0;
+    while (i < core.size()) {
+      const char32_t c = unicode::DecodeUtf8(core, &i);
+      longest_token_with_[id] = std::min(longest_token_with_[id], longest_with_char[c]);
+    }
+    longest_token_with_[id] = std::max<uint32_t>(longest_token_with_[id], 1);
+  }
+}
+
+size_t BpeModel::FewestTokens(const std::vector<TokenId>& symbols) const {
+  if (longest_token_with_.empty()) return symbols.empty() ? 0 : 1;
+  // counts[l]: symbols whose tokens are at most l symbols long. Each token covers at most l of
+  // them, so they need at least counts[l] / l tokens of their own share.
+  std::vector<size_t> counts(longest_token_ + 1);
+  for (TokenId id : symbols) ++counts[longest_token_with_[id]];
+  size_t fewest = 0;
+  for (uint32_t l = 1; l <= longest_token_; ++l) fewest += counts[l] / l;
+  return fewest;
+}
+
 void BpeModel::InitialSymbols(std::string_view word, std::vector<TokenId>* symbols) const {
+  // Long words repeat few characters: the vocabulary lookups of characters that are neither
+  // first nor last (those take the prefix / suffix) are remembered in a small direct-mapped
+  // table keyed by the character's bytes.
+  struct MemoEntry {
+    uint64_t key = 0;  // bytes | length << 32; 0: empty
+    TokenId id = -1;
+  };
+  constexpr size_t kMemoSize = 256;
+  const bool memoize = word.size() >= kMaxCachedWordBytes;
+  std::vector<MemoEntry> memo(memoize ? kMemoSize : 0);
   std::optional<TokenId> pending_unk;
   std::string piece;
   size_t i = 0;
   while (i < word.size()) {
     const size_t start = i;
     unicode::DecodeUtf8(word, &i);
+    MemoEntry* entry = nullptr;
+    uint64_t key = 0;
+    if (memoize && start > 0 && i < word.size() && i - start <= 4) {
+      key = uint64_t{i - start} << 32;
+      for (size_t b = start; b < i; ++b) {
+        key |= uint64_t{static_cast<unsigned char>(word[b])} << (8 * (b - start));
+      }
+      entry = &memo[(key * 0x9E3779B97F4A7C15ull) >> 56];
+      if (entry->key == key) {
+        if (pending_unk) symbols->push_back(*std::exchange(pending_unk, std::nullopt));
+        symbols->push_back(entry->id);
+        continue;
+      }
+    }
     piece.assign(word.substr(start, i - start));
     if (start > 0) piece.insert(0, options_.continuing_subword_prefix);
     if (i == word.size()) piece += options_.end_of_word_suffix;
     if (auto it = vocab_.find(piece); it != vocab_.end()) {
       if (pending_unk) symbols->push_back(*std::exchange(pending_unk, std::nullopt));
       symbols->push_back(it->second);
+      if (entry != nullptr) *entry = {key, it->second};
       continue;
     }
     if (options_.byte_fallback) {
@@ -126,57 +193,28 @@ void BpeModel::InitialSymbols(std::string_view word, std::vector<TokenId>* symbo
 }
 
 void BpeModel::MergeSymbols(std::vector<TokenId>* symbols) const {
-  const int n = static_cast<int>(symbols->size());
-  if (n < 2) return;
-  std::vector<TokenId>& id = *symbols;
-  std::vector<int> prev(n), next(n);
-  std::vector<bool> alive(n, true);
-  for (int i = 0; i < n; ++i) {
-    prev[i] = i - 1;
-    next[i] = i + 1 < n ? i + 1 : -1;
-  }
-  struct Candidate {
-    int32_t rank;
-    int pos;
-    TokenId merged;
-    bool operator>(const Candidate& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+  auto lookup = [this](TokenId left, TokenId right) -> const BpeMergeRule* {
+    auto it = merges_.find(PairKey(left, right));
+    return it == merges_.end() ? nullptr : &it->second;
   };
-  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
-  auto push_pair = [&](int left) {
-    if (left < 0 || next[left] < 0) return;
-    auto it = merges_.find(PairKey(id[left], id[next[left]]));
-    if (it != merges_.end()) queue.push({it->second.rank, left, it->second.merged});
-  };
-  for (int i = 0; i + 1 < n; ++i) push_pair(i);
-  while (!queue.empty()) {
-    const Candidate top = queue.top();
-    queue.pop();
-    const int left = top.pos;
-    if (!alive[left] || next[left] < 0) continue;
-    const int right = next[left];
-    // Skip stale entries: the pair at `left` must still merge into the same token.
-    auto it = merges_.find(PairKey(id[left], id[right]));
-    if (it == merges_.end() || it->second.merged != top.merged) continue;
-    id[left] = top.merged;
-    alive[right] = false;
-    next[left] = next[right];
-    if (next[left] >= 0) prev[next[left]] = left;
-    push_pair(prev[left]);
-    push_pair(left);
+  if (symbols->size() >= kLongWordSymbols) {
+    MergeWithRankBuckets(symbols, lookup);
+  } else {
+    MergeWithPairHeap(symbols, lookup);
   }
-  size_t out = 0;
-  for (int i = 0; i >= 0 && i < n; i = next[i]) id[out++] = id[i];
-  id.resize(out);
 }
 
 void BpeModel::EncodeWord(std::string_view word, std::vector<TokenId>* out) const {
-  if (word.empty()) return;
+  EncodeWordBounded(word, SIZE_MAX, out);
+}
+
+bool BpeModel::EncodeWordBounded(std::string_view word, size_t max_total,
+                                 std::vector<TokenId>* out) const {
+  if (word.empty()) return out->size() <= max_total;
   if (options_.ignore_merges) {
     if (auto it = vocab_.find(word); it != vocab_.end()) {
       out->push_back(it->second);
-      return;
+      return out->size() <= max_total;
     }
   }
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
@@ -184,18 +222,24 @@ void BpeModel::EncodeWord(std::string_view word, std::vector<TokenId>* out) cons
     absl::MutexLock lock(&cache_mu_);
     if (auto it = cache_.find(word); it != cache_.end()) {
       out->insert(out->end(), it->second.begin(), it->second.end());
-      return;
+      return out->size() <= max_total;
     }
   }
   std::vector<TokenId> symbols;
   symbols.reserve(word.size());
   InitialSymbols(word, &symbols);
+  if (out->size() > max_total) return false;
+  // Worth counting only when the symbols alone would not fit.
+  if (symbols.size() > max_total - out->size() && FewestTokens(symbols) > max_total - out->size()) {
+    return false;
+  }
   MergeSymbols(&symbols);
   out->insert(out->end(), symbols.begin(), symbols.end());
   if (cacheable) {
     absl::MutexLock lock(&cache_mu_);
     if (cache_.size() < kCacheCapacity) cache_.emplace(word, std::move(symbols));
   }
+  return out->size() <= max_total;
 }
 
 }  // namespace tandem

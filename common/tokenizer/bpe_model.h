@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/tokenizer/bpe_merge.h"
 #include "common/tokenizer/unicode/str_util.h"
 #include "common/types/dtype.h"
 
@@ -43,6 +44,12 @@ class BpeModel {
   // Appends the ids of one pre-tokenized word. Thread-safe.
   void EncodeWord(std::string_view word, std::vector<TokenId>* out) const;
 
+  // Like EncodeWord, but gives up as soon as it is known that `out` would end up with more than
+  // `max_total` ids; returns false then (`out` holds some prefix of the word's ids). A long word
+  // whose symbols cannot fit in the room left even if every token were as long as the longest
+  // one in the vocabulary is rejected before any merging.
+  bool EncodeWordBounded(std::string_view word, size_t max_total, std::vector<TokenId>* out) const;
+
   std::optional<TokenId> TokenToId(std::string_view token) const;
   // The token string of `id`, or nullopt when the model has no such id.
   std::optional<std::string_view> IdToToken(TokenId id) const;
@@ -54,10 +61,6 @@ class BpeModel {
   bool byte_fallback() const { return options_.byte_fallback; }
 
  private:
-  struct MergeValue {
-    int32_t rank;
-    TokenId merged;
-  };
   static uint64_t PairKey(TokenId a, TokenId b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
@@ -78,11 +81,24 @@ class BpeModel {
   };
   std::vector<Span> id_spans_;
   absl::flat_hash_map<std::string_view, TokenId, StringViewHash, StringViewEq> vocab_;
-  absl::flat_hash_map<uint64_t, MergeValue> merges_;
+  absl::flat_hash_map<uint64_t, BpeMergeRule> merges_;
+  // Bounds for EncodeWordBounded. A token merged from k initial symbols is at least k code
+  // points long, and every token that contains a symbol contains the symbol's characters. So a
+  // token containing symbol x stands for at most longest_token_with_[x] symbols (the longest
+  // vocabulary token containing the rarest of x's characters), and a word of symbols x_i has
+  // at least sum_i 1 / longest_token_with_[x_i] tokens. Empty when no bound can be given (an
+  // empty unknown token would stand for a character without taking room).
+  std::vector<uint32_t> longest_token_with_;  // by id
+  uint32_t longest_token_ = 1;                // in code points
+  // At least this many tokens encode `symbols` (see longest_token_with_).
+  size_t FewestTokens(const std::vector<TokenId>& symbols) const;
+  void ComputeTokenBounds();
   std::array<TokenId, 256> byte_ids_{};  // <0xNN> token ids, -1 when absent
 
   static constexpr size_t kCacheCapacity = 50000;
   static constexpr size_t kMaxCachedWordBytes = 256;
+  // Words with at least this many symbols merge with MergeWithRankBuckets.
+  static constexpr size_t kLongWordSymbols = 256;
   mutable absl::Mutex cache_mu_;
   mutable absl::flat_hash_map<std::string, std::vector<TokenId>, StringViewHash, StringViewEq>
       cache_ ABSL_GUARDED_BY(cache_mu_);

@@ -44,9 +44,16 @@ std::optional<unsigned char> CharToByte(char32_t c) {
 
 std::string Encode(std::string_view bytes) {
   const auto& t = GetTables();
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (char b : bytes) out += t.byte_to_utf8[static_cast<unsigned char>(b)];
+  // Every mapped character takes one or two bytes of UTF-8.
+  std::string out(bytes.size() * 2, '\0');
+  size_t n = 0;
+  for (char b : bytes) {
+    const std::string& utf8 = t.byte_to_utf8[static_cast<unsigned char>(b)];
+    out[n] = utf8[0];
+    if (utf8.size() == 2) out[n + 1] = utf8[1];
+    n += utf8.size();
+  }
+  out.resize(n);
   return out;
 }
 

@@ -158,7 +158,7 @@ void Decoder::ApplyStep(const Step& step, bool raw, std::vector<std::string>* to
       return;
     }
     case K::kMetaspace: {
-      const TextPattern rep = TextPattern::Literal(unicode::Utf8ToCodePoints(step.content));
+      const TextPattern rep = TextPattern::Literal(step.content);
       for (size_t i = 0; i < tokens->size(); ++i) {
         // In the first token every replacement character is dropped (Hugging Face's rule).
         (*tokens)[i] = rep.ReplaceAll((*tokens)[i], i == 0 && step.strip_first ? "" : " ");

@@ -1,6 +1,6 @@
 #include "common/tokenizer/pre_tokenizer.h"
 
-#include <algorithm>
+#include <utility>
 
 #include "common/tokenizer/byte_level.h"
 #include "common/tokenizer/json_util.h"
@@ -14,33 +14,120 @@ namespace {
 constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-struct Span {
-  size_t begin, end;
-  bool is_match;
+// Turns the spans of a split (matches and the gaps between them, in order, covering the text)
+// into words according to a SplitBehavior, as they arrive: Hugging Face's split() with one span
+// of look-ahead instead of a list.
+class SpanEmitter {
+ public:
+  SpanEmitter(std::string_view text, bool at_origin, SplitBehavior behavior,
+              PreTokenizer::WordSink sink)
+      : text_(text), at_origin_(at_origin), behavior_(behavior), sink_(sink) {}
+
+  // The next span [begin, end). Returns false once the sink has stopped the split.
+  bool Add(size_t begin, size_t end, bool is_match) {
+    bool ok = true;
+    switch (behavior_) {
+      case SplitBehavior::kRemoved:
+        if (!is_match) ok = Emit(begin, end);
+        break;
+      case SplitBehavior::kIsolated:
+        ok = Emit(begin, end);
+        break;
+      case SplitBehavior::kMergedWithPrevious:
+        // A match joins the word before it, unless that word ends in a match.
+        if (is_match && !previous_match_ && pending_) {
+          pending_end_ = end;
+        } else {
+          ok = Flush();
+          Hold(begin, end);
+        }
+        break;
+      case SplitBehavior::kMergedWithNext:
+        // A match joins the word after it, if that word is not a match.
+        if (is_match) {
+          ok = Flush();
+          Hold(begin, end);
+        } else if (pending_ && previous_match_) {
+          pending_end_ = end;
+          ok = Flush();
+        } else {
+          ok = Flush() && Emit(begin, end);
+        }
+        break;
+      case SplitBehavior::kContiguous:
+        if (is_match == previous_match_ && pending_) {
+          pending_end_ = end;
+        } else {
+          ok = Flush();
+          Hold(begin, end);
+        }
+        break;
+    }
+    previous_match_ = is_match;
+    return ok;
+  }
+
+  // Spans from `matches` (ascending, non-overlapping) and the gaps around them up to `size`;
+  // `invert` swaps which of the two count as matches.
+  bool AddMatch(size_t begin, size_t end, bool invert) {
+    if (covered_ < begin && !Add(covered_, begin, invert)) return false;
+    covered_ = end;
+    return Add(begin, end, !invert);
+  }
+  bool Finish(bool invert) {
+    if (covered_ < text_.size() && !Add(covered_, text_.size(), invert)) return false;
+    return Flush();
+  }
+
+ private:
+  void Hold(size_t begin, size_t end) {
+    pending_ = true;
+    pending_begin_ = begin;
+    pending_end_ = end;
+  }
+  bool Flush() {
+    if (!pending_) return true;
+    pending_ = false;
+    return Emit(pending_begin_, pending_end_);
+  }
+  bool Emit(size_t begin, size_t end) {
+    if (begin == end) return true;
+    return sink_(text_.substr(begin, end - begin), at_origin_ && begin == 0);
+  }
+
+  std::string_view text_;
+  bool at_origin_;
+  SplitBehavior behavior_;
+  PreTokenizer::WordSink sink_;
+  size_t covered_ = 0;  // AddMatch: end of the spans added so far
+  bool previous_match_ = false;
+  bool pending_ = false;
+  size_t pending_begin_ = 0, pending_end_ = 0;
 };
 
-// Covers the whole text with match and gap spans (the shape of HF's find_matches).
-std::vector<Span> ToSpans(const std::vector<std::pair<size_t, size_t>>& matches, size_t size,
-                          bool invert) {
-  std::vector<Span> spans;
-  size_t prev = 0;
-  for (auto [b, e] : matches) {
-    if (prev < b) spans.push_back({prev, b, invert});
-    spans.push_back({b, e, !invert});
-    prev = e;
+// Splits on the single characters for which pred(c) holds.
+template <typename Pred>
+bool SplitOnChars(std::string_view text, bool at_origin, SplitBehavior behavior, Pred pred,
+                  PreTokenizer::WordSink sink) {
+  SpanEmitter emitter(text, at_origin, behavior, sink);
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t start = i;
+    if (pred(unicode::DecodeUtf8(text, &i)) && !emitter.AddMatch(start, i, false)) return false;
   }
-  if (prev < size) spans.push_back({prev, size, invert});
-  return spans;
+  return emitter.Finish(false);
 }
 
-// Per-character matches of a predicate.
-template <typename Pred>
-std::vector<std::pair<size_t, size_t>> CharMatches(std::u32string_view text, Pred pred) {
-  std::vector<std::pair<size_t, size_t>> out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (pred(text[i])) out.emplace_back(i, i + 1);
-  }
-  return out;
+// Splits on the matches of `pattern`.
+bool SplitOnPattern(std::string_view text, bool at_origin, const TextPattern& pattern,
+                    SplitBehavior behavior, bool invert, PreTokenizer::WordSink sink) {
+  SpanEmitter emitter(text, at_origin, behavior, sink);
+  bool stopped = false;
+  pattern.ForEachMatch(text, [&](size_t b, size_t e) {
+    stopped = !emitter.AddMatch(b, e, invert);
+    return !stopped;
+  });
+  return !stopped && emitter.Finish(invert);
 }
 
 }  // namespace
@@ -143,139 +230,72 @@ absl::Status PreTokenizer::Parse(const nlohmann::json& config, std::string_view 
   return absl::OkStatus();
 }
 
-namespace {
-
-void EmitSpans(const PreToken& piece, std::u32string_view text, const std::vector<Span>& in,
-               SplitBehavior behavior, std::vector<PreToken>* out) {
-  std::vector<std::pair<size_t, size_t>> parts;
-  bool previous_match = false;
-  switch (behavior) {
-    case SplitBehavior::kRemoved:
-      for (const Span& s : in) {
-        if (!s.is_match) parts.emplace_back(s.begin, s.end);
-      }
-      break;
-    case SplitBehavior::kIsolated:
-      for (const Span& s : in) parts.emplace_back(s.begin, s.end);
-      break;
-    case SplitBehavior::kMergedWithPrevious:
-      for (const Span& s : in) {
-        if (s.is_match && !previous_match && !parts.empty()) {
-          parts.back().second = s.end;
-        } else {
-          parts.emplace_back(s.begin, s.end);
-        }
-        previous_match = s.is_match;
-      }
-      break;
-    case SplitBehavior::kMergedWithNext:
-      for (auto it = in.rbegin(); it != in.rend(); ++it) {
-        if (it->is_match && !previous_match && !parts.empty()) {
-          parts.back().first = it->begin;
-        } else {
-          parts.emplace_back(it->begin, it->end);
-        }
-        previous_match = it->is_match;
-      }
-      std::reverse(parts.begin(), parts.end());
-      break;
-    case SplitBehavior::kContiguous:
-      for (const Span& s : in) {
-        if (s.is_match == previous_match && !parts.empty()) {
-          parts.back().second = s.end;
-        } else {
-          parts.emplace_back(s.begin, s.end);
-        }
-        previous_match = s.is_match;
-      }
-      break;
-  }
-  for (auto [b, e] : parts) {
-    if (b == e) continue;
-    out->push_back({unicode::CodePointsToUtf8(text.substr(b, e - b)), piece.at_origin && b == 0});
-  }
-}
-
-}  // namespace
-
-void PreTokenizer::ApplyStep(const Step& step, PreToken piece, std::vector<PreToken>* out) {
+bool PreTokenizer::ApplyStep(const Step& step, std::string_view text, bool at_origin,
+                             WordSink sink) {
   using K = Step::Kind;
   switch (step.kind) {
     case K::kSplit:
-    case K::kWhitespace: {
-      const std::u32string text = unicode::Utf8ToCodePoints(piece.text);
-      const bool invert = step.kind == K::kWhitespace ? true : step.invert;
-      const SplitBehavior behavior =
-          step.kind == K::kWhitespace ? SplitBehavior::kRemoved : step.behavior;
-      EmitSpans(piece, text, ToSpans(step.pattern[0].FindAll(text), text.size(), invert), behavior,
-                out);
-      return;
-    }
+      return SplitOnPattern(text, at_origin, step.pattern[0], step.behavior, step.invert, sink);
+    case K::kWhitespace:
+      return SplitOnPattern(text, at_origin, step.pattern[0], SplitBehavior::kRemoved,
+                            /*invert=*/true, sink);
     case K::kDigits:
-    case K::kWhitespaceSplit: {
-      const std::u32string text = unicode::Utf8ToCodePoints(piece.text);
-      if (step.kind == K::kDigits) {
-        EmitSpans(piece, text, ToSpans(CharMatches(text, unicode::IsNumber), text.size(), false),
-                  step.individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
-                  out);
-      } else {
-        EmitSpans(piece, text,
-                  ToSpans(CharMatches(text, unicode::IsWhitespace), text.size(), false),
-                  SplitBehavior::kRemoved, out);
-      }
-      return;
-    }
+      return SplitOnChars(
+          text, at_origin,
+          step.individual_digits ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+          unicode::IsNumber, sink);
+    case K::kWhitespaceSplit:
+      return SplitOnChars(text, at_origin, SplitBehavior::kRemoved, unicode::IsWhitespace, sink);
     case K::kByteLevel: {
-      if (step.add_prefix_space && (piece.text.empty() || piece.text[0] != ' ')) {
-        piece.text.insert(piece.text.begin(), ' ');
+      std::string with_space;
+      if (step.add_prefix_space && (text.empty() || text[0] != ' ')) {
+        with_space = Cat(" ", text);
+        text = with_space;
       }
-      std::vector<PreToken> words;
-      if (!step.pattern.empty()) {
-        const std::u32string text = unicode::Utf8ToCodePoints(piece.text);
-        EmitSpans(piece, text, ToSpans(step.pattern[0].FindAll(text), text.size(), false),
-                  SplitBehavior::kIsolated, &words);
-      } else {
-        words.push_back(std::move(piece));
-      }
-      for (PreToken& w : words) {
-        w.text = byte_level::Encode(w.text);
-        out->push_back(std::move(w));
-      }
-      return;
+      auto encode = [sink](std::string_view word, bool origin) {
+        return sink(byte_level::Encode(word), origin);
+      };
+      if (step.pattern.empty()) return encode(text, at_origin);
+      return SplitOnPattern(text, at_origin, step.pattern[0], SplitBehavior::kIsolated,
+                            /*invert=*/false, encode);
     }
     case K::kMetaspace: {
-      std::string text = TextPattern::Literal(U" ").ReplaceAll(piece.text, step.replacement);
-      const bool starts = text.compare(0, step.replacement.size(), step.replacement) == 0;
+      std::string replaced = TextPattern::Literal(" ").ReplaceAll(text, step.replacement);
+      const bool starts = replaced.compare(0, step.replacement.size(), step.replacement) == 0;
       if (!starts && (step.prepend == Step::Prepend::kAlways ||
-                      (step.prepend == Step::Prepend::kFirst && piece.at_origin))) {
-        text = step.replacement + text;
+                      (step.prepend == Step::Prepend::kFirst && at_origin))) {
+        replaced = step.replacement + replaced;
       }
-      if (!step.split) {
-        out->push_back({std::move(text), piece.at_origin});
-        return;
-      }
-      const std::u32string cps = unicode::Utf8ToCodePoints(text);
+      if (!step.split) return sink(replaced, at_origin);
       const char32_t rep = unicode::Utf8ToCodePoints(step.replacement)[0];
-      PreToken whole{std::string(), piece.at_origin};
-      EmitSpans(
-          whole, cps,
-          ToSpans(CharMatches(cps, [rep](char32_t c) { return c == rep; }), cps.size(), false),
-          SplitBehavior::kMergedWithNext, out);
-      return;
+      return SplitOnChars(
+          replaced, at_origin, SplitBehavior::kMergedWithNext,
+          [rep](char32_t c) { return c == rep; }, sink);
     }
   }
+  return true;
+}
+
+bool PreTokenizer::ApplyFrom(size_t step, std::string_view text, bool at_origin,
+                             WordSink sink) const {
+  if (step == steps_.size()) return sink(text, at_origin);
+  return ApplyStep(steps_[step], text, at_origin,
+                   [this, step, sink](std::string_view word, bool origin) {
+                     return ApplyFrom(step + 1, word, origin, sink);
+                   });
+}
+
+bool PreTokenizer::ForEachWord(std::string_view text, bool at_origin, WordSink sink) const {
+  return ApplyFrom(0, text, at_origin, sink);
 }
 
 std::vector<PreToken> PreTokenizer::Apply(std::string_view text, bool at_origin) const {
-  std::vector<PreToken> pieces;
-  pieces.push_back({std::string(text), at_origin});
-  for (const Step& step : steps_) {
-    std::vector<PreToken> next;
-    next.reserve(pieces.size());
-    for (PreToken& p : pieces) ApplyStep(step, std::move(p), &next);
-    pieces = std::move(next);
-  }
-  return pieces;
+  std::vector<PreToken> words;
+  ForEachWord(text, at_origin, [&words](std::string_view word, bool origin) {
+    words.push_back({std::string(word), origin});
+    return true;
+  });
+  return words;
 }
 
 }  // namespace tandem

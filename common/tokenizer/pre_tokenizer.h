@@ -2,6 +2,10 @@
 // Supported: Split (regex or string; Isolated/Removed/MergedWithPrevious/MergedWithNext/
 // Contiguous; invert), ByteLevel (GPT-2 regex optional, bytes mapped to characters), Metaspace
 // (prepend_scheme always/first/never, split), Digits, Whitespace, WhitespaceSplit, Sequence.
+//
+// Words are produced one at a time, depth first through the steps (the order Hugging Face's
+// step-by-step splitting yields), so a caller can stop after the first N words without the
+// rest of the text being split: ForEachWord. Work is linear in the text up to where it stops.
 #ifndef TANDEM_COMMON_TOKENIZER_PRE_TOKENIZER_H_
 #define TANDEM_COMMON_TOKENIZER_PRE_TOKENIZER_H_
 
@@ -9,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/tokenizer/pattern.h"
 #include "nlohmann/json.hpp"
@@ -30,7 +35,15 @@ class PreTokenizer {
   static absl::StatusOr<PreTokenizer> FromJson(const nlohmann::json& config,
                                                std::string_view where);
 
-  // Splits `text`; `at_origin` says whether it starts at offset 0 of the input.
+  // Receives the words in order (`word` is valid until it returns); returns false to stop the
+  // split. `at_origin`: the word starts at offset 0 of the input (PreToken::at_origin).
+  using WordSink = absl::FunctionRef<bool(std::string_view word, bool at_origin)>;
+
+  // Splits valid UTF-8 `text`, passing each word to `sink`; `at_origin` says whether the text
+  // starts at offset 0 of the input. Returns false when the sink stopped the split.
+  bool ForEachWord(std::string_view text, bool at_origin, WordSink sink) const;
+
+  // All words of ForEachWord.
   std::vector<PreToken> Apply(std::string_view text, bool at_origin) const;
 
   // True when some step maps bytes to GPT-2 characters.
@@ -51,7 +64,9 @@ class PreTokenizer {
   };
   static absl::Status Parse(const nlohmann::json& config, std::string_view where,
                             std::vector<Step>* steps);
-  static void ApplyStep(const Step& step, PreToken piece, std::vector<PreToken>* out);
+  // Runs steps_[step] and the steps after it on `text`.
+  bool ApplyFrom(size_t step, std::string_view text, bool at_origin, WordSink sink) const;
+  static bool ApplyStep(const Step& step, std::string_view text, bool at_origin, WordSink sink);
 
   std::vector<Step> steps_;
   bool byte_level_ = false;

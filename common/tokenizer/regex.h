@@ -1,90 +1,72 @@
-// A small backtracking regular-expression engine with Oniguruma semantics (leftmost match,
-// alternatives tried in order, greedy quantifiers that give back) for the patterns found in
-// tokenizer.json files: Split pre-tokenizers (GPT-2, Llama 3, Qwen2/3, ...) and Replace
-// normalizers/decoders. RE2 cannot be used for these because they rely on look-ahead
-// (`\s+(?!\S)`) and because RE2's `\s` is ASCII-only while Hugging Face's is Unicode.
+// Regular expressions of tokenizer.json files (Split pre-tokenizers, Replace normalizers and
+// decoders), run by PCRE2 (8-bit library, UTF + UCP, JIT-compiled where the platform has a JIT).
 //
-// Supported: literals and escapes (\t \n \r \f \v \e \0 \xHH \x{H..} \uHHHH, escaped
-// punctuation), `.`, classes `[...]` with ranges and negation, \s \S \d \D \w \W, \p{..} \P{..}
-// (general categories such as L, Lu, N, Nd, P, and scripts such as Han), `^` `$` \A \z \Z,
-// groups `(...)` `(?:...)` `(?<name>...)`, case-insensitive `(?i:...)` / `(?i)`, look-ahead
-// `(?=...)` `(?!...)`, quantifiers * + ? {n} {n,} {n,m} and their lazy forms.
-// Not supported (rejected with an error): back-references, look-behind, atomic groups,
-// possessive quantifiers, nested classes, and unbounded repetition of a sub-pattern that can
-// match the empty string.
+// Hugging Face compiles these patterns with Oniguruma; `TranslateOnigurumaPattern` rewrites the
+// constructs whose meaning differs between the two engines so that matching follows Oniguruma:
+//   - \s \S: Unicode White_Space (PCRE2's UCP \s also matches U+180E); \w \W \b \B: letters,
+//     marks, decimal digits and connector punctuation (PCRE2's UCP \w is L, N and '_');
+//   - \h \H: hexadecimal digits (PCRE2: horizontal space); \v: U+000B (PCRE2: vertical space);
+//   - \uHHHH; {,n} (= {0,n}); long general-category names (\p{Letter}, \p{Lowercase_Letter});
+//   - (?m) is "dot matches newline" (PCRE2's (?s)); ^ and $ are always line anchors.
+// Rejected with an error: nested classes ([a[b]]) and class intersection ([a&&b]), whose
+// syntax means something else to PCRE2, and inline flags other than i, m and x.
+//
+// Every match runs under a match limit and a JIT stack limit: a pattern that backtracks
+// catastrophically makes the search fail with RESOURCE_EXHAUSTED instead of running unbounded.
+// A Regex is immutable after Compile and may be used from many threads at once.
 #ifndef TANDEM_COMMON_TOKENIZER_REGEX_H_
 #define TANDEM_COMMON_TOKENIZER_REGEX_H_
 
 #include <cstddef>
-#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace tandem {
 
+// Oniguruma (Hugging Face) pattern syntax -> an equivalent PCRE2 pattern (see above).
+absl::StatusOr<std::string> TranslateOnigurumaPattern(std::string_view pattern);
+
 class Regex {
  public:
-  // Compiles a pattern given as UTF-8.
+  // Compiles a pattern given as UTF-8 in Oniguruma syntax. Errors name the pattern
+  // ("regex /.../: ...").
   static absl::StatusOr<Regex> Compile(std::string_view pattern);
 
-  // Finds the leftmost match that begins at or after `start`. On success stores its bounds
-  // (code point indices into `text`) and returns true.
-  bool Find(std::u32string_view text, size_t start, size_t* match_begin, size_t* match_end) const;
+  // Finds the leftmost match that begins at or after byte `start` of UTF-8 `text`; look-behind
+  // and ^ see the text before `start`. Returns false when there is none; RESOURCE_EXHAUSTED
+  // when a limit stopped the search; INVALID_ARGUMENT for invalid UTF-8.
+  absl::StatusOr<bool> Find(std::string_view text, size_t start, size_t* match_begin,
+                            size_t* match_end) const;
 
-  // All non-overlapping matches as [begin, end) pairs, scanning left to right. An empty match
-  // advances the scan by one code point.
-  std::vector<std::pair<size_t, size_t>> FindAll(std::u32string_view text) const;
+  // Calls on_match(begin, end) with the byte bounds of each non-overlapping non-empty match,
+  // left to right, the way Hugging Face iterates (an empty match moves the search one code point
+  // on and is not reported). Stops early when on_match returns false. On an error (see Find)
+  // the matches before the failing search have been reported.
+  absl::Status ForEachMatch(std::string_view text,
+                            absl::FunctionRef<bool(size_t begin, size_t end)> on_match) const;
 
+  // All matches of ForEachMatch.
+  absl::StatusOr<std::vector<std::pair<size_t, size_t>>> FindAll(std::string_view text) const;
+
+  // The pattern as given (Oniguruma syntax).
   const std::string& pattern() const { return pattern_; }
 
-  // Implementation types, public so the compiler and matcher translation units can share them.
-  struct ClassItem {
-    enum class Kind : uint8_t { kRange, kCategoryMask, kScript, kWhitespace, kWord, kDigit };
-    Kind kind = Kind::kRange;
-    bool negated = false;
-    char32_t lo = 0, hi = 0;  // kRange
-    uint32_t value = 0;       // category mask or script code
-  };
-  struct CharClass {
-    std::vector<ClassItem> items;
-    bool negated = false;
-    bool fold = false;  // case-insensitive
-    bool Matches(char32_t c) const;
-  };
-  enum class Op : uint8_t {
-    kChar,       // ch (folded when `flag`)
-    kClass,      // x = class index
-    kAny,        // any code point except '\n'
-    kSplit,      // try x first, then y
-    kJmp,        // x
-    kMatch,      // success
-    kLook,       // look-ahead; sub-program at pc + 2 (ends with kMatch); flag = negative
-    kLineStart,  // ^
-    kLineEnd,    // $
-    kTextStart,  // \A
-    kTextEnd,    // \z
-    kTextEndNl,  // \Z
-  };
-  struct Inst {
-    Op op = Op::kMatch;
-    bool flag = false;
-    char32_t ch = 0;
-    int32_t x = 0, y = 0;
-  };
-
  private:
+  struct Code;  // the compiled pcre2_code
   Regex() = default;
-  // Runs the program from `pc` at `pos`; `depth` is the look-ahead nesting level.
-  bool MatchAt(std::u32string_view text, int pc, size_t pos, size_t* end, int depth) const;
+  // One pcre2_match from byte `start`, without checking UTF-8 again.
+  absl::StatusOr<bool> MatchFrom(std::string_view text, size_t start, size_t* match_begin,
+                                 size_t* match_end) const;
 
   std::string pattern_;
-  std::vector<Inst> program_;
-  std::vector<CharClass> classes_;
-
-  friend absl::StatusOr<Regex> CompileRegex(std::string_view pattern);
+  std::shared_ptr<const Code> code_;
 };
 
 }  // namespace tandem

@@ -1,35 +1,50 @@
 #include "common/tokenizer/tokenizer.h"
 
+#include <algorithm>
+
 #include "common/tokenizer/unicode/unicode_util.h"
 
 namespace tandem {
 
-std::vector<TokenId> Tokenizer::Encode(std::string_view text, bool add_special_tokens) const {
+bool Tokenizer::EncodeText(std::string_view text, size_t max_ids, std::vector<TokenId>* ids) const {
+  auto add_id = [&](TokenId id) {
+    ids->push_back(id);
+    return ids->size() <= max_ids;
+  };
+  return added_.ForEachPiece(text, /*normalized=*/false, [&](const AddedVocabulary::Piece& piece) {
+    if (piece.id) return add_id(*piece.id);
+    const std::string normalized = normalizer_.Apply(piece.text);
+    return added_.ForEachPiece(
+        normalized, /*normalized=*/true, [&](const AddedVocabulary::Piece& sub) {
+          if (sub.id) return add_id(*sub.id);
+          const bool at_origin = piece.offset == 0 && sub.offset == 0;
+          return pre_tokenizer_.ForEachWord(sub.text, at_origin, [&](std::string_view word, bool) {
+            return model_->EncodeWordBounded(word, max_ids, ids);
+          });
+        });
+  });
+}
+
+std::optional<std::vector<TokenId>> Tokenizer::EncodeBounded(std::string_view text,
+                                                             bool add_special_tokens,
+                                                             size_t max_tokens) const {
   std::string repaired;
   if (!unicode::IsValidUtf8(text)) {
     repaired = unicode::Utf8Lossy(text);
     text = repaired;
   }
+  const size_t special =
+      add_special_tokens ? post_processor_.prefix().size() + post_processor_.suffix().size() : 0;
+  if (special > max_tokens) return std::nullopt;
   std::vector<TokenId> ids;
-  ids.reserve(text.size() / 3 + 4);
-  for (const auto& piece : added_.Split(text, /*normalized=*/false)) {
-    if (piece.id) {
-      ids.push_back(*piece.id);
-      continue;
-    }
-    const std::string normalized = normalizer_.Apply(piece.text);
-    for (const auto& sub : added_.Split(normalized, /*normalized=*/true)) {
-      if (sub.id) {
-        ids.push_back(*sub.id);
-        continue;
-      }
-      const bool at_origin = piece.offset == 0 && sub.offset == 0;
-      for (const PreToken& word : pre_tokenizer_.Apply(sub.text, at_origin)) {
-        model_->EncodeWord(word.text, &ids);
-      }
-    }
-  }
+  // The reserve guess is capped: a huge text may stop long before its end.
+  ids.reserve(std::min(text.size() / 3, max_tokens - special) + 4);
+  if (!EncodeText(text, max_tokens - special, &ids)) return std::nullopt;
   return post_processor_.Apply(std::move(ids), add_special_tokens);
+}
+
+std::vector<TokenId> Tokenizer::Encode(std::string_view text, bool add_special_tokens) const {
+  return *EncodeBounded(text, add_special_tokens, SIZE_MAX);
 }
 
 std::vector<std::string> Tokenizer::IdsToTokens(std::span<const TokenId> ids,

@@ -5,6 +5,11 @@
 // the remaining text is normalized, pre-tokenized into words, and each word is split by BPE;
 // the post-processor then adds special tokens (e.g. <|begin_of_text|>) if asked to.
 // Decode runs the decoder chain. Both are thread-safe.
+//
+// Cost: every stage is linear in the text (added-token matching through a trie, PCRE2 with
+// match limits for the pre-tokenizer, BPE of a long word in O(1) per merge for repetitive
+// input), and EncodeBounded stops as soon as the ids cannot fit a limit: a prompt many times
+// larger than the context costs about as much as one that fills it.
 #ifndef TANDEM_COMMON_TOKENIZER_TOKENIZER_H_
 #define TANDEM_COMMON_TOKENIZER_TOKENIZER_H_
 
@@ -38,6 +43,13 @@ class Tokenizer {
   // the post-processor's tokens are added (BOS for Llama 3.x files that ask for it).
   std::vector<TokenId> Encode(std::string_view text, bool add_special_tokens = true) const;
 
+  // Encode for a context of limited size: the ids of Encode when there are at most `max_tokens`
+  // of them (special tokens included), std::nullopt as soon as it is clear that there are more.
+  // Words are pre-tokenized and merged one at a time and counted as they are produced, so the
+  // text after the point where the limit is passed is never pre-tokenized.
+  std::optional<std::vector<TokenId>> EncodeBounded(std::string_view text, bool add_special_tokens,
+                                                    size_t max_tokens) const;
+
   // Text of `ids`; ids that are not in the vocabulary are ignored.
   std::string Decode(std::span<const TokenId> ids, bool skip_special_tokens = false) const;
 
@@ -61,6 +73,9 @@ class Tokenizer {
  private:
   Tokenizer() = default;
   std::vector<std::string> IdsToTokens(std::span<const TokenId> ids, bool skip_special) const;
+  // Appends the ids of `text` (valid UTF-8, no special tokens) to `ids`; stops and returns false
+  // once ids->size() exceeds `max_ids`.
+  bool EncodeText(std::string_view text, size_t max_ids, std::vector<TokenId>* ids) const;
 
   std::unique_ptr<BpeModel> model_;
   AddedVocabulary added_;

@@ -172,6 +172,34 @@ TEST_F(RequestBuilderTest, PromptsMustFitTheContext) {
   EXPECT_THAT(r.status().message(), HasSubstr("max_tokens"));
 }
 
+TEST_F(RequestBuilderTest, TextPromptsStopTokenizingPastTheContext) {
+  const int context = model().max_context_tokens();
+  // Each " hello" is one token: a prompt of context - 1 tokens fits, one more does not.
+  const int special = static_cast<int>(model().tokenizer->Encode("", true).size());
+  std::string text;
+  for (int i = 0; i < context - 1 - special; ++i) text += " hello";
+  ASSERT_EQ(model().tokenizer->Encode(text, true).size(), static_cast<size_t>(context - 1));
+  auto r = BuildRequest(Text(text), model());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->prompt.size(), static_cast<size_t>(context - 1));
+  r = BuildRequest(Text(text + " hello"), model());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("the model's context is"));
+  // 8 MiB of punctuation and digits, or of one letter: the same answer, without tokenizing it
+  // all (tandem-bench-tokenizer measures the cost).
+  for (const std::string& huge : {std::string(8 << 20, 'a'), std::string(8 << 20, '!')}) {
+    r = BuildRequest(Text(huge), model());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr("context"));
+  }
+  v1::GenerateRequest chat;
+  chat.mutable_chat()->add_messages()->set_role("user");
+  chat.mutable_chat()->mutable_messages(0)->set_content(text);
+  r = BuildRequest(chat, model());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("context"));
+}
+
 TEST_F(RequestBuilderTest, UnsetMaxTokensCanFillTheContext) {
   const int context = model().max_context_tokens();
   v1::GenerateRequest req;
