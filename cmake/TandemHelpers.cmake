@@ -28,9 +28,10 @@ function(tandem_test)
   target_compile_definitions(${ARG_NAME} PRIVATE
     TANDEM_SOURCE_DIR="${CMAKE_SOURCE_DIR}" TANDEM_BINARY_DIR="${CMAKE_BINARY_DIR}")
   # Each test is labelled with its binary's name: `ctest -L tandem_engine_tests` runs one binary's.
+  # PROPERTIES are name/value pairs with each value one word: a list (ENVIRONMENT "A=1;B=2") would
+  # split. The binary dir is a compile definition above.
   gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60
-    PROPERTIES ENVIRONMENT "TANDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR};TANDEM_BINARY_DIR=${CMAKE_BINARY_DIR}"
-    LABELS ${ARG_NAME})
+    PROPERTIES ENVIRONMENT "TANDEM_SOURCE_DIR=${CMAKE_SOURCE_DIR}" LABELS ${ARG_NAME})
 endfunction()
 
 # Adds each listed sub-folder that has a CMakeLists.txt (folders fill in as the project grows).
