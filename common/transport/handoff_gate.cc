@@ -1,5 +1,7 @@
 #include "common/transport/handoff_gate.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 
 namespace tandem {
@@ -7,6 +9,20 @@ namespace {
 
 // Decode incarnations remembered at most (a restart makes a new one): past it, all are forgotten.
 constexpr size_t kMaxExtents = 4096;
+
+// a + b and a - b, clamped to int64's range: the times come from the wire (any int64 when
+// handoffs are not authenticated), where plain arithmetic would overflow.
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
+int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t difference;
+  if (__builtin_sub_overflow(a, b, &difference)) return b < 0 ? INT64_MAX : INT64_MIN;
+  return difference;
+}
 
 }  // namespace
 
@@ -45,10 +61,19 @@ absl::Status HandoffGate::Admit(const tandem::v1::KvHandoff& handoff, int64_t no
   }
   // 2. Not expired.
   const int64_t skew_ms = absl::ToInt64Milliseconds(kClockSkew);
-  const int64_t valid_until = handoff.issued_unix_ms() + handoff.lease_remaining_ms();
-  if (handoff.lease_remaining_ms() < 0 || valid_until + skew_ms < now_unix_ms) {
+  const int64_t valid_until = SaturatingAdd(handoff.issued_unix_ms(), handoff.lease_remaining_ms());
+  const int64_t admit_until = SaturatingAdd(valid_until, skew_ms);
+  if (handoff.issued_unix_ms() > SaturatingAdd(now_unix_ms, skew_ms)) {
+    // No decode node's clock is that far ahead: a lease that would start in the future (and be
+    // remembered for as long) is not one.
     return Refuse(HandoffRefusal::kExpired,
-                  absl::StrCat("the KV handoff expired ", now_unix_ms - valid_until,
+                  absl::StrCat("the KV handoff was issued ",
+                               SaturatingSub(handoff.issued_unix_ms(), now_unix_ms),
+                               " ms in the future, past the clock skew allowance"));
+  }
+  if (handoff.lease_remaining_ms() < 0 || admit_until < now_unix_ms) {
+    return Refuse(HandoffRefusal::kExpired,
+                  absl::StrCat("the KV handoff expired ", SaturatingSub(now_unix_ms, valid_until),
                                " ms ago (its lease ended)"));
   }
   const Key key{handoff.decode_incarnation(), handoff.request_id()};
@@ -75,7 +100,7 @@ absl::Status HandoffGate::Admit(const tandem::v1::KvHandoff& handoff, int64_t no
     extents_.emplace(handoff.decode_incarnation(), extent);
   }
   admitted_.insert(key);
-  admitted_by_expiry_.emplace_back(valid_until + skew_ms, key);
+  admitted_by_expiry_.emplace_back(admit_until, key);
   return absl::OkStatus();
 }
 

@@ -5,7 +5,8 @@
 //   1. The MAC (handoff_auth.h): the handoff was issued by a decode node of this cluster and not
 //      altered on the way.
 //   2. It has not expired: issued_unix_ms + lease_remaining_ms, with kClockSkew of slack between
-//      the two hosts' clocks, is not in the past.
+//      the two hosts' clocks, is not in the past; nor was it issued more than kClockSkew in the
+//      future. (The times are added without overflow, whatever the wire says.)
 //   3. It is not a replay: the same (decode incarnation, request id) was not admitted before while
 //      its lease ran.
 //   4. The pool extent (remote base, remote key, transport address, block count) is the one the

@@ -1,5 +1,9 @@
 #include "common/transport/handoff_gate.h"
 
+#include <cstdint>
+#include <limits>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -92,6 +96,36 @@ TEST(HandoffGateNoAuthTest, WithoutASecretTheOtherChecksStillRun) {
   h.set_issued_unix_ms(kNow);
   EXPECT_TRUE(gate.Admit(h, kNow).ok());
   EXPECT_TRUE(absl::IsPermissionDenied(gate.Admit(h, kNow)));  // replay
+}
+
+// Found by tests/fuzz/handoff_fuzzer.cc: issued_unix_ms + lease_remaining_ms overflowed int64
+// (undefined behaviour; in practice a wrapped, negative expiry) for times near int64's ends.
+TEST(HandoffGateNoAuthTest, TimesAtInt64sEndsAreRefusedWithoutOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  HandoffGate gate(nullptr);
+  v1::KvHandoff h;
+  h.set_request_id(1);
+  // Issued at the end of time: not a lease that started, whatever its length.
+  h.set_issued_unix_ms(kMax);
+  h.set_lease_remaining_ms(kMax);
+  absl::Status s = gate.Admit(h, kNow);
+  EXPECT_TRUE(absl::IsPermissionDenied(s));
+  EXPECT_NE(s.message().find("in the future"), std::string_view::npos) << s;
+  // Issued at the beginning of time: long expired, by a number of ms that does not wrap.
+  h.set_request_id(2);
+  h.set_issued_unix_ms(kMin);
+  h.set_lease_remaining_ms(1000);
+  s = gate.Admit(h, kNow);
+  EXPECT_TRUE(absl::IsPermissionDenied(s));
+  EXPECT_NE(s.message().find("expired " + std::to_string(kMax) + " ms ago"), std::string_view::npos)
+      << s;
+  // A lease to the end of time from now is a long lease, not an expired one.
+  h.set_request_id(3);
+  h.set_issued_unix_ms(kNow);
+  h.set_lease_remaining_ms(kMax);
+  EXPECT_TRUE(gate.Admit(h, kNow).ok());
+  EXPECT_EQ(gate.refused(HandoffRefusal::kExpired), 2);
 }
 
 TEST(HandoffRefusalTest, Names) {
