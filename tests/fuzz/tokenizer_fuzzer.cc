@@ -1,11 +1,13 @@
 // Fuzzes the tokenizer (common/tokenizer/tokenizer.h) through its public API with the real
-// Llama 3 tokenizer.json: Encode of arbitrary bytes (invalid UTF-8 included), Decode of what it
-// made (the text back, for valid UTF-8 without special-token text), and Decode / DecodeBytes of the
-// same bytes read as token ids (unknown, negative and huge ids included).
+// Llama 3 tokenizer.json: Encode of arbitrary bytes (invalid UTF-8 included), EncodeBounded
+// against it (the same ids when they fit the limit, none when they do not), Decode of what it
+// made (the text back, for any valid UTF-8: Llama 3 has no normalizer), and Decode / DecodeBytes of
+// the same bytes read as token ids (unknown, negative and huge ids included).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +77,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(with_special.size() == plain.size() + tokenizer.prefix_special_ids().size() +
                                         tokenizer.suffix_special_ids().size());
   for (tandem::TokenId id : plain) FUZZ_CHECK(id >= 0 && id < tokenizer.vocab_size());
+  // EncodeBounded: Encode's ids when they fit the limit, nothing as soon as they do not.
+  const size_t n = with_special.size();
+  const std::optional<std::vector<tandem::TokenId>> fits = tokenizer.EncodeBounded(text, true, n);
+  FUZZ_CHECK(fits.has_value() && *fits == with_special);
+  if (n > 0) FUZZ_CHECK(!tokenizer.EncodeBounded(text, true, n - 1).has_value());
+  const std::optional<std::vector<tandem::TokenId>> plain_fits =
+      tokenizer.EncodeBounded(text, false, plain.size() + 16);
+  FUZZ_CHECK(plain_fits.has_value() && *plain_fits == plain);
   FUZZ_CHECK(text.empty() == plain.empty());
   // Llama 3's byte-level BPE has no normalizer: valid UTF-8 decodes back to itself, added
   // (special) tokens included.

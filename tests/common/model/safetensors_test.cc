@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -239,6 +240,30 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// ParseSafetensors runs the same checks on bytes in memory (tests/fuzz/model_files_fuzzer.cc).
+TEST(SafetensorsTest, ParsesBytesInMemory) {
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"b":{"dtype":"BF16","shape":[2],"data_offsets":[8,12]},)"
+      R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>(uint64_t{header.size()} >> (8 * i));
+  file += header + std::string(12, '\x01');
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(file.data()), file.size());
+  absl::StatusOr<std::vector<TensorView>> tensors = ParseSafetensors(bytes, "mem.safetensors");
+  ASSERT_TRUE(tensors.ok()) << tensors.status();
+  ASSERT_EQ(tensors->size(), 2u);
+  const TensorView& a = (*tensors)[0].name == "a" ? (*tensors)[0] : (*tensors)[1];
+  EXPECT_EQ(a.dtype, DType::kF32);
+  EXPECT_THAT(a.shape, ElementsAre(2));
+  EXPECT_EQ(a.data, bytes.data() + 8 + header.size());
+  EXPECT_EQ(a.nbytes, 8u);
+
+  const absl::StatusOr<std::vector<TensorView>> cut =
+      ParseSafetensors(bytes.first(bytes.size() - 1), "mem.safetensors");
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(cut.status().message(), AllOf(HasSubstr("mem.safetensors"), HasSubstr("truncated")));
+}
 
 TEST(SafetensorsTest, TruncatedFileNamesFile) {
   ScopedTempDir dir;
