@@ -68,6 +68,8 @@ asan_env() {
 }
 tsan_env() {
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp}"
+  # UCX's memory hooks (it patches malloc and mmap) crash under TSan's own interceptors.
+  export UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no
 }
 
 run_asan() {
