@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 
+#include "common/tokenizer/jinja/int_math.h"
 #include "common/tokenizer/unicode/str_util.h"
 #include "common/tokenizer/unicode/unicode_util.h"
 #include "common/util/status_macros.h"
@@ -188,20 +190,28 @@ absl::StatusOr<Value> MapFilter(const Value& input, const CallArgs& args) {
 absl::StatusOr<Value> ToNumber(const Value& input, const CallArgs& args, bool integer) {
   const Value* dflt = args.Get(0, "default");
   const Value fallback = dflt != nullptr ? *dflt : (integer ? Value(0) : Value(0.0));
-  if (input.is_int() || input.is_bool()) {
-    return integer ? Value(static_cast<int64_t>(input.as_double())) : Value(input.as_double());
-  }
-  if (input.is_float()) {
-    return integer ? Value(static_cast<int64_t>(std::trunc(input.as_double()))) : input;
-  }
+  // Jinja's int filter: int(value), else int(float(value)), else the default (NaN, infinities).
+  auto truncated = [&](double d) -> absl::StatusOr<Value> {
+    if (!std::isfinite(d)) return fallback;
+    std::optional<int64_t> i = TruncateToInt64(d);
+    if (!i) return Error("int: the value does not fit in 64 bits");
+    return Value(*i);
+  };
+  if (input.is_int()) return integer ? input : Value(input.as_double());
+  if (input.is_bool()) return integer ? Value(input.as_bool() ? 1 : 0) : Value(input.as_double());
+  if (input.is_float()) return integer ? truncated(input.as_double()) : input;
   if (input.is_string()) {
     const std::string s = input.as_string();
     char* end = nullptr;
     if (integer) {
+      errno = 0;
       const long long v = std::strtoll(s.c_str(), &end, 10);
-      if (end != s.c_str() && *end == '\0') return Value(static_cast<int64_t>(v));
+      if (end != s.c_str() && *end == '\0') {
+        if (errno == ERANGE) return Error("int: the value does not fit in 64 bits");
+        return Value(static_cast<int64_t>(v));
+      }
       const double d = std::strtod(s.c_str(), &end);
-      if (end != s.c_str() && *end == '\0') return Value(static_cast<int64_t>(d));
+      if (end != s.c_str() && *end == '\0') return truncated(d);
     } else {
       const double d = std::strtod(s.c_str(), &end);
       if (end != s.c_str() && *end == '\0') return Value(d);
@@ -519,9 +529,12 @@ void AddDefaultGlobals(ValueDict* globals) {
     const int64_t stop = a.size() == 1 ? a[0] : a[1];
     const int64_t step = a.size() == 3 ? a[2] : 1;
     if (step == 0) return Error("range() step must not be zero");
-    if ((stop - start) / step > 100000) return Error("range() too large");
+    // The count in 128 bits: stop - start can exceed int64's range.
+    const __int128 span = static_cast<__int128>(stop) - start;
+    const __int128 count = span / step + ((span % step != 0) ? 1 : 0);
+    if (count > 100000) return Error("range() too large");
     ValueList out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+    for (__int128 k = 0; k < count; ++k) out.emplace_back(static_cast<int64_t>(start + k * step));
     return Value(std::move(out));
   });
   auto make_dict = [](bool is_namespace) {

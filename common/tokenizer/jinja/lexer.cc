@@ -1,6 +1,7 @@
 #include "common/tokenizer/jinja/lexer.h"
 
 #include <cctype>
+#include <cerrno>
 
 #include "common/tokenizer/unicode/str_util.h"
 #include "common/tokenizer/unicode/unicode_util.h"
@@ -176,7 +177,7 @@ class Lexer {
       if (c == '\'' || c == '"') {
         if (auto s = LexString(&tok); !s.ok()) return s;
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
-        LexNumber(&tok);
+        if (auto s = LexNumber(&tok); !s.ok()) return s;
       } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
         tok.kind = ExprToken::Kind::kName;
         while (pos_ < src_.size() &&
@@ -288,7 +289,7 @@ class Lexer {
     return absl::OkStatus();
   }
 
-  void LexNumber(ExprToken* tok) {
+  absl::Status LexNumber(ExprToken* tok) {
     std::string digits;
     bool is_float = false;
     auto take_digits = [&] {
@@ -321,8 +322,12 @@ class Lexer {
       tok->float_value = std::strtod(digits.c_str(), nullptr);
     } else {
       tok->kind = ExprToken::Kind::kInt;
+      errno = 0;
       tok->int_value = std::strtoll(digits.c_str(), nullptr, 10);
+      if (errno == ERANGE)
+        return Error(Cat("integer literal ", digits, " does not fit in 64 bits"));
     }
+    return absl::OkStatus();
   }
 
   // After {% raw %}: everything up to {% endraw %} is text.

@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "common/tokenizer/jinja/builtins.h"
+#include "common/tokenizer/jinja/int_math.h"
 #include "common/tokenizer/jinja/lexer.h"
 #include "common/tokenizer/jinja/parser.h"
 #include "common/tokenizer/unicode/str_util.h"
@@ -36,6 +38,15 @@ class Interpreter {
     scopes_.push_back(std::move(root));
     scopes_.emplace_back();  // the template's own top-level scope
   }
+
+  // Namespaces are the only objects a template can change after making them, so every reference
+  // cycle runs through one (a bound method like `d.get` can close one that Reaches cannot see).
+  // Emptying each namespace that was assigned to frees them all when the render ends.
+  ~Interpreter() {
+    for (Value& ns : assigned_namespaces_) ns.mutable_dict().Clear();
+  }
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   absl::Status Exec(const Body& body, std::string* out) {
     for (const StmtPtr& stmt : body) {
@@ -95,7 +106,12 @@ class Interpreter {
           return LineError(
               s.line, Cat("cannot assign attribute on non-namespace object '", s.attr_object, "'"));
         }
+        if (Reaches(v, ns.as_dict())) {
+          return LineError(s.line, Cat("cannot store namespace '", s.attr_object,
+                                       "' inside itself (attribute '", s.attr_name, "')"));
+        }
         ns.mutable_dict().Set(s.attr_name, std::move(v));
+        assigned_namespaces_.push_back(ns);
         return absl::OkStatus();
       }
       case Stmt::Kind::kSetBlock: {
@@ -244,6 +260,16 @@ class Interpreter {
     return Value::MakeUndefined(key.Str());
   }
 
+  // Integers and booleans (0/1, as in Python).
+  static int64_t IntOf(const Value& v) { return v.is_int() ? v.as_int() : (v.as_bool() ? 1 : 0); }
+
+  static absl::StatusOr<Value> IntArithmetic(std::string_view op, const Value& a, const Value& b,
+                                             int line) {
+    std::optional<int64_t> r = CheckedIntOp(op, IntOf(a), IntOf(b));
+    if (!r) return LineError(line, Cat("integer overflow in ", op, " (beyond 64 bits)"));
+    return Value(*r);
+  }
+
   absl::StatusOr<Value> Arithmetic(const std::string& op, const Value& a, const Value& b,
                                    int line) {
     if (op == "~") return Value(a.Str() + b.Str());
@@ -258,16 +284,13 @@ class Interpreter {
         l.insert(l.end(), b.as_list().begin(), b.as_list().end());
         return Value(std::move(l));
       }
-      if (ints)
-        return Value(static_cast<int64_t>(a.as_double()) + static_cast<int64_t>(b.as_double()));
+      if (ints) return IntArithmetic(op, a, b, line);
       if (nums) return Value(a.as_double() + b.as_double());
     } else if (op == "-") {
-      if (ints)
-        return Value(static_cast<int64_t>(a.as_double()) - static_cast<int64_t>(b.as_double()));
+      if (ints) return IntArithmetic(op, a, b, line);
       if (nums) return Value(a.as_double() - b.as_double());
     } else if (op == "*") {
-      if (ints)
-        return Value(static_cast<int64_t>(a.as_double()) * static_cast<int64_t>(b.as_double()));
+      if (ints) return IntArithmetic(op, a, b, line);
       if (nums) return Value(a.as_double() * b.as_double());
       const Value* seq = a.is_int() ? &b : &a;
       const Value* count = a.is_int() ? &a : &b;
@@ -288,26 +311,12 @@ class Interpreter {
       if (nums) {
         if (b.as_double() == 0) return LineError(line, "division by zero");
         if (op == "/") return Value(a.as_double() / b.as_double());
-        if (ints) {
-          const int64_t x = static_cast<int64_t>(a.as_double()),
-                        y = static_cast<int64_t>(b.as_double());
-          int64_t q = x / y, r = x % y;
-          if (r != 0 && ((r < 0) != (y < 0))) {
-            --q;
-            r += y;
-          }
-          return Value(op == "//" ? q : r);
-        }
+        if (ints) return IntArithmetic(op, a, b, line);
         const double q = std::floor(a.as_double() / b.as_double());
         return Value(op == "//" ? q : a.as_double() - q * b.as_double());
       }
     } else if (op == "**") {
-      if (ints && b.as_double() >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < static_cast<int64_t>(b.as_double()); ++i)
-          r *= static_cast<int64_t>(a.as_double());
-        return Value(r);
-      }
+      if (ints && IntOf(b) >= 0) return IntArithmetic(op, a, b, line);
       if (nums) return Value(std::pow(a.as_double(), b.as_double()));
     }
     return LineError(line, Cat("unsupported operand type(s) for ", op, ": '", a.TypeName(),
@@ -415,8 +424,8 @@ class Interpreter {
         ASSIGN_OR_RETURN(Value v, Eval(*e.children[0]));
         if (v.is_undefined()) return UndefinedError(v, e.line);
         if (v.is_int() || v.is_bool()) {
-          const int64_t x = static_cast<int64_t>(v.as_double());
-          return Value(e.name == "-" ? -x : x);
+          if (e.name != "-") return Value(IntOf(v));
+          return IntArithmetic("-", Value(0), v, e.line);
         }
         if (v.is_float()) return Value(e.name == "-" ? -v.as_double() : v.as_double());
         return LineError(e.line,
@@ -457,7 +466,28 @@ class Interpreter {
     return LineError(e.line, "unknown expression");
   }
 
+  // Whether `target` is `v` or is inside it, through lists and dicts: storing such a `v` in
+  // `target` would make a structure that prints forever.
+  static bool Reaches(const Value& v, const ValueDict& target) {
+    absl::flat_hash_set<const void*> seen;  // shared sublists are walked once
+    std::vector<const Value*> todo = {&v};
+    while (!todo.empty()) {
+      const Value* x = todo.back();
+      todo.pop_back();
+      if (x->is_dict()) {
+        if (&x->as_dict() == &target) return true;
+        if (!seen.insert(&x->as_dict()).second) continue;
+        for (const auto& [k, item] : x->as_dict().items()) todo.push_back(&item);
+      } else if (x->is_list()) {
+        if (!seen.insert(&x->as_list()).second) continue;
+        for (const Value& item : x->as_list()) todo.push_back(&item);
+      }
+    }
+    return false;
+  }
+
   std::vector<Scope> scopes_;
+  std::vector<Value> assigned_namespaces_;
   Flow flow_ = Flow::kNormal;
 };
 

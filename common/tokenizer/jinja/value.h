@@ -29,8 +29,9 @@ class ValueDict {
   const Value* Find(std::string_view key) const;
   Value* Find(std::string_view key);
   void Set(std::string key, Value value);
+  void Clear();
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
+  size_t size() const;        // defined below, where Value is complete
   bool is_namespace = false;  // created by namespace(): attributes may be assigned
 
  private:
@@ -132,6 +133,9 @@ class Value {
   Storage v_;
   bool tuple_ = false;
 };
+
+inline size_t ValueDict::size() const { return items_.size(); }
+inline void ValueDict::Clear() { items_.clear(); }
 
 // Python repr of a float ("1.0", "0.1", "1e-05", "inf").
 std::string FormatFloat(double d);
