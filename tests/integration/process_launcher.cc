@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "tests/integration/test_dirs.h"
 
 namespace tandem {
 namespace {
@@ -29,7 +30,7 @@ std::string ReadWholeFile(const std::string& path) {
 }  // namespace
 
 std::string BinaryPath(const std::string& name) {
-  return absl::StrCat(TANDEM_BINARY_DIR, "/bin/", name);
+  return absl::StrCat(TestBinaryDir(), "/bin/", name);
 }
 
 std::string MissingBinaries(const std::vector<std::string>& names) {
@@ -38,8 +39,8 @@ std::string MissingBinaries(const std::vector<std::string>& names) {
     if (::access(BinaryPath(name).c_str(), X_OK) != 0) missing.push_back(name);
   }
   if (missing.empty()) return "";
-  return absl::StrCat("missing from ", TANDEM_BINARY_DIR, "/bin: ", absl::StrJoin(missing, ", "),
-                      " (build them: cmake --build ", TANDEM_BINARY_DIR, " --target ",
+  return absl::StrCat("missing from ", TestBinaryDir(), "/bin: ", absl::StrJoin(missing, ", "),
+                      " (build them: cmake --build ", TestBinaryDir(), " --target ",
                       absl::StrJoin(missing, " "), ")");
 }
 

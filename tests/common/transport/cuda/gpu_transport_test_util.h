@@ -19,6 +19,9 @@
                    << cudaGetErrorName(tandem_error_) << " (" << cudaGetErrorString(tandem_error_) \
                    << ")";                                                                         \
     }                                                                                              \
+    if (tandem_count_ == 0) {                                                                      \
+      GTEST_SKIP() << "GPU test skipped, no usable CUDA device: cudaGetDeviceCount found none";    \
+    }                                                                                              \
     if (tandem_count_ < (n)) {                                                                     \
       GTEST_SKIP() << "GPU test skipped: needs " << (n) << " CUDA devices, this machine "          \
                    << "has " << tandem_count_;                                                     \
