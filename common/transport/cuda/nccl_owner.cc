@@ -60,9 +60,12 @@ absl::Status NcclOwner::AcceptConnection(std::string_view unique_id, uint64_t wr
     }
   }
   for (auto& r : old) r->thread.join();
+  // Started and listed under one lock, after checking again for a Shutdown that came while the old
+  // receivers were joined: a receiver Shutdown does not see would never be joined.
+  absl::MutexLock lock(&receivers_mu_);
+  if (stop_receivers_) return absl::CancelledError("nccl transport stopped");
   Receiver* raw = receiver.get();
   raw->thread = std::thread([this, raw] { ReceiveLoop(raw); });
-  absl::MutexLock lock(&receivers_mu_);
   receivers_.push_back(std::move(receiver));
   return absl::OkStatus();
 }
