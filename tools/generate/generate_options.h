@@ -19,8 +19,13 @@ struct GenerateOptions {
   bool add_special_tokens = true;           // the tokenizer's post-processor (BOS) for text
   SamplingParams sampling;
   bool include_logprobs = false;  // print per-token logprobs (sampling.logprobs >= 0)
+  // Backend: "cpu" (f32 compute on the host) or "cuda" (bf16 on a GPU; builds with CUDA only).
+  std::string backend = "cpu";
+  int cuda_device = 0;      // cuda: which GPU
+  bool cuda_graphs = true;  // cuda: replay decode steps as CUDA graphs
+  int max_model_len = 0;    // cuda: longest context to size buffers for; 0: the model's maximum
   // Engine.
-  int num_threads = 0;  // 0: all cores
+  int num_threads = 0;  // 0: all cores (cpu backend)
   int block_size = 16;
   int num_kv_blocks = 0;  // 0: from kv_cache_mib
   int kv_cache_mib = 256;

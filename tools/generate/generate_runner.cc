@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/backend/cpu_backend.h"
 #include "common/engine/engine.h"
 #include "common/engine/request_stream.h"
 #include "common/model/model_weights.h"
@@ -15,6 +14,7 @@
 #include "common/util/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "tools/generate/generate_backend.h"
 #include "tools/generate/prompt_input.h"
 
 namespace tandem {
@@ -127,25 +127,23 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   }
   RETURN_IF_ERROR(options.sampling.Validate(std::numeric_limits<int>::max()));
 
+  // A bad --backend (or cuda without a GPU) fails before the model loads.
+  RETURN_IF_ERROR(CheckGenerateBackend(options));
+
   ASSIGN_OR_RETURN(TextSide text, LoadTextSide(options.model_dir));
   for (PreparedPrompt& p : prompts) {
     ASSIGN_OR_RETURN(p.ids, Tokenize(options, text, p.input));
   }
 
   ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(options.model_dir));
-  CpuBackendOptions backend_options;
-  backend_options.num_threads = options.num_threads;
-  backend_options.block_size = options.block_size;
-  backend_options.num_kv_blocks = options.num_kv_blocks;
-  backend_options.kv_cache_bytes = size_t{static_cast<size_t>(options.kv_cache_mib)} << 20;
-  backend_options.max_batch_tokens = options.max_num_batched_tokens;
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend,
-                   CpuBackend::Create(weights, backend_options));
-  weights = ModelWeights();  // the backend holds its own f32 copy; unmap the files
-  spdlog::info("model {}: {} layers, hidden {}, vocab {}; KV pool {} blocks of {} tokens",
-               options.model_dir, backend->config().num_layers, backend->config().hidden_size,
-               backend->config().vocab_size, backend->kv_layout().num_blocks,
-               backend->kv_layout().block_size);
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateGenerateBackend(options, weights));
+  weights = ModelWeights();  // the backend holds its own copy; unmap the files
+  spdlog::info(
+      "model {} on the {} backend: {} layers, hidden {}, vocab {}; KV pool {} blocks of {} "
+      "tokens",
+      options.model_dir, backend->name(), backend->config().num_layers,
+      backend->config().hidden_size, backend->config().vocab_size, backend->kv_layout().num_blocks,
+      backend->kv_layout().block_size);
 
   EngineOptions engine_options;
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;

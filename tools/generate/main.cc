@@ -1,5 +1,5 @@
 // tandem-generate: one process, colocated prefill and decode. Runs prompts concurrently through
-// the batching engine on the CPU backend and prints one JSON line per prompt.
+// the batching engine on the cpu or cuda backend and prints one JSON line per prompt.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -21,6 +21,8 @@ constexpr char kUsage[] =
 Generates text for each prompt in one process (prefill and decode colocated), all prompts
 batched together by the engine. Prints one JSON line per prompt, in input order:
   {"index", "prompt", "prompt_token_ids", "token_ids", "text", "finish_reason", "usage"}
+and with --logprobs N also "logprobs": one {"token_id", "logprob", "top_logprobs": [{"token_id",
+"logprob"}, ...]} per generated token (raw log-softmax of the model's logits, top N first).
 
 Input:
   --model DIR                 Hugging Face model directory (config.json, *.safetensors,
@@ -39,8 +41,15 @@ Sampling:
   --stop-token-ids A,B,...    extra stop tokens (the model's EOS ids always stop)
   --ignore-eos                keep going past EOS
   --logprobs N                print the chosen token's logprob and the top N (0: chosen only)
+Backend:
+  --backend cpu|cuda          cpu (default: f32 on the host) or cuda (bf16 on a GPU; needs a
+                              build configured with CUDA and a usable GPU)
+  --cuda-device N             GPU for --backend cuda (default 0)
+  --max-model-len N           --backend cuda: longest context to size buffers for (default: the
+                              model's max_position_embeddings)
+  --no-cuda-graphs            --backend cuda: launch decode steps eagerly
 Engine:
-  --threads N                 CPU threads (default: all cores)
+  --threads N                 CPU threads for --backend cpu (default: all cores)
   --kv-cache-mib M            KV pool size (default 256) | --kv-blocks N (exact block count)
   --block-size N              tokens per KV block (default 16)
   --max-batch-tokens N        token budget per step, for chunked prefill (default 512)
@@ -86,6 +95,10 @@ std::string ParseFlags(int argc, char** argv, GenerateOptions* o, bool* help) {
     o->include_logprobs = true;
     return "";
   });
+  flags.String("backend", &o->backend);
+  flags.Number("cuda-device", &o->cuda_device);
+  flags.Number("max-model-len", &o->max_model_len);
+  flags.Switch("no-cuda-graphs", &o->cuda_graphs, false);
   flags.Number("threads", &o->num_threads);
   flags.Number("kv-cache-mib", &o->kv_cache_mib);
   flags.Number("kv-blocks", &o->num_kv_blocks);
@@ -100,6 +113,11 @@ std::string ParseFlags(int argc, char** argv, GenerateOptions* o, bool* help) {
   if (o->prompt.has_value() == o->prompts_file.has_value()) {
     return "give exactly one of --prompt TEXT and --prompts-file FILE";
   }
+  if (o->backend != "cpu" && o->backend != "cuda") {
+    return "--backend must be cpu or cuda, not '" + o->backend + "'";
+  }
+  if (o->cuda_device < 0) return "--cuda-device must be >= 0";
+  if (o->max_model_len < 0) return "--max-model-len must be >= 0";
   if (o->num_threads < 0) return "--threads must be >= 0";
   if (o->kv_cache_mib < 1 && o->num_kv_blocks < 1) return "--kv-cache-mib must be >= 1";
   if (o->num_kv_blocks < 0) return "--kv-blocks must be >= 0";
