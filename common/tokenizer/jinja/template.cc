@@ -80,7 +80,28 @@ class Interpreter {
     return absl::OkStatus();
   }
 
+  // Every recursion of the interpreter passes through ExecOne or Eval: the parser bounds a
+  // template's nesting, this bounds what macros calling macros add to it (Python's recursion
+  // limit, for Jinja2).
+  static constexpr int kMaxDepth = 1000;
+  struct DepthGuard {
+    explicit DepthGuard(int* depth) : depth(depth) { ++*depth; }
+    ~DepthGuard() { --*depth; }
+    int* depth;
+  };
+  absl::Status TooDeep(int line) const {
+    return LineError(line, Cat("recursion deeper than ", kMaxDepth,
+                               " levels (a macro calling "
+                               "itself?)"));
+  }
+
   absl::Status ExecOne(const Stmt& s, std::string* out) {
+    DepthGuard guard(&depth_);
+    if (depth_ > kMaxDepth) return TooDeep(s.line);
+    return ExecStmt(s, out);
+  }
+
+  absl::Status ExecStmt(const Stmt& s, std::string* out) {
     switch (s.kind) {
       case Stmt::Kind::kText:
         out->append(s.text);
@@ -350,6 +371,12 @@ class Interpreter {
   }
 
   absl::StatusOr<Value> Eval(const Expr& e) {
+    DepthGuard guard(&depth_);
+    if (depth_ > kMaxDepth) return TooDeep(e.line);
+    return EvalExpr(e);
+  }
+
+  absl::StatusOr<Value> EvalExpr(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;
@@ -489,6 +516,7 @@ class Interpreter {
   std::vector<Scope> scopes_;
   std::vector<Value> assigned_namespaces_;
   Flow flow_ = Flow::kNormal;
+  int depth_ = 0;  // ExecOne and Eval calls in progress
 };
 
 }  // namespace

@@ -246,6 +246,44 @@ TEST(TemplateTest, ANamespaceCannotHoldItselfAndCyclesAreFreed) {
             "11");
 }
 
+// Found by the fuzzer: 4 KB of "((((" overflowed the stack in the parser. Nesting, depth and
+// recursion are bounded everywhere a template can recurse, each with an error that says so.
+TEST(TemplateTest, NoTemplateCanExhaustTheStack) {
+  auto error_of = [](const std::string& source) {
+    auto out = TryRender(source);
+    return out.ok() ? std::string("rendered") : std::string(out.status().message());
+  };
+  EXPECT_EQ(Render("{{ " + std::string(40, '(') + "1" + std::string(40, ')') + " }}"), "1");
+  EXPECT_THAT(error_of("{{ " + std::string(3000, '(') + "1" + std::string(3000, ')') + " }}"),
+              HasSubstr("nested more than"));
+  EXPECT_THAT(error_of("{{ " + std::string(3000, '[') + "1" + std::string(3000, ']') + " }}"),
+              HasSubstr("nested more than"));
+  std::string nots;
+  for (int i = 0; i < 3000; ++i) nots += "not ";
+  EXPECT_THAT(error_of("{{ " + nots + "1 }}"), HasSubstr("nested more than"));
+  EXPECT_THAT(error_of("{{ " + std::string(3000, '-') + "1 }}"), HasSubstr("nested more than"));
+  // Longer than any of those: refused before parsing.
+  EXPECT_THAT(error_of("{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}"),
+              HasSubstr("8192 tokens"));
+  std::string chain = "1";
+  for (int i = 0; i < 3000; ++i) chain += " + 1";
+  EXPECT_THAT(error_of("{{ " + chain + " }}"), HasSubstr("operations deep"));
+  std::string long_chain = "1";
+  for (int i = 0; i < 100000; ++i) long_chain += "+1";
+  EXPECT_THAT(error_of("{{ " + long_chain + " }}"), HasSubstr("tokens"));
+  std::string attrs = "x";
+  for (int i = 0; i < 3000; ++i) attrs += ".a";
+  EXPECT_THAT(error_of("{{ " + attrs + " }}"), HasSubstr("operations deep"));
+  std::string ifs;
+  for (int i = 0; i < 10000; ++i) ifs += "{% if true %}";
+  EXPECT_THAT(error_of(ifs), HasSubstr("blocks nested more than"));
+  EXPECT_THAT(error_of("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"),
+              HasSubstr("recursion deeper than"));
+  EXPECT_EQ(Render("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% else %}done{% endif %}"
+                   "{% endmacro %}{{ f(50) }}"),
+            "done");
+}
+
 TEST(TemplateTest, ParseErrors) {
   for (const char* bad :
        {"{% if %}{% endif %}", "{% if x %}", "{% endfor %}", "{{ (1, }}",
