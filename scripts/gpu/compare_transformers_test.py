@@ -171,18 +171,46 @@ class CompareTest(unittest.TestCase):
         self.assertTrue(any("top token 4" in f and "missing" in f for f in r["failures"]),
                         r["failures"])
 
+    def test_rms_over_tolerance_fails_even_when_every_error_is_within_the_max(self):
+        r = rules.compare_backend([exact_run(shift=0.1)], [ref_of(ROWS)], [GREEDY], 0.2, 0.05)
+        self.assertFalse(r["pass"])
+        self.assertAlmostEqual(r["rms_logprob_error"], 0.1)
+        self.assertEqual(r["compared"], 12)  # 3 steps x (chosen + top-3)
+        self.assertIn("RMS logprob error 0.1000 over 12 logprobs > 0.0500", r["failures"][0])
+        self.assertTrue(rules.compare_backend([exact_run(shift=0.1)], [ref_of(ROWS)], [GREEDY],
+                                              0.2, 0.11)["pass"])
+
     def test_tolerances(self):
-        self.assertEqual(rules.bf16_tolerance(None), rules.BF16_TOLERANCE_FLOOR)
-        self.assertEqual(rules.bf16_tolerance(0.001), rules.BF16_TOLERANCE_FLOOR)
-        self.assertAlmostEqual(rules.bf16_tolerance(0.2), rules.BF16_NOISE_FACTOR * 0.2)
-        self.assertEqual(rules.bf16_tolerance(50.0), rules.BF16_TOLERANCE_CAP)
+        for bf16 in (False, True):
+            self.assertEqual(rules.bf16_tolerances(None, bf16),
+                             (rules.BF16_MAX_CAP, rules.BF16_RMS_CAP))
+            self.assertEqual(rules.bf16_tolerances({"max": 0.001, "rms": 0.0001}, bf16),
+                             (rules.BF16_MAX_FLOOR, rules.BF16_RMS_FLOOR))
+            self.assertEqual(rules.bf16_tolerances({"max": 50.0, "rms": 9.0}, bf16),
+                             (rules.BF16_MAX_CAP, rules.BF16_RMS_CAP))
+        # Against f32: factor x the reference's noise; against bf16 its own noise adds.
+        t_max, t_rms = rules.bf16_tolerances({"max": 0.3, "rms": 0.1}, False)
+        self.assertAlmostEqual(t_max, rules.BF16_MAX_FACTOR * 0.3)
+        self.assertAlmostEqual(t_rms, rules.BF16_RMS_FACTOR * 0.1)
+        t_max, t_rms = rules.bf16_tolerances({"max": 0.3, "rms": 0.1}, True)
+        self.assertAlmostEqual(t_max, (rules.BF16_MAX_FACTOR + 1) * 0.3)
+        self.assertAlmostEqual(t_rms, math.sqrt(rules.BF16_RMS_FACTOR ** 2 + 1) * 0.1)
         self.assertEqual(rules.margin_tolerance(0.25), 0.5)
 
-    def test_reference_self_error(self):
+    def test_reference_noise(self):
         shifted = [[v + (0.07 if t == 1 else 0.0) for t, v in enumerate(row)] for row in ROWS]
-        e = rules.reference_self_error([exact_run()], [ref_of(ROWS)], [ref_of(shifted)])
-        self.assertAlmostEqual(e, 0.07)
-        self.assertIsNone(rules.reference_self_error([], [], []))
+        e = rules.reference_noise([exact_run()], [ref_of(ROWS)], [ref_of(shifted)])
+        self.assertAlmostEqual(e["max"], 0.07)
+        # token 1 is 3 of the 12 compared logprobs: top-3 at step 0, chosen and top-3 at step 1
+        self.assertAlmostEqual(e["rms"], 0.07 * math.sqrt(3 / 12))
+        self.assertIsNone(rules.reference_noise([], [], []))
+
+    def test_token_ids_without_a_reference_logprob_fail(self):
+        refs = ref_of(ROWS)
+        del refs[1]["lp"][3]
+        r = rules.compare_backend([exact_run()], [refs], [GREEDY], 0.1)
+        self.assertFalse(r["pass"])
+        self.assertIn("no reference logprob", r["failures"][0])
 
     def test_same_logits_runs(self):
         a = exact_run()

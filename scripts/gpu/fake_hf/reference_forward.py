@@ -3,8 +3,8 @@ Qwen3ForCausalLM (modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py, eag
 for the fake torch/transformers that let compare_transformers.py's transformers path run where
 torch is not installed (compare_transformers_test.py). Slow (about 1M multiply-adds per token on
 the reference models, a few seconds per hundred tokens) but exact to f64, and with bf16=True it
-rounds to bf16 where transformers running in bf16 does, which is how the README's bf16 noise
-figures were measured:
+rounding="hf_bf16" rounds to bf16 where transformers running in bf16 does (ROUNDING_SITES), which
+is how the README's bf16 noise figures were measured:
 
   * Linear layers: bf16 inputs and weights, f32 accumulation, output rounded to bf16 (bias added
     before the rounding, as addmm does);
@@ -84,15 +84,33 @@ def rope_inv_freq(config, head_dim):
     return out
 
 
+# Where activations round to bf16 (round_bf16), by emulation:
+#   None          nowhere: f64 throughout (transformers in f32, to ~1e-7);
+#   "hf_bf16"     transformers in bf16 (the list in the module docstring);
+#   "tandem_cuda" tandem's cuda backend as common/backend/cuda/cuda_backend.cc writes it: f32
+#                 residual stream and QKV GEMM output; RMSNorm outputs, q/k/v after the f32 RoPE
+#                 (the KV pool is bf16), attention probabilities and output, the O, gate/up and
+#                 down GEMM outputs and the SwiGLU output in bf16 (an estimate of its noise only:
+#                 its kernels' internal orders are not emulated).
+ROUNDING_SITES = {
+    None: frozenset(),
+    "hf_bf16": frozenset({"qkv", "o", "gate_up", "down", "norm_mid", "norm_out", "qk_norm",
+                          "rope_cs", "rope_mul", "rope_sum", "scores", "probs", "attn_out",
+                          "act", "act_up", "residual"}),
+    "tandem_cuda": frozenset({"norm_out", "q_k_v", "probs", "attn_out", "o", "gate_up", "down",
+                              "act_up"}),
+}
+
+
 class ReferenceModel:
     """One model folder's weights; hidden_states() gives the final normed hidden state per
     position, reusing the K/V of the longest previously computed prefix."""
 
-    def __init__(self, model_dir, bf16):
+    def __init__(self, model_dir, rounding=None):
         with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
             self.config = c = json.load(f)
         self.arch = c["architectures"][0]
-        self.bf16 = bf16
+        self.sites = ROUNDING_SITES[rounding]
         self.w = {k: v[1] for k, v in
                   read_safetensors(os.path.join(model_dir, "model.safetensors")).items()}
         self.shapes = {}
@@ -106,8 +124,8 @@ class ReferenceModel:
             self.w["lm_head.weight"] = self.w["model.embed_tokens.weight"]
         self.cache = []  # (tokens, k[layer][pos], v[layer][pos], out[pos])
 
-    def r(self, values):
-        return round_bf16(values) if self.bf16 else values
+    def r(self, values, site):
+        return round_bf16(values) if site in self.sites else values
 
     def rows(self, name, cols):
         flat = self.w[name]
@@ -119,26 +137,28 @@ class ReferenceModel:
             self.shapes[key] = self.rows(name, cols)
         return self.shapes[key]
 
-    def linear(self, name, x):
+    def linear(self, name, x, site):
         rows = self.matrix(name + ".weight", len(x))
         y = [sum(map(float.__mul__, row, x)) for row in rows]
         bias = self.w.get(name + ".bias")
         if bias is not None:
             y = [a + b for a, b in zip(y, bias)]
-        return self.r(y)
+        return self.r(y, site)
 
-    def rms_norm(self, name, x):
+    def rms_norm(self, name, x, mid="norm_mid", out="norm_out"):
         scale = 1.0 / math.sqrt(sum(v * v for v in x) / len(x) + self.eps)
-        normed = self.r([v * scale for v in x])
-        return self.r([a * b for a, b in zip(self.w[name], normed)])
+        normed = self.r([v * scale for v in x], mid)
+        return self.r([a * b for a, b in zip(self.w[name], normed)], out)
 
     def rope(self, x, pos):
         half = self.head_dim // 2
         ang = [pos * f for f in self.inv_freq]
-        cos, sin = self.r([math.cos(a) for a in ang] * 2), self.r([math.sin(a) for a in ang] * 2)
+        cos = self.r([math.cos(a) for a in ang] * 2, "rope_cs")
+        sin = self.r([math.sin(a) for a in ang] * 2, "rope_cs")
         rot = [-v for v in x[half:]] + x[:half]
-        return self.r([a + b for a, b in zip(self.r([v * c for v, c in zip(x, cos)]),
-                                             self.r([v * s for v, s in zip(rot, sin)]))])
+        return self.r([a + b for a, b in zip(self.r([v * c for v, c in zip(x, cos)], "rope_mul"),
+                                             self.r([v * s for v, s in zip(rot, sin)], "rope_mul"))],
+                      "rope_sum")
 
     def heads_of(self, flat, n):
         d = self.head_dim
@@ -151,34 +171,40 @@ class ReferenceModel:
         for layer in range(self.layers):
             p = f"model.layers.{layer}."
             h = self.rms_norm(p + "input_layernorm.weight", x)
-            q = self.heads_of(self.linear(p + "self_attn.q_proj", h), self.heads)
-            k = self.heads_of(self.linear(p + "self_attn.k_proj", h), self.kv_heads)
-            v = self.heads_of(self.linear(p + "self_attn.v_proj", h), self.kv_heads)
+            q = self.heads_of(self.linear(p + "self_attn.q_proj", h, "qkv"), self.heads)
+            k = self.heads_of(self.linear(p + "self_attn.k_proj", h, "qkv"), self.kv_heads)
+            v = self.heads_of(self.linear(p + "self_attn.v_proj", h, "qkv"), self.kv_heads)
             if self.arch == "Qwen3ForCausalLM":
-                q = [self.rms_norm(p + "self_attn.q_norm.weight", t) for t in q]
-                k = [self.rms_norm(p + "self_attn.k_norm.weight", t) for t in k]
-            q = [self.rope(t, pos) for t in q]
-            k = [self.rope(t, pos) for t in k]
+                q = [self.rms_norm(p + "self_attn.q_norm.weight", t, "qk_norm", "qk_norm")
+                     for t in q]
+                k = [self.rms_norm(p + "self_attn.k_norm.weight", t, "qk_norm", "qk_norm")
+                     for t in k]
+            q = [self.r(self.rope(t, pos), "q_k_v") for t in q]
+            k = [self.r(self.rope(t, pos), "q_k_v") for t in k]
+            v = [self.r(t, "q_k_v") for t in v]
             ks[layer].append(k)
             vs[layer].append(v)
             out = []
             for head in range(self.heads):
                 g = head // group
-                scores = self.r([sum(map(float.__mul__, q[head], kk[g])) for kk in ks[layer]])
-                scores = self.r([s * scale for s in scores])
+                scores = self.r([sum(map(float.__mul__, q[head], kk[g])) for kk in ks[layer]],
+                                "scores")
+                scores = self.r([s * scale for s in scores], "scores")
                 top = max(scores)
                 e = [math.exp(s - top) for s in scores]
                 total = sum(e)
-                probs = self.r([v_ / total for v_ in e])
+                probs = self.r([v_ / total for v_ in e], "probs")
                 out += self.r([sum(pr * vv[g][i] for pr, vv in zip(probs, vs[layer]))
-                               for i in range(self.head_dim)])
-            x = self.r([a + b for a, b in zip(x, self.linear(p + "self_attn.o_proj", out))])
+                               for i in range(self.head_dim)], "attn_out")
+            attn = self.linear(p + "self_attn.o_proj", out, "o")
+            x = self.r([a + b for a, b in zip(x, attn)], "residual")
             h = self.rms_norm(p + "post_attention_layernorm.weight", x)
-            gate = self.linear(p + "mlp.gate_proj", h)
-            up = self.linear(p + "mlp.up_proj", h)
-            act = self.r([g_ / (1.0 + math.exp(-g_)) for g_ in gate])
-            mlp = self.linear(p + "mlp.down_proj", self.r([a * b for a, b in zip(act, up)]))
-            x = self.r([a + b for a, b in zip(x, mlp)])
+            gate = self.linear(p + "mlp.gate_proj", h, "gate_up")
+            up = self.linear(p + "mlp.up_proj", h, "gate_up")
+            act = self.r([g_ / (1.0 + math.exp(-g_)) for g_ in gate], "act")
+            mlp = self.linear(p + "mlp.down_proj", self.r([a * b for a, b in zip(act, up)],
+                                                          "act_up"), "down")
+            x = self.r([a + b for a, b in zip(x, mlp)], "residual")
         return self.rms_norm("model.norm.weight", x)
 
     def hidden_states(self, tokens):

@@ -55,7 +55,7 @@ class _CausalLM:
     base_model_prefix = "model"
 
     def __init__(self, model_dir, dtype):
-        ref = ReferenceModel(model_dir, bf16=dtype is torch.bfloat16)
+        ref = ReferenceModel(model_dir, "hf_bf16" if dtype is torch.bfloat16 else None)
         with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as f:
             self.config = _Config(json.load(f))
         self.model = _Base(ref)
