@@ -257,6 +257,7 @@ def compare_with_transformers(model_dir, args, torch, transformers):
                     print(f"compare_transformers.py: WARNING {model_dir} {label}: {w}",
                           file=sys.stderr)
             refs[label] = hf_reference(torch, model, prompts, runs, args.max_tokens)
+            entry.setdefault("reference_tokens", {})[label] = refs[label][0]
             entry[f"{label}_seconds"] = round(time.monotonic() - start, 2)
             entry["transformers_class"] = type(model).__name__
             del model
@@ -271,6 +272,7 @@ def compare_with_transformers(model_dir, args, torch, transformers):
         entry["backends"][name] = b
         if "error" in t:
             continue
+        b["tokens"] = [r["tokens"] for r in t["runs"]]
         bf16_steps, f32_steps = refs["hf_bf16"][1][name], refs["hf_f32"][1][name]
         if RUNS[name][2]:
             noise = rules.reference_noise(t["runs"], bf16_steps, f32_steps)
