@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -85,10 +86,13 @@ def run_tandem(binary, model_dir, prompts_file, prompts, args, backend, extra, t
         cmd += ["--threads", str(args.threads)]
     cmd += extra
     start = time.monotonic()
+    limit = min(args.tandem_timeout, args.deadline - start)
+    if limit < 1:
+        return {"error": "not run: out of the --time-budget", "command": cmd}
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.tandem_timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {args.tandem_timeout} s", "command": cmd}
+        return {"error": f"timed out after {limit:.0f} s", "command": cmd}
     out = {"seconds": round(time.monotonic() - start, 2), "command": cmd}
     if p.returncode != 0:
         out["error"] = f"exit {p.returncode}: {p.stderr.strip()[-2000:]}"
@@ -396,7 +400,24 @@ def table(report):
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+class Terminated(BaseException):  # not caught by the per-model "except Exception"
+    """SIGTERM (run.sh's time limit): write what is done and stop."""
+
+
+def on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def write_report(report, path):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1, default=str)
+    os.replace(path + ".tmp", path)
+
+
 def main(argv):
+    start = time.monotonic()
+    signal.signal(signal.SIGTERM, on_sigterm)
     here = os.path.dirname(os.path.abspath(__file__))
     default_bin = os.path.join(os.environ["TANDEM_BINARY_DIR"], "bin", "tandem-generate") \
         if os.environ.get("TANDEM_BINARY_DIR") else \
@@ -410,7 +431,12 @@ def main(argv):
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--threads", type=int, default=min(16, os.cpu_count() or 1))
-    parser.add_argument("--tandem-timeout", type=int, default=300)
+    parser.add_argument("--tandem-timeout", type=int, default=120,
+                        help="seconds one tandem-generate run may take (default 120)")
+    parser.add_argument("--time-budget", type=int, default=480,
+                        help="seconds for everything (default 480, inside run.sh's 540-second "
+                        "part): what is left unrun then fails, and the report is written after "
+                        "each model and on SIGTERM")
     parser.add_argument("--self-check", action="store_true")
     parser.add_argument("--runs", default=",".join(RUNS),
                         help=f"which tandem runs (default all: {','.join(RUNS)})")
@@ -432,6 +458,7 @@ def main(argv):
     if not args.prompt_lengths or min(args.prompt_lengths) < 1:
         parser.error("--prompt-lengths must be positive")
     args.tandem_generate = os.path.abspath(args.tandem_generate)
+    args.deadline = start + args.time_budget
     if not 1 <= args.top_k <= REF_TOP:
         parser.error(f"--top-k must be in 1..{REF_TOP}")
 
@@ -470,16 +497,23 @@ def main(argv):
         except Missing as e:
             report.update({"error": str(e), "exit_code": 2})
     if report["error"] is None:
-        for d in dirs:
-            print(f"compare_transformers.py: {d}", file=sys.stderr, flush=True)
-            entry = self_check(d, args) if args.self_check else \
-                compare_with_transformers(d, args, torch, transformers)
-            report["models"].append(entry)
-        report["pass"] = all(m["pass"] for m in report["models"])
+        try:
+            for d in dirs:
+                if time.monotonic() >= args.deadline:
+                    report["models"].append({"name": model_name(d), "dir": d, "pass": False,
+                                             "error": "not run: out of the --time-budget",
+                                             "backends": {}})
+                    continue
+                print(f"compare_transformers.py: {d}", file=sys.stderr, flush=True)
+                entry = self_check(d, args) if args.self_check else \
+                    compare_with_transformers(d, args, torch, transformers)
+                report["models"].append(entry)
+                write_report(report, args.out)  # what is done survives a kill
+        except Terminated:
+            report["error"] = f"terminated (SIGTERM) after {len(report['models'])} model(s)"
+        report["pass"] = not report["error"] and all(m["pass"] for m in report["models"])
         report["exit_code"] = 0 if report["pass"] else 1
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1, default=str)
+    write_report(report, args.out)
     with open(args.out, encoding="utf-8") as f:
         problems = report_problems(json.load(f))
     if report["models"]:

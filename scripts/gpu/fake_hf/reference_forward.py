@@ -2,9 +2,9 @@
 Qwen3ForCausalLM (modeling_llama.py / modeling_qwen2.py / modeling_qwen3.py, eager attention),
 for the fake torch/transformers that let compare_transformers.py's transformers path run where
 torch is not installed (compare_transformers_test.py). Slow (about 1M multiply-adds per token on
-the reference models, a few seconds per hundred tokens) but exact to f64, and with bf16=True it
-rounding="hf_bf16" rounds to bf16 where transformers running in bf16 does (ROUNDING_SITES), which
-is how the README's bf16 noise figures were measured:
+the reference models, a few seconds per hundred tokens) but exact to f64; with rounding="hf_bf16"
+it rounds to bf16 where transformers running in bf16 does (ROUNDING_SITES below; "tandem_cuda":
+where tandem's cuda backend does), which is how the README's bf16 noise figures were measured:
 
   * Linear layers: bf16 inputs and weights, f32 accumulation, output rounded to bf16 (bias added
     before the rounding, as addmm does);
@@ -156,9 +156,9 @@ class ReferenceModel:
         cos = self.r([math.cos(a) for a in ang] * 2, "rope_cs")
         sin = self.r([math.sin(a) for a in ang] * 2, "rope_cs")
         rot = [-v for v in x[half:]] + x[:half]
-        return self.r([a + b for a, b in zip(self.r([v * c for v, c in zip(x, cos)], "rope_mul"),
-                                             self.r([v * s for v, s in zip(rot, sin)], "rope_mul"))],
-                      "rope_sum")
+        x_cos = self.r([v * c for v, c in zip(x, cos)], "rope_mul")
+        rot_sin = self.r([v * s for v, s in zip(rot, sin)], "rope_mul")
+        return self.r([a + b for a, b in zip(x_cos, rot_sin)], "rope_sum")
 
     def heads_of(self, flat, n):
         d = self.head_dim
