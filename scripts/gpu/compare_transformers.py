@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the scripts (or in a pack)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_rules as rules  # noqa: E402
 
