@@ -43,11 +43,12 @@ F32_TOLERANCE = 0.02
 # noisy; against the bf16 reference the reference's own noise adds (max: + 1x; RMS: in
 # quadrature, sqrt(factor^2 + 1)x). Each within a floor and a cap: an error over the cap is a
 # bug, not rounding. Measured with fake_hf/reference_forward.py's emulations on the reference
-# models' prompts (README, "Comparison with transformers"): transformers' bf16 noise max 0.50 /
-# RMS 0.13 on llama; an emulation of tandem's cuda roundings against f64 0.40 / 0.084 and
-# against the bf16 emulation 0.66 / 0.155, against tolerances of 1.49 / 0.26 and 1.99 / 0.29.
+# models' prompts (README, "Comparison with transformers"): transformers' bf16 noise max 0.45-1.03
+# / RMS 0.12-0.24; an emulation of tandem's cuda roundings within 1/2.3 of the tolerances (max)
+# and 1/1.8 (RMS), e.g. on llama 0.40 / 0.084 against f64 (tolerances 1.49 / 0.26) and 0.66 /
+# 0.155 against the bf16 emulation (1.99 / 0.29).
 BF16_MAX_FACTOR, BF16_MAX_FLOOR, BF16_MAX_CAP = 3.0, 0.15, 2.5
-BF16_RMS_FACTOR, BF16_RMS_FLOOR, BF16_RMS_CAP = 2.0, 0.05, 0.5
+BF16_RMS_FACTOR, BF16_RMS_FLOOR, BF16_RMS_CAP = 2.0, 0.05, 0.6
 # Two tandem runs of the same logits (host sampling with logprobs vs device sampling without):
 # they must choose the same tokens except on exact ties.
 SAME_LOGITS_TIE = 1e-3
