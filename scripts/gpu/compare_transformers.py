@@ -18,8 +18,11 @@ and top-20 logprobs, different thread counts) and checks the first against the s
 same rules and f32 tolerance, checks that --backend cuda either works or fails cleanly, and writes
 and re-reads the JSON. Exit 0 or 1.
 
-Usage: compare_transformers.py [--tandem-generate PATH] [--out FILE] [--max-tokens N]
-           [--top-k K] [--self-check] MODEL_DIR... (a folder of model folders counts as each)
+Usage: compare_transformers.py [--tandem-generate PATH] [--out FILE] [--self-check]
+           [--max-tokens N] [--top-k K] [--time-budget S] [--runs A,B] [--prompt-lengths A,B]
+           [--backend-override cpu] MODEL_DIR... (a folder of model folders counts as each)
+Defaults: --tandem-generate $TANDEM_BINARY_DIR/bin/tandem-generate (else build/bin/), --out
+$TANDEM_RESULTS_DIR/compare_transformers.json (else ./), 32 tokens, top-5, 480 s, every run.
 """
 
 import argparse
