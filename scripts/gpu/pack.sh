@@ -25,8 +25,16 @@ GPU_TESTS=(
 GPU_BENCHES=(
   "tandem-bench-gpu --out {out}"
 )
+# The comparison with transformers (run.sh reference): "script [args]", the scripts copied to the
+# pack's top level; {pack} becomes the pack's folder and {out} the results folder there. Its models
+# are made here by make_reference_models.sh into data/reference-models/.
+REFERENCES=(
+  "compare_transformers.py --tandem-generate {pack}/bin/tandem-generate --out {out}/reference.json {pack}/data/reference-models"
+)
+REFERENCE_SCRIPTS=(compare_transformers.py compare_rules.py)
 # CPU binaries the GPU integration tests start (through $TANDEM_BINARY_DIR/bin/NAME).
 CPU_BINARIES=(
+  tandem-generate
   tandem-prefill
   tandem-decode
   tandem-router
@@ -180,6 +188,14 @@ for f in "${DATA_FILES[@]}"; do
   mkdir -p "$pack/data/$(dirname "$f")"
   cp -r "$root/$f" "$pack/data/$f"
 done
+if [ "${#REFERENCES[@]}" -gt 0 ]; then
+  for f in "${REFERENCE_SCRIPTS[@]}"; do cp "$root/scripts/gpu/$f" "$pack/$f"; done
+  TANDEM_MAKE_MODEL="$build/bin/tandem-make-model" \
+    "$root/scripts/gpu/make_reference_models.sh" "$pack/data/reference-models" >&2 ||
+    die "make_reference_models.sh failed"
+  rm -rf "$pack/data/reference-models/.tokenizer"
+fi
+printf '%s\n' "${REFERENCES[@]}" > "$pack/references.txt"
 cp "$root/scripts/gpu/run.sh" "$pack/run.sh"
 chmod +x "$pack/run.sh"
 printf '%s\n' "${test_entries[@]}" > "$pack/tests.txt"
@@ -195,6 +211,7 @@ printf '%s\n' "${bench_entries[@]}" > "$pack/benches.txt"
   echo "glibc:   $(ldd --version | head -1)"
   echo "tests:   ${tests[*]}"
   echo "benches: ${bench_entries[*]}"
+  echo "references: ${REFERENCES[*]}"
   echo "cpu:     ${cpu_bins[*]}"
   echo "cuda libraries the pack expects on the GPU machine (not packed):"
   for f in "$pack"/libexec/*; do ldd "$f" 2>/dev/null | awk '$3 ~ /^\/usr\/local\/cuda/ {print "  " $1}'; done | sort -u

@@ -290,7 +290,8 @@ run_commands() {  # LIST_FILE KIND
     seconds=$(($(date +%s) - start))
     echo "$name: rc $rc, ${seconds}s"
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then failures+=("$2 $name timed out after ${limit}s")
-    elif [ "$rc" -eq 3 ] && [ "$2" = reference ]; then no_gpu+=("$2 $name: no usable GPU (exit 3)")
+    elif [ "$rc" -eq 2 ] && [ "$2" = reference ]; then
+      failures+=("$2 $name could not compare: torch, transformers or a GPU is missing (its JSON says which)")
     elif [ "$rc" -ne 0 ]; then failures+=("$2 $name exited $rc"); fi
     bench_json+=("{\"kind\": \"$2\", \"name\": $(json_str "$name"), \"args\": $(json_str "$args"), \"ran\": true, \"rc\": $rc, \"seconds\": $seconds, \"limit_s\": $limit}")
   done < "$1"

@@ -175,7 +175,9 @@ has hang run.log 'tandem_transport_cuda_gpu_tests not run'
 FAKE_BENCH_RC=2 check bench_fails 1 "GPU CHECK FAILED (bench)" bench
 has bench_fails run.log 'bench tandem-bench-gpu exited 2'
 lacks bench_fails run.log '==== test '
-FAKE_REFERENCE_RC=3 check reference_no_gpu 3 "NO USABLE GPU (reference)" reference
+FAKE_REFERENCE_RC=2 check reference_no_torch 1 "GPU CHECK FAILED (reference)" reference
+has reference_no_torch run.log 'torch, transformers or a GPU is missing'
+lacks reference_no_torch run.log '==== (test|bench) ' 
 
 # 8. A packed binary whose library is missing fails the check, even when every test passes.
 if command -v cc > /dev/null; then
