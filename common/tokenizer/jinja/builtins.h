@@ -22,6 +22,10 @@ absl::StatusOr<bool> ApplyTest(std::string_view name, const Value& input, const 
 // The method `name` of `object` bound to it (`"a,b".split`, `d.items`), if it has one.
 std::optional<Value> GetMethod(const Value& object, std::string_view name);
 
+// Calls the method `name` of `object` (e.g. "upper") with `args`; an error if it has none.
+absl::StatusOr<Value> CallMethod(const Value& object, std::string_view name,
+                                 const CallArgs& args = {});
+
 // Adds range(), namespace() and dict() to `globals` (existing entries win).
 void AddDefaultGlobals(ValueDict* globals);
 

@@ -343,6 +343,14 @@ std::optional<Value> GetMethod(const Value& object, std::string_view name) {
   return std::nullopt;
 }
 
+absl::StatusOr<Value> CallMethod(const Value& object, std::string_view name, const CallArgs& args) {
+  auto m = GetMethod(object, name);
+  if (!m) {
+    return TypeError(Cat("'", object.TypeName(), "' object has no attribute '", name, "'"));
+  }
+  return m->as_function()(args);
+}
+
 absl::StatusOr<Value> SliceValue(const Value& seq, std::optional<int64_t> start,
                                  std::optional<int64_t> stop, std::optional<int64_t> step) {
   const int64_t st = step.value_or(1);

@@ -127,6 +127,29 @@ TEST(TemplateTest, Filters) {
             "cart has 3 items (42.2%)");
 }
 
+// Every name in the filter table, aliases included, reaches its filter; string filters take any
+// value as its string.
+TEST(TemplateTest, FilterNamesAndAliases) {
+  EXPECT_EQ(Render("{{ x | d('y') }} {{ '<a&b>' | e }} {{ '<i>' | escape }} {{ 'abc' | count }} "
+                   "{{ 5 | string }}{{ '<' | safe }}"),
+            "y &lt;a&amp;b&gt; &lt;i&gt; 3 5<");
+  EXPECT_EQ(Render("{{ 12 | upper }} {{ none | lower }} {{ 1234 | replace('2', 'x') }} "
+                   "{{ x | trim }}| {{ 'aXb' | trim('a') }}"),
+            "12 none 1x34 | Xb");
+  EXPECT_EQ(Render("{{ [3, 1, 2] | min }} {{ [3, 1, 2] | max }} {{ [] | min }}| "
+                   "{{ [{'a': 1}, {'a': 2}] | sum(attribute='a') }} {{ -3 | abs }}"),
+            "1 3 | 3 3");
+  EXPECT_EQ(
+      Render("{{ [1, 2, 3] | join('-') }} {{ 'ab' | reverse }} {{ ['x', 'y'] | first | upper }}"),
+      "1-2-3 ba X");
+  EXPECT_EQ(Render("{{ [{'r': 'a'}, {'r': 'b'}] | rejectattr('r', 'equalto', 'a') "
+                   "| map(attribute='r') | list }} {{ [1, 0] | reject | list }}"),
+            "['b'] [0]");
+  auto unknown = TryRender("{{ 'x' | nope }}");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown filter 'nope'"));
+}
+
 TEST(TemplateTest, Tests) {
   EXPECT_EQ(Render("{{ x is defined }} {{ y is undefined }} {{ none is none }} {{ 1 is integer }} "
                    "{{ 1.0 is float }} {{ 'a' is string }} {{ {} is mapping }}",
