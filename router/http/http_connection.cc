@@ -238,21 +238,18 @@ void HttpConnection::StartGeneration(OpenAiEndpoint endpoint, Request& request) 
   const ServedModel& model = context_->runner->model();
   // The router's own id (sent back in X-Request-Id): node calls and Cancel RPCs go by it, so a
   // client's id, which need not be unique, is not used.
-  request_id_ = MakeRequestId();
-  parsed->run_options.request_id = request_id_;
+  std::string request_id = MakeRequestId();
+  parsed->run_options.request_id = request_id;
   const std::string id =
-      absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-", request_id_);
-  sink_ = std::make_shared<HttpResponseSink>(
+      absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-", request_id);
+  auto sink = std::make_shared<HttpResponseSink>(
       parsed->output, *model.tokenizer, id, model.name, absl::ToUnixSeconds(absl::Now()),
       std::weak_ptr<StreamOutput>(shared_from_this()), kMaxQueuedStreamBytes);
-  keep_alive_ = keep_alive;
-  generation_open_ = true;
-  generation_finished_ = false;
-  stream_header_queued_ = false;
+  generation_ = {
+      .sink = sink, .open = true, .keep_alive = keep_alive, .request_id = std::move(request_id)};
   ++context_->open_responses;
 
   auto self = shared_from_this();
-  auto sink = sink_;
   RequestRunner* runner = context_->runner;
   const bool launched =
       context_->threads.Launch(sink, [self, sink, runner, generate = std::move(parsed->request),
@@ -264,8 +261,7 @@ void HttpConnection::StartGeneration(OpenAiEndpoint endpoint, Request& request) 
         });
       });
   if (!launched) {
-    sink_.reset();
-    generation_open_ = false;
+    generation_ = {};
     --context_->open_responses;
     SendError(ShuttingDownError(), false);
     return;
@@ -274,7 +270,7 @@ void HttpConnection::StartGeneration(OpenAiEndpoint endpoint, Request& request) 
 }
 
 void HttpConnection::OnGenerationDone(FinalResponse final) {
-  generation_finished_ = true;
+  generation_.finished = true;
   if (closed_) return;
   switch (final.kind) {
     case FinalResponse::Kind::kNothing:
@@ -283,15 +279,15 @@ void HttpConnection::OnGenerationDone(FinalResponse final) {
     case FinalResponse::Kind::kStreamTail:
       QueueStreamData(std::move(final.body), /*report_to_sink=*/false);
       Enqueue({.kind = WriteItem::Kind::kChunkLast});
-      Enqueue({.kind = WriteItem::Kind::kEndOfResponse, .keep_alive = keep_alive_});
+      Enqueue({.kind = WriteItem::Kind::kEndOfResponse, .keep_alive = generation_.keep_alive});
       return;
     case FinalResponse::Kind::kComplete: {
-      auto response = MakeResponse(final.status, std::move(final.body), keep_alive_);
+      auto response = MakeResponse(final.status, std::move(final.body), generation_.keep_alive);
       if (final.retry_after) {
         response->set(http::field::retry_after,
                       std::to_string(context_->options.retry_after_seconds));
       }
-      SendResponse(std::move(response), keep_alive_);
+      SendResponse(std::move(response), generation_.keep_alive);
       return;
     }
   }
@@ -304,7 +300,9 @@ std::shared_ptr<HttpConnection::Response> HttpConnection::MakeResponse(int statu
   response->result(static_cast<unsigned>(status));
   response->set(http::field::server, kServerName);
   response->set(http::field::content_type, "application/json");
-  if (generation_open_ && !request_id_.empty()) response->set("X-Request-Id", request_id_);
+  if (generation_.open && !generation_.request_id.empty()) {
+    response->set("X-Request-Id", generation_.request_id);
+  }
   response->keep_alive(keep_alive);
   response->body() = std::move(body);
   response->prepare_payload();
@@ -337,8 +335,8 @@ void HttpConnection::CloseConnection() {
 
 void HttpConnection::QueueStreamData(std::string data, bool report_to_sink) {
   if (closed_) return;
-  if (!stream_header_queued_) {
-    stream_header_queued_ = true;
+  if (!generation_.stream_header_queued) {
+    generation_.stream_header_queued = true;
     Enqueue({.kind = WriteItem::Kind::kStreamHeader});
   }
   if (data.empty()) return;
@@ -364,23 +362,26 @@ void HttpConnection::WriteNext() {
     writing_ = true;
     // A running stream is bounded by the request's deadline (the sink's Abort); everything else
     // must make progress.
-    if (!generation_open_ || generation_finished_) stream_.tcp().expires_after(kWriteTimeout);
+    if (!generation_.open || generation_.finished) stream_.tcp().expires_after(kWriteTimeout);
     auto done = beast::bind_front_handler(&HttpConnection::OnWritten, shared_from_this());
     switch (item.kind) {
       case WriteItem::Kind::kMessage:
         http::async_write(stream_, *item.message, std::move(done));
         break;
-      case WriteItem::Kind::kStreamHeader:
-        stream_header_.emplace(http::status::ok, version_);
-        stream_header_->set(http::field::server, kServerName);
-        stream_header_->set(http::field::content_type, "text/event-stream");
-        stream_header_->set(http::field::cache_control, "no-cache");
-        if (!request_id_.empty()) stream_header_->set("X-Request-Id", request_id_);
-        stream_header_->keep_alive(keep_alive_);
-        stream_header_->chunked(true);
-        header_serializer_.emplace(*stream_header_);
-        http::async_write_header(stream_, *header_serializer_, std::move(done));
+      case WriteItem::Kind::kStreamHeader: {
+        generation_.stream_header.reset(new StreamHeader{.header{http::status::ok, version_}});
+        StreamHeader& stream_header = *generation_.stream_header;
+        auto& header = stream_header.header;
+        header.set(http::field::server, kServerName);
+        header.set(http::field::content_type, "text/event-stream");
+        header.set(http::field::cache_control, "no-cache");
+        if (!generation_.request_id.empty()) header.set("X-Request-Id", generation_.request_id);
+        header.keep_alive(generation_.keep_alive);
+        header.chunked(true);
+        stream_header.serializer.emplace(header);
+        http::async_write_header(stream_, *stream_header.serializer, std::move(done));
         break;
+      }
       case WriteItem::Kind::kChunk:
         net::async_write(stream_, http::make_chunk(net::buffer(item.data)), std::move(done));
         break;
@@ -403,22 +404,15 @@ void HttpConnection::OnWritten(beast::error_code ec, size_t) {
   }
   WriteItem item = std::move(queue_.front());
   queue_.pop_front();
-  if (item.kind == WriteItem::Kind::kChunk && item.report_to_sink && sink_ != nullptr) {
-    sink_->BytesWritten(static_cast<int64_t>(item.data.size()));
+  if (item.kind == WriteItem::Kind::kChunk && item.report_to_sink && generation_.sink != nullptr) {
+    generation_.sink->BytesWritten(static_cast<int64_t>(item.data.size()));
   }
   WriteNext();
 }
 
 void HttpConnection::EndOfResponse(bool keep_alive) {
-  if (generation_open_) {
-    generation_open_ = false;
-    --context_->open_responses;
-  }
-  sink_.reset();
-  header_serializer_.reset();
-  stream_header_.reset();
-  stream_header_queued_ = false;
-  request_id_.clear();
+  if (generation_.open) --context_->open_responses;
+  generation_ = {};
   if (!keep_alive || context_->shutting_down.load()) {
     GracefulClose();
     return;
@@ -457,7 +451,7 @@ void HttpConnection::OnWatchRead(beast::error_code ec, size_t bytes) {
     ReadRequest();
     return;
   }
-  if (generation_open_ && !ec) WatchForClose();
+  if (generation_.open && !ec) WatchForClose();
 }
 
 void HttpConnection::GracefulClose() {
@@ -492,9 +486,9 @@ void HttpConnection::Linger() {
 void HttpConnection::Close() {
   if (closed_) return;
   closed_ = true;
-  if (sink_ != nullptr) sink_->ClientClosed();
-  if (generation_open_) {
-    generation_open_ = false;
+  if (generation_.sink != nullptr) generation_.sink->ClientClosed();
+  if (generation_.open) {
+    generation_.open = false;
     --context_->open_responses;
   }
   // A write in progress still owns its buffers: keep it until its handler runs.

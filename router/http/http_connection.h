@@ -123,17 +123,26 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection>, publ
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   bool closed_ = false;
 
-  // The generation request in progress.
-  std::shared_ptr<HttpResponseSink> sink_;
-  bool generation_open_ = false;      // counted in context_->open_responses
-  bool generation_finished_ = false;  // the runner returned
-  bool keep_alive_ = false;
-  unsigned version_ = 11;
-  std::string request_id_;
-  bool stream_header_queued_ = false;
-  std::optional<boost::beast::http::response<boost::beast::http::empty_body>> stream_header_;
-  std::optional<boost::beast::http::response_serializer<boost::beast::http::empty_body>>
-      header_serializer_;
+  unsigned version_ = 11;  // the HTTP version of the request being answered
+
+  // A stream's header, kept with its serializer (which points into it) until the response ends.
+  struct StreamHeader {
+    boost::beast::http::response<boost::beast::http::empty_body> header;
+    std::optional<boost::beast::http::response_serializer<boost::beast::http::empty_body>>
+        serializer;
+  };
+  // The generation response in progress: set in one assignment when it starts, reset in one when
+  // its response ends (no write is in flight at either point).
+  struct Generation {
+    std::shared_ptr<HttpResponseSink> sink;
+    bool open = false;      // counted in context_->open_responses
+    bool finished = false;  // the runner returned
+    bool keep_alive = false;
+    std::string request_id;
+    bool stream_header_queued = false;
+    std::unique_ptr<StreamHeader> stream_header;
+  };
+  Generation generation_;
 
   bool watching_ = false;
   bool read_after_watch_ = false;
