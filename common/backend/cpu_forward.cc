@@ -47,16 +47,16 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
 
   const int hidden = config_.hidden_size;
   NormRows(weights_.final_norm, s.x.data(), s.h.data(), s.num_logit_rows);
-  GemmArgs lm;
-  lm.x = s.h.data();
-  lm.ldx = hidden;
-  lm.rows = s.num_logit_rows;
-  lm.k = hidden;
-  lm.w = weights_.lm_head;
-  lm.n = config_.vocab_size;
-  lm.y = out.logits.data();
-  lm.ldy = config_.vocab_size;
-  Gemm(lm, *threads_);
+  // logits = h · lm_headᵀ
+  Gemm({.x = s.h.data(),
+        .ldx = hidden,
+        .rows = s.num_logit_rows,
+        .k = hidden,
+        .w = weights_.lm_head,
+        .n = config_.vocab_size,
+        .y = out.logits.data(),
+        .ldy = config_.vocab_size},
+       *threads_);
   return absl::OkStatus();
 }
 
@@ -116,17 +116,17 @@ void CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
   const int inter = config_.intermediate_size;
 
   NormRows(w.input_norm, s.x.data(), s.h.data(), tokens);
-  GemmArgs qkv;
-  qkv.x = s.h.data();
-  qkv.ldx = hidden;
-  qkv.rows = tokens;
-  qkv.k = hidden;
-  qkv.w = w.wqkv;
-  qkv.n = qkv_size;
-  qkv.bias = w.bqkv;
-  qkv.y = s.qkv.data();
-  qkv.ldy = qkv_size;
-  Gemm(qkv, *threads_);
+  // qkv = h · Wqkvᵀ + bqkv
+  Gemm({.x = s.h.data(),
+        .ldx = hidden,
+        .rows = tokens,
+        .k = hidden,
+        .w = w.wqkv,
+        .n = qkv_size,
+        .bias = w.bqkv,
+        .y = s.qkv.data(),
+        .ldy = qkv_size},
+       *threads_);
   QkvPostprocess(l, batch, tokens);
 
   const int n = static_cast<int>(rows.size());
@@ -140,30 +140,30 @@ void CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
     }
   }
 
-  GemmArgs o;
-  o.x = s.attn.data();
-  o.ldx = q_size;
-  o.rows = n;
-  o.k = q_size;
-  o.w = w.wo;
-  o.n = hidden;
-  o.bias = w.bo;
-  o.y = s.x.data();
-  o.ldy = hidden;
-  o.accumulate = true;  // residual
-  Gemm(o, *threads_);
+  // x += attn · Woᵀ + bo (the residual)
+  Gemm({.x = s.attn.data(),
+        .ldx = q_size,
+        .rows = n,
+        .k = q_size,
+        .w = w.wo,
+        .n = hidden,
+        .bias = w.bo,
+        .y = s.x.data(),
+        .ldy = hidden,
+        .accumulate = true},
+       *threads_);
 
   NormRows(w.post_norm, s.x.data(), s.h.data(), n);
-  GemmArgs gate_up;
-  gate_up.x = s.h.data();
-  gate_up.ldx = hidden;
-  gate_up.rows = n;
-  gate_up.k = hidden;
-  gate_up.w = w.w_gate_up;
-  gate_up.n = 2 * inter;
-  gate_up.y = s.gate_up.data();
-  gate_up.ldy = 2 * inter;
-  Gemm(gate_up, *threads_);
+  // gate_up = h · W_gate_upᵀ
+  Gemm({.x = s.h.data(),
+        .ldx = hidden,
+        .rows = n,
+        .k = hidden,
+        .w = w.w_gate_up,
+        .n = 2 * inter,
+        .y = s.gate_up.data(),
+        .ldy = 2 * inter},
+       *threads_);
   threads_->ParallelFor(
       n,
       [&](int64_t begin, int64_t end) {
@@ -174,17 +174,17 @@ void CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
       },
       kRowGrain);
 
-  GemmArgs down;
-  down.x = s.act.data();
-  down.ldx = inter;
-  down.rows = n;
-  down.k = inter;
-  down.w = w.w_down;
-  down.n = hidden;
-  down.y = s.x.data();
-  down.ldy = hidden;
-  down.accumulate = true;  // residual
-  Gemm(down, *threads_);
+  // x += act · W_downᵀ (the residual)
+  Gemm({.x = s.act.data(),
+        .ldx = inter,
+        .rows = n,
+        .k = inter,
+        .w = w.w_down,
+        .n = hidden,
+        .y = s.x.data(),
+        .ldy = hidden,
+        .accumulate = true},
+       *threads_);
 }
 
 void CpuBackend::QkvPostprocess(int l, const ForwardBatch& batch, int tokens) {
