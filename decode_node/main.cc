@@ -8,7 +8,6 @@
 #include "common/serving/grpc_server.h"
 #include "common/serving/node_engine.h"
 #include "common/serving/node_kv_transport.h"
-#include "common/tls/tls_flags.h"
 #include "common/util/cli_flags.h"
 #include "common/util/ready_file.h"
 #include "decode_node/decode_metrics.h"
@@ -17,42 +16,11 @@
 
 namespace {
 
-const std::string kUsage =
-    R"(Usage: tandem-decode --model DIR [options]
+constexpr char kIntro[] = R"(Usage: tandem-decode --model DIR [options]
 
 A decode node: reserves KV blocks for prompts that prefill nodes compute (they write the KV over
 UCX; UCX_TLS picks the transport: tcp, posix/sysv shared memory, ...), decodes with continuous
 batching, and can also prefill locally (colocated mode, short prompts).
-
-  --model DIR                   Hugging Face model directory
-  --served-model-name NAME      model name reported to the router (default: the dir's name)
-  --node-id NAME                name shown in log lines
-  --listen HOST:PORT            gRPC address (default 0.0.0.0:50061; port 0 = any free port)
-  --metrics-listen HOST:PORT    Prometheus /metrics address (default 0.0.0.0:9401; port 0 = any
-                                free port; "" = no metrics endpoint)
-  --drain-timeout-ms N          on SIGINT/SIGTERM: time in-flight requests get to finish before
-                                they are cancelled; health turns NOT_SERVING at once (default
-                                30000)
-  --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
-                                "pid": N} there
-  --lease-ms N                  default lease on reserved blocks (default 30000)
-  --max-lease-ms N              longest lease a caller may ask for; longer ones are refused
-                                (default 60000)
-  --reserve-wait-timeout-ms N   a reservation waiting longer than N ms for free KV blocks is
-                                refused with RESOURCE_EXHAUSTED (default 10000)
-  --max-waiting-reservations N  reservations waiting for blocks beyond N are refused at once
-                                (default 1024)
-)" + std::string(tandem::kNodeBackendFlagsUsage) +
-    tandem::kTlsServerFlagsUsage +
-    R"(  --kv-advertise HOST:PORT      --kv-transport nccl: this node's gRPC address as prefill nodes
-                                reach it
-  --threads N                   CPU threads (default: all cores)
-  --kv-cache-mb N               KV pool size in MiB (default 256)
-  --block-size N                tokens per KV block (default 16; prefill nodes must match)
-  --max-num-batched-tokens N    token budget per step (default 512)
-  --max-num-seqs N              sequences decoding at once (default 64)
-  --no-prefix-caching           disable the prefix cache
-  --help                        this text
 )";
 
 struct DecodeMainOptions {
@@ -77,18 +45,36 @@ int main(int argc, char** argv) {
   tandem::AddNodeEngineFlags(flags, &o.node);
   o.kv.owner = true;  // before the flags: a prefill node also dials (--node-tls-*)
   tandem::AddNodeKvTransportFlags(flags, &o.kv);
-  flags.String("listen", &o.listen);
-  flags.String("metrics-listen", &o.metrics_listen);
-  flags.String("ready-file", &o.ready_file);
-  flags.Number("drain-timeout-ms", &o.drain_timeout_ms);
-  flags.Number("lease-ms", &o.lease_ms);
-  flags.Number("max-lease-ms", &o.max_lease_ms);
-  flags.Number("reserve-wait-timeout-ms", &o.reserve_wait_timeout_ms);
-  flags.Number("max-waiting-reservations", &o.max_waiting_reservations);
+  flags.Section("Node");
+  flags.String("listen", &o.listen,
+               {"HOST:PORT", "gRPC address (default 0.0.0.0:50061; port 0 = any free port)"});
+  flags.String("metrics-listen", &o.metrics_listen,
+               {"HOST:PORT",
+                "Prometheus /metrics address (default 0.0.0.0:9401; port 0 = any free port; \"\" "
+                "= no metrics endpoint)"});
+  flags.Number("drain-timeout-ms", &o.drain_timeout_ms,
+               {"N",
+                "on SIGINT/SIGTERM: time in-flight requests get to finish before they are "
+                "cancelled; health turns NOT_SERVING at once (default 30000)"});
+  flags.String(
+      "ready-file", &o.ready_file,
+      {"PATH", "once serving, write {\"grpc\": ADDRESS, \"metrics\": ADDRESS, \"pid\": N} there"});
+  flags.Section("Reservations");
+  flags.Number("lease-ms", &o.lease_ms, {"N", "default lease on reserved blocks (default 30000)"});
+  flags.Number(
+      "max-lease-ms", &o.max_lease_ms,
+      {"N", "longest lease a caller may ask for; longer ones are refused (default 60000)"});
+  flags.Number("reserve-wait-timeout-ms", &o.reserve_wait_timeout_ms,
+               {"N",
+                "a reservation waiting longer than N ms for free KV blocks is refused with "
+                "RESOURCE_EXHAUSTED (default 10000)"});
+  flags.Number(
+      "max-waiting-reservations", &o.max_waiting_reservations,
+      {"N", "reservations waiting for blocks beyond N are refused at once (default 1024)"});
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage.c_str(), stdout);
+    std::fputs(flags.Help(kIntro).c_str(), stdout);
     return 0;
   }
   if (error.empty() && (o.lease_ms < 1 || o.max_lease_ms < o.lease_ms)) {

@@ -8,7 +8,6 @@
 #include "common/serving/grpc_server.h"
 #include "common/serving/node_engine.h"
 #include "common/serving/node_kv_transport.h"
-#include "common/tls/tls_flags.h"
 #include "common/util/cli_flags.h"
 #include "common/util/ready_file.h"
 #include "prefill_node/prefill_metrics.h"
@@ -17,32 +16,11 @@
 
 namespace {
 
-const std::string kUsage = R"(Usage: tandem-prefill --model DIR [options]
+constexpr char kIntro[] = R"(Usage: tandem-prefill --model DIR [options]
 
 A prefill node: computes prompts in chunks (batched, with a prefix cache), writes their KV straight
 into the blocks a decode node reserved (UCX RMA; UCX_TLS picks the transport), samples the first
 token and hands the request to the decode node.
-
-  --model DIR                   Hugging Face model directory
-  --served-model-name NAME      model name reported to the router (default: the dir's name)
-  --node-id NAME                name shown in log lines
-  --listen HOST:PORT            gRPC address (default 0.0.0.0:50071; port 0 = any free port)
-  --metrics-listen HOST:PORT    Prometheus /metrics address (default 0.0.0.0:9402; port 0 = any
-                                free port; "" = no metrics endpoint)
-  --drain-timeout-ms N          on SIGINT/SIGTERM: time in-flight requests get to finish before
-                                they are cancelled; health turns NOT_SERVING at once (default
-                                30000)
-  --ready-file PATH             once serving, write {"grpc": ADDRESS, "metrics": ADDRESS,
-                                "pid": N} there
-)" + std::string(tandem::kNodeBackendFlagsUsage) +
-                           tandem::kTlsServerFlagsUsage + tandem::kTlsClientFlagsUsage +
-                           R"(  --threads N                   CPU threads (default: all cores)
-  --kv-cache-mb N               KV pool size in MiB (default 256)
-  --block-size N                tokens per KV block (default 16; decode nodes must match)
-  --max-num-batched-tokens N    token budget per step = prefill chunk size (default 512)
-  --max-num-seqs N              prompts prefilling at once (default 64)
-  --no-prefix-caching           disable the prefix cache
-  --help                        this text
 )";
 
 struct PrefillMainOptions {
@@ -63,14 +41,24 @@ int main(int argc, char** argv) {
   tandem::AddNodeEngineFlags(flags, &o.node);
   o.kv.owner = false;  // before the flags: a prefill node also dials (--node-tls-*)
   tandem::AddNodeKvTransportFlags(flags, &o.kv);
-  flags.String("listen", &o.listen);
-  flags.String("metrics-listen", &o.metrics_listen);
-  flags.String("ready-file", &o.ready_file);
-  flags.Number("drain-timeout-ms", &o.drain_timeout_ms);
+  flags.Section("Node");
+  flags.String("listen", &o.listen,
+               {"HOST:PORT", "gRPC address (default 0.0.0.0:50071; port 0 = any free port)"});
+  flags.String("metrics-listen", &o.metrics_listen,
+               {"HOST:PORT",
+                "Prometheus /metrics address (default 0.0.0.0:9402; port 0 = any free port; \"\" "
+                "= no metrics endpoint)"});
+  flags.Number("drain-timeout-ms", &o.drain_timeout_ms,
+               {"N",
+                "on SIGINT/SIGTERM: time in-flight requests get to finish before they are "
+                "cancelled; health turns NOT_SERVING at once (default 30000)"});
+  flags.String(
+      "ready-file", &o.ready_file,
+      {"PATH", "once serving, write {\"grpc\": ADDRESS, \"metrics\": ADDRESS, \"pid\": N} there"});
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage.c_str(), stdout);
+    std::fputs(flags.Help(kIntro).c_str(), stdout);
     return 0;
   }
   if (error.empty() && o.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";

@@ -19,7 +19,7 @@ namespace {
 
 using tandem::RouterOptions;
 
-constexpr char kUsage[] =
+constexpr char kIntro[] =
     R"(Usage: tandem-router --model DIR (--decode ADDRS | --decode-dns NAME:PORT)
                      [--prefill ADDRS | --prefill-dns NAME:PORT] [options]
 
@@ -28,56 +28,6 @@ Serves the OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v
 validates and tokenizes each request, places it on a decode node and a prefill node (or
 prefills on the decode node), and streams the detokenized output back. Prometheus metrics on
 their own port (/metrics).
-
-Model:
-  --model DIR                  Hugging Face model directory (tokenizer.json, config.json,
-                               tokenizer_config.json); weights are not read
-  --served-model-name NAME     the name requests give in `model` (default: DIR's base name)
-Serving:
-  --listen HOST:PORT           gRPC address (default 127.0.0.1:0; port 0 picks a free port)
-  --http-listen HOST:PORT      OpenAI-compatible HTTP address (default 127.0.0.1:0; "" = off)
-  --http-threads N             HTTP I/O threads (default 2; requests run on their own threads)
-  --max-body-bytes N           larger HTTP request bodies get 413 (default 8388608)
-  --api-key KEY[,KEY...]       HTTP /v1/* and gRPC Generate requests must send
-                               "Authorization: Bearer KEY" (repeatable: any listed key works)
-  --api-key-file PATH          more keys, one a line ('#' comments); re-read on SIGHUP
-  --metrics-listen HOST:PORT   Prometheus /metrics address (default 127.0.0.1:0; "" = off)
-  --max-concurrent-requests N  requests in flight beyond N are refused with gRPC
-                               RESOURCE_EXHAUSTED / HTTP 429 (default 4096)
-  --ready-file PATH            once serving, write {"grpc": "127.0.0.1:PORT", "http": ...,
-                               "metrics": ..., "pid": N} there
-Nodes:
-  --prefill A:P,B:P            prefill nodes (static list)
-  --decode C:P,...             decode nodes (static list)
-  --prefill-dns NAME:PORT      prefill nodes: every address of NAME (a headless service)
-  --decode-dns NAME:PORT       decode nodes: every address of NAME
-  --dns-refresh-ms N           re-resolve the DNS names this often (default 5000)
-  --health-interval-ms N       health check + GetLoad of every node this often (default 500)
-Placement:
-  --mode disaggregated|colocated
-                               disaggregated (default): decode node reserves, prefill node
-                               prefills; colocated: the decode node does both (no prefill nodes)
-  --policy round_robin|least_loaded|prefix_aware
-                               how nodes are picked (default prefix_aware: the prefill node
-                               with the longest cached prefix of the prompt, ties by load)
-  --local-prefill-threshold N  prefill on the decode node when the prompt's part that the
-                               chosen prefill node has not cached is shorter than N tokens
-                               (default 0: never)
-Requests:
-  --max-retries N              retries of a request that failed before its first token was
-                               sent, each on another node pair (default 2)
-  --lease-ms N                 lease on the decode node's reserved KV blocks (default 30000)
-  --request-timeout-ms N       a whole request, unless the client's deadline is sooner
-                               (default 600000)
-  --first-token-timeout-ms N   one attempt's wait for its first token (default 60000)
-  --kv-wait-timeout-ms N       no decode node reports room for the prompt's KV: wait up to N ms
-                               for room, then answer UNAVAILABLE / HTTP 503 (default 10000)
-  --max-kv-waiting-requests N  at most N requests wait for KV room; the rest get UNAVAILABLE at
-                               once (default 1024)
-  --drain-timeout-ms N         on SIGINT/SIGTERM: time in-flight streams get to finish
-                               (default 30000)
-  --verbose                    debug logs (one line per placement)
-  --help                       this text
 )";
 
 std::string ParseAddressList(std::string_view value, std::vector<std::string>* out) {
@@ -88,85 +38,141 @@ std::string ParseAddressList(std::string_view value, std::vector<std::string>* o
   return out->empty() ? "expects a comma-separated list of HOST:PORT" : "";
 }
 
-// Declares every flag against `o`, parses argv, then checks what single flags cannot.
-std::string ParseFlags(int argc, char** argv, RouterOptions* o, bool* help, bool* verbose) {
-  tandem::FlagSet flags;
-  flags.String("model", &o->model_dir);
-  flags.String("served-model-name", &o->served_model_name);
-  flags.String("listen", &o->listen);
-  flags.String("http-listen", &o->http_listen);
-  flags.Number("http-threads", &o->http_threads);
-  flags.Number("max-body-bytes", &o->max_body_bytes);
-  flags.Custom("api-key", [o](std::string_view v) -> std::string {
-    for (absl::string_view key :
-         absl::StrSplit(absl::string_view(v.data(), v.size()), ',', absl::SkipWhitespace())) {
-      o->api_keys.emplace_back(key);
-    }
-    return "";
-  });
-  flags.String("api-key-file", &o->api_key_file);
-  tandem::AddTlsServerFlags(flags, &o->tls);
-  tandem::AddTlsClientFlags(flags, &o->pool.node_tls);
-  flags.String("metrics-listen", &o->metrics_listen);
-  flags.Number("max-concurrent-requests", &o->max_concurrent_requests);
-  flags.String("ready-file", &o->ready_file);
-  flags.Custom("prefill",
+// Declares every flag against `o` with its --help line.
+void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
+  flags.Section("Model");
+  flags.String("model", &o->model_dir,
+               {"DIR",
+                "Hugging Face model directory (tokenizer.json, config.json, "
+                "tokenizer_config.json); weights are not read"});
+  flags.String("served-model-name", &o->served_model_name,
+               {"NAME", "the name requests give in `model` (default: DIR's base name)"});
+  flags.Section("Serving");
+  flags.String("listen", &o->listen,
+               {"HOST:PORT", "gRPC address (default 127.0.0.1:0; port 0 picks a free port)"});
+  flags.String("http-listen", &o->http_listen,
+               {"HOST:PORT", "OpenAI-compatible HTTP address (default 127.0.0.1:0; \"\" = off)"});
+  flags.Number("http-threads", &o->http_threads,
+               {"N", "HTTP I/O threads (default 2; requests run on their own threads)"});
+  flags.Number("max-body-bytes", &o->max_body_bytes,
+               {"N", "larger HTTP request bodies get 413 (default 8388608)"});
+  flags.Custom("api-key",
+               {"KEY[,KEY...]",
+                "HTTP /v1/* and gRPC Generate requests must send \"Authorization: Bearer KEY\" "
+                "(repeatable: any listed key works)"},
+               [o](std::string_view v) -> std::string {
+                 for (absl::string_view key : absl::StrSplit(absl::string_view(v.data(), v.size()),
+                                                             ',', absl::SkipWhitespace())) {
+                   o->api_keys.emplace_back(key);
+                 }
+                 return "";
+               });
+  flags.String("api-key-file", &o->api_key_file,
+               {"PATH", "more keys, one a line ('#' comments); re-read on SIGHUP"});
+  flags.String("metrics-listen", &o->metrics_listen,
+               {"HOST:PORT", "Prometheus /metrics address (default 127.0.0.1:0; \"\" = off)"});
+  flags.Number("max-concurrent-requests", &o->max_concurrent_requests,
+               {"N",
+                "requests in flight beyond N are refused with gRPC RESOURCE_EXHAUSTED / HTTP 429 "
+                "(default 4096)"});
+  flags.String("ready-file", &o->ready_file,
+               {"PATH",
+                "once serving, write {\"grpc\": \"127.0.0.1:PORT\", \"http\": ..., \"metrics\": "
+                "..., \"pid\": N} there"});
+  flags.Section("Nodes");
+  flags.Custom("prefill", {"A:P,B:P", "prefill nodes (static list)"},
                [o](std::string_view v) { return ParseAddressList(v, &o->pool.prefill.addresses); });
-  flags.Custom("decode",
+  flags.Custom("decode", {"C:P,...", "decode nodes (static list)"},
                [o](std::string_view v) { return ParseAddressList(v, &o->pool.decode.addresses); });
-  flags.String("prefill-dns", &o->pool.prefill.dns_name);
-  flags.String("decode-dns", &o->pool.decode.dns_name);
-  flags.Number("dns-refresh-ms", &o->pool.dns_refresh_ms);
-  flags.Number("health-interval-ms", &o->pool.health_interval_ms);
-  flags.Custom("mode", [o](std::string_view v) -> std::string {
-    auto mode = tandem::ParseServingMode(v);
-    if (!mode.has_value()) return "expects disaggregated or colocated";
-    o->placement.mode = *mode;
-    return "";
-  });
-  flags.Custom("policy", [o](std::string_view v) -> std::string {
-    auto policy = tandem::ParsePlacementPolicy(v);
-    if (!policy.has_value()) return "expects round_robin, least_loaded or prefix_aware";
-    o->placement.policy = *policy;
-    return "";
-  });
-  flags.Number("local-prefill-threshold", &o->placement.local_prefill_threshold);
-  flags.Number("max-retries", &o->max_retries);
-  flags.Number("lease-ms", &o->lease_ms);
-  flags.Number("request-timeout-ms", &o->request_timeout_ms);
-  flags.Number("first-token-timeout-ms", &o->first_token_timeout_ms);
-  flags.Number("kv-wait-timeout-ms", &o->kv_wait_timeout_ms);
-  flags.Number("max-kv-waiting-requests", &o->max_kv_waiting_requests);
-  flags.Number("drain-timeout-ms", &o->drain_timeout_ms);
-  flags.Switch("verbose", verbose);
-  std::string error = flags.Parse(argc, argv, help);
-  if (!error.empty() || *help) return error;
+  flags.String("prefill-dns", &o->pool.prefill.dns_name,
+               {"NAME:PORT", "prefill nodes: every address of NAME (a headless service)"});
+  flags.String("decode-dns", &o->pool.decode.dns_name,
+               {"NAME:PORT", "decode nodes: every address of NAME"});
+  flags.Number("dns-refresh-ms", &o->pool.dns_refresh_ms,
+               {"N", "re-resolve the DNS names this often (default 5000)"});
+  flags.Number("health-interval-ms", &o->pool.health_interval_ms,
+               {"N", "health check + GetLoad of every node this often (default 500)"});
+  flags.Section("Placement");
+  flags.Custom("mode",
+               {"disaggregated|colocated",
+                "disaggregated (default): decode node reserves, prefill node prefills; "
+                "colocated: the decode node does both (no prefill nodes)"},
+               [o](std::string_view v) -> std::string {
+                 auto mode = tandem::ParseServingMode(v);
+                 if (!mode.has_value()) return "expects disaggregated or colocated";
+                 o->placement.mode = *mode;
+                 return "";
+               });
+  flags.Custom("policy",
+               {"round_robin|least_loaded|prefix_aware",
+                "how nodes are picked (default prefix_aware: the prefill node with the longest "
+                "cached prefix of the prompt, ties by load)"},
+               [o](std::string_view v) -> std::string {
+                 auto policy = tandem::ParsePlacementPolicy(v);
+                 if (!policy.has_value())
+                   return "expects round_robin, least_loaded or prefix_aware";
+                 o->placement.policy = *policy;
+                 return "";
+               });
+  flags.Number("local-prefill-threshold", &o->placement.local_prefill_threshold,
+               {"N",
+                "prefill on the decode node when the prompt's part that the chosen prefill node "
+                "has not cached is shorter than N tokens (default 0: never)"});
+  flags.Section("Requests");
+  flags.Number("max-retries", &o->max_retries,
+               {"N",
+                "retries of a request that failed before its first token was sent, each on "
+                "another node pair (default 2)"});
+  flags.Number("lease-ms", &o->lease_ms,
+               {"N", "lease on the decode node's reserved KV blocks (default 30000)"});
+  flags.Number("request-timeout-ms", &o->request_timeout_ms,
+               {"N", "a whole request, unless the client's deadline is sooner (default 600000)"});
+  flags.Number("first-token-timeout-ms", &o->first_token_timeout_ms,
+               {"N", "one attempt's wait for its first token (default 60000)"});
+  flags.Number("kv-wait-timeout-ms", &o->kv_wait_timeout_ms,
+               {"N",
+                "no decode node reports room for the prompt's KV: wait up to N ms for room, then "
+                "answer UNAVAILABLE / HTTP 503 (default 10000)"});
+  flags.Number("max-kv-waiting-requests", &o->max_kv_waiting_requests,
+               {"N",
+                "at most N requests wait for KV room; the rest get UNAVAILABLE at once (default "
+                "1024)"});
+  flags.Number("drain-timeout-ms", &o->drain_timeout_ms,
+               {"N", "on SIGINT/SIGTERM: time in-flight streams get to finish (default 30000)"});
+  flags.Switch("verbose", verbose, "debug logs (one line per placement)");
+  flags.Section("TLS (files re-read when they change; the HTTPS listener also on SIGHUP)");
+  tandem::AddTlsServerFlags(flags, &o->tls);
+  flags.Section("TLS towards the nodes");
+  tandem::AddTlsClientFlags(flags, &o->pool.node_tls);
+}
 
-  if (o->model_dir.empty()) return "--model DIR is required";
-  if (o->pool.decode.addresses.empty() && o->pool.decode.dns_name.empty()) {
+// Checks what single flags cannot; "" when the options are consistent.
+std::string ValidateRouterOptions(const RouterOptions& o) {
+  if (o.model_dir.empty()) return "--model DIR is required";
+  if (o.pool.decode.addresses.empty() && o.pool.decode.dns_name.empty()) {
     return "give the decode nodes: --decode HOST:PORT,... or --decode-dns NAME:PORT";
   }
-  const bool has_prefill = !o->pool.prefill.addresses.empty() || !o->pool.prefill.dns_name.empty();
-  if (o->placement.mode == tandem::ServingMode::kDisaggregated && !has_prefill) {
+  const bool has_prefill = !o.pool.prefill.addresses.empty() || !o.pool.prefill.dns_name.empty();
+  if (o.placement.mode == tandem::ServingMode::kDisaggregated && !has_prefill) {
     return "--mode disaggregated (the default) needs --prefill HOST:PORT,... or --prefill-dns "
            "NAME:PORT; use --mode colocated to run without prefill nodes";
   }
-  if (o->placement.mode == tandem::ServingMode::kColocated && has_prefill) {
+  if (o.placement.mode == tandem::ServingMode::kColocated && has_prefill) {
     return "--mode colocated uses no prefill nodes: drop --prefill/--prefill-dns";
   }
-  if (o->pool.dns_refresh_ms < 1) return "--dns-refresh-ms must be >= 1";
-  if (o->pool.health_interval_ms < 1) return "--health-interval-ms must be >= 1";
-  if (o->placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
-  if (o->max_retries < 0) return "--max-retries must be >= 0";
-  if (o->lease_ms < 1) return "--lease-ms must be >= 1";
-  if (o->request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
-  if (o->first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";
-  if (o->kv_wait_timeout_ms < 0) return "--kv-wait-timeout-ms must be >= 0";
-  if (o->max_kv_waiting_requests < 0) return "--max-kv-waiting-requests must be >= 0";
-  if (o->drain_timeout_ms < 0) return "--drain-timeout-ms must be >= 0";
-  if (o->http_threads < 1) return "--http-threads must be >= 1";
-  if (o->max_body_bytes < 1024) return "--max-body-bytes must be >= 1024";
-  if (o->max_concurrent_requests < 1) return "--max-concurrent-requests must be >= 1";
+  if (o.pool.dns_refresh_ms < 1) return "--dns-refresh-ms must be >= 1";
+  if (o.pool.health_interval_ms < 1) return "--health-interval-ms must be >= 1";
+  if (o.placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
+  if (o.max_retries < 0) return "--max-retries must be >= 0";
+  if (o.lease_ms < 1) return "--lease-ms must be >= 1";
+  if (o.request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
+  if (o.first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";
+  if (o.kv_wait_timeout_ms < 0) return "--kv-wait-timeout-ms must be >= 0";
+  if (o.max_kv_waiting_requests < 0) return "--max-kv-waiting-requests must be >= 0";
+  if (o.drain_timeout_ms < 0) return "--drain-timeout-ms must be >= 0";
+  if (o.http_threads < 1) return "--http-threads must be >= 1";
+  if (o.max_body_bytes < 1024) return "--max-body-bytes must be >= 1024";
+  if (o.max_concurrent_requests < 1) return "--max-concurrent-requests must be >= 1";
   return "";
 }
 
@@ -177,16 +183,14 @@ int main(int argc, char** argv) {
   RouterOptions options;
   bool help = false;
   bool verbose = false;
-  std::string error = ParseFlags(argc, argv, &options, &help, &verbose);
+  tandem::FlagSet flags;
+  AddRouterFlags(flags, &options, &verbose);
+  std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage, stdout);
-    std::fputs("TLS (files re-read when they change; the HTTPS listener also on SIGHUP):\n",
-               stdout);
-    std::fputs(tandem::kTlsServerFlagsUsage, stdout);
-    std::fputs("TLS towards the nodes:\n", stdout);
-    std::fputs(tandem::kTlsClientFlagsUsage, stdout);
+    std::fputs(flags.Help(kIntro).c_str(), stdout);
     return 0;
   }
+  if (error.empty()) error = ValidateRouterOptions(options);
   if (!error.empty()) {
     std::fprintf(stderr, "tandem-router: %s\n", error.c_str());
     return 2;

@@ -41,13 +41,8 @@ constexpr int kExitFailed = 1;
 constexpr int kExitNoGpu = 2;
 constexpr int kExitUsage = 64;
 
-const char kUsage[] =
-    "usage: tandem-bench-gpu [--out DIR] [--quick] [--device N] [--sections LIST]\n"
-    "  --out DIR       write DIR/bench_gpu.json (created if missing)\n"
-    "  --quick         few repetitions: a smoke run of every section (numbers are noisier)\n"
-    "  --device N      CUDA device (default 0)\n"
-    "  --sections LIST comma-separated subset of decode,prefill,attention,kv_copy (default: all;\n"
-    "                  the roofline always runs: the other sections' floors come from it)\n";
+constexpr char kIntro[] =
+    "usage: tandem-bench-gpu [--out DIR] [--quick] [--device N] [--sections LIST]\n";
 
 struct MainOptions {
   std::string out_dir;
@@ -230,18 +225,23 @@ int main(int argc, char** argv) {
   tandem::bench::MainOptions options;
   std::string sections;
   tandem::FlagSet flags;
-  flags.String("out", &options.out_dir);
-  flags.Switch("quick", &options.quick);
-  flags.Number("device", &options.device);
-  flags.String("sections", &sections);
+  flags.String("out", &options.out_dir, {"DIR", "write DIR/bench_gpu.json (created if missing)"});
+  flags.Switch("quick", &options.quick,
+               "few repetitions: a smoke run of every section (numbers are noisier)");
+  flags.Number("device", &options.device, {"N", "CUDA device (default 0)"});
+  flags.String("sections", &sections,
+               {"LIST",
+                "comma-separated subset of decode,prefill,attention,kv_copy (default: all; the "
+                "roofline always runs: the other sections' floors come from it)"});
+  const std::string usage = flags.Help(tandem::bench::kIntro);
   bool help = false;
   const std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::printf("%s", tandem::bench::kUsage);
+    std::fputs(usage.c_str(), stdout);
     return 0;
   }
   if (!error.empty()) {
-    std::fprintf(stderr, "tandem-bench-gpu: %s\n%s", error.c_str(), tandem::bench::kUsage);
+    std::fprintf(stderr, "tandem-bench-gpu: %s\n%s", error.c_str(), usage.c_str());
     return tandem::bench::kExitUsage;
   }
   if (!sections.empty()) {
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
       const std::string name(s);
       if (name != "decode" && name != "prefill" && name != "attention" && name != "kv_copy") {
         std::fprintf(stderr, "tandem-bench-gpu: unknown section '%s'\n%s", name.c_str(),
-                     tandem::bench::kUsage);
+                     usage.c_str());
         return tandem::bench::kExitUsage;
       }
       options.sections.insert(name);

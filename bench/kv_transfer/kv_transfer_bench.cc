@@ -45,22 +45,7 @@ struct Options {
   bool verbose = false;
 };
 
-constexpr const char* kUsage = R"(tandem-bench-kv-transfer: KV write bandwidth through UcxTransport
-
-  --tls STR               UCX_TLS for both processes ("tcp", "posix,sysv,self"; "" = UCX's own)
-  --total-mib N           data per run (default 512)
-  --message-bytes N       bytes per put (default 1048576)
-  --copies-per-write N    puts per Write call (default: about 16 MiB per Write)
-  --in-flight N           Write calls outstanding (default 4)
-  --pool-bytes N          pool size on each side; message offsets wrap (default 67108864;
-                          the message size: every put to the same place, as ucx_perftest)
-  --allocate              the target's pool is allocated by UCX (shared-memory peers write directly)
-  --repeat N              timed runs (default 3; the best is reported)
-  --warmup-mib N          untimed data first (default 32)
-  --busy-poll-us N        progress-thread spin before sleeping (default 50)
-  --json PATH             write the results as JSON
-  --verbose               print the endpoint's UCX lanes
-)";
+constexpr char kIntro[] = "tandem-bench-kv-transfer: KV write bandwidth through UcxTransport\n";
 
 int RunTarget(const Options& o) {
   UcxTransportOptions to;
@@ -274,23 +259,34 @@ int RunWriter(const Options& o, const char* self) {
 int main(int argc, char** argv) {
   tandem::Options o;
   tandem::FlagSet flags;
-  flags.String("role", &o.role);
-  flags.String("tls", &o.tls);
-  flags.Number("total-mib", &o.total_mib);
-  flags.Number("message-bytes", &o.message_bytes);
-  flags.Number("copies-per-write", &o.copies_per_write);
-  flags.Number("in-flight", &o.in_flight);
-  flags.Number("pool-bytes", &o.pool_bytes);
-  flags.Switch("allocate", &o.allocate);
-  flags.Number("repeat", &o.repeat);
-  flags.Number("warmup-mib", &o.warmup_mib);
-  flags.Number("busy-poll-us", &o.busy_poll_us);
-  flags.String("json", &o.json);
-  flags.Switch("verbose", &o.verbose);
+  flags.String("role", &o.role,
+               {"writer|target",
+                "writer (default) runs the benchmark; it starts itself with --role target for "
+                "the other side"});
+  flags.String(
+      "tls", &o.tls,
+      {"STR", "UCX_TLS for both processes (\"tcp\", \"posix,sysv,self\"; \"\" = UCX's own)"});
+  flags.Number("total-mib", &o.total_mib, {"N", "data per run (default 512)"});
+  flags.Number("message-bytes", &o.message_bytes, {"N", "bytes per put (default 1048576)"});
+  flags.Number("copies-per-write", &o.copies_per_write,
+               {"N", "puts per Write call (default: about 16 MiB per Write)"});
+  flags.Number("in-flight", &o.in_flight, {"N", "Write calls outstanding (default 4)"});
+  flags.Number("pool-bytes", &o.pool_bytes,
+               {"N",
+                "pool size on each side; message offsets wrap (default 67108864; the message "
+                "size: every put to the same place, as ucx_perftest)"});
+  flags.Switch("allocate", &o.allocate,
+               "the target's pool is allocated by UCX (shared-memory peers write directly)");
+  flags.Number("repeat", &o.repeat, {"N", "timed runs (default 3; the best is reported)"});
+  flags.Number("warmup-mib", &o.warmup_mib, {"N", "untimed data first (default 32)"});
+  flags.Number("busy-poll-us", &o.busy_poll_us,
+               {"N", "progress-thread spin before sleeping (default 50)"});
+  flags.String("json", &o.json, {"PATH", "write the results as JSON"});
+  flags.Switch("verbose", &o.verbose, "print the endpoint's UCX lanes");
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::cout << tandem::kUsage;
+    std::cout << flags.Help(tandem::kIntro);
     return 0;
   }
   if (!error.empty()) {

@@ -258,26 +258,38 @@ StreamStats MeasureStreams(const Options& o, Paths& paths, Path path) {
   return s;
 }
 
-std::string ParseFlags(int argc, char** argv, Options* o, bool* help) {
-  tandem::FlagSet flags;
-  flags.String("decode", &o->decode);
-  flags.String("router", &o->router);
-  flags.String("router-http", &o->router_http);
-  flags.Number("rate", &o->rate);
-  flags.Number("requests", &o->requests);
-  flags.Number("prompt-tokens", &o->prompt_tokens);
-  flags.Number("max-tokens", &o->max_tokens);
-  flags.Number("streams", &o->streams);
-  flags.Number("stream-tokens", &o->stream_tokens);
-  flags.String("model", &o->model);
-  flags.String("json", &o->json);
-  std::string error = flags.Parse(argc, argv, help);
-  if (!error.empty() || *help) return error;
-  if (o->decode.empty() || o->router.empty() || o->router_http.empty()) {
+constexpr char kIntro[] =
+    R"(Usage: tandem-bench-router-overhead --decode ADDR --router ADDR --router-http ADDR [options]
+
+Time to first token directly on a decode node, through the router's gRPC API and through its HTTP
+API, interleaved at a fixed rate; then tokens per second of concurrent streams through each.
+)";
+
+// Declares every flag against `o` with its --help line.
+void AddBenchFlags(tandem::FlagSet& flags, Options* o) {
+  flags.String("decode", &o->decode, {"ADDR", "the decode node's gRPC address (required)"});
+  flags.String("router", &o->router, {"ADDR", "the router's gRPC address (required)"});
+  flags.String("router-http", &o->router_http, {"ADDR", "the router's HTTP address (required)"});
+  flags.Number("rate", &o->rate, {"R", "requests per second, all paths together (default 8)"});
+  flags.Number("requests", &o->requests, {"N", "requests of the first phase (default 300)"});
+  flags.Number("prompt-tokens", &o->prompt_tokens, {"N", "tokens per prompt (default 64)"});
+  flags.Number("max-tokens", &o->max_tokens,
+               {"N", "tokens per request of the first phase (default 8)"});
+  flags.Number("streams", &o->streams,
+               {"N", "concurrent streams per path in the second phase (default 64)"});
+  flags.Number("stream-tokens", &o->stream_tokens, {"N", "tokens per stream (default 64)"});
+  flags.String("model", &o->model,
+               {"NAME", "model name (default: the first of the router's GET /v1/models)"});
+  flags.String("json", &o->json, {"PATH", "write the results as JSON"});
+}
+
+// Checks the flags' values; "" when they are usable.
+std::string ValidateOptions(const Options& o) {
+  if (o.decode.empty() || o.router.empty() || o.router_http.empty()) {
     return "--decode, --router and --router-http are required";
   }
-  if (o->rate <= 0 || o->requests < 3 || o->prompt_tokens < 1 || o->max_tokens < 1 ||
-      o->streams < 1 || o->stream_tokens < 2) {
+  if (o.rate <= 0 || o.requests < 3 || o.prompt_tokens < 1 || o.max_tokens < 1 || o.streams < 1 ||
+      o.stream_tokens < 2) {
     return "--rate > 0, --requests >= 3, --prompt-tokens/--max-tokens/--streams >= 1, "
            "--stream-tokens >= 2";
   }
@@ -288,15 +300,15 @@ std::string ParseFlags(int argc, char** argv, Options* o, bool* help) {
 
 int main(int argc, char** argv) {
   Options o;
+  tandem::FlagSet flags;
+  AddBenchFlags(flags, &o);
   bool help = false;
-  std::string error = ParseFlags(argc, argv, &o, &help);
+  std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::puts(
-        "tandem-bench-router-overhead --decode ADDR --router ADDR --router-http ADDR [--rate R] "
-        "[--requests N] [--prompt-tokens N] [--max-tokens N] [--streams N] [--stream-tokens N] "
-        "[--model NAME] [--json PATH]");
+    std::fputs(flags.Help(kIntro).c_str(), stdout);
     return 0;
   }
+  if (error.empty()) error = ValidateOptions(o);
   if (!error.empty()) {
     std::fprintf(stderr, "tandem-bench-router-overhead: %s\n", error.c_str());
     return 2;

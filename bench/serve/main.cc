@@ -31,7 +31,7 @@ namespace {
 using namespace tandem::bench;  // NOLINT: this file is the command line of that namespace
 using json = nlohmann::json;
 
-constexpr char kUsage[] =
+constexpr char kIntro[] =
     R"(Usage: tandem-bench --address HOST:PORT [options]
 
 Sends a dataset of requests to a server at a request rate (open loop: each request at its
@@ -39,71 +39,9 @@ arrival time, whether or not earlier ones finished) and reports throughput, TTFT
 end-to-end latency, SLO attainment and, for a sweep of rates, the goodput (the highest rate at
 which the SLO attainment stays >= the threshold). Every request asks for exactly its output
 length (max_tokens with ignore_eos).
+)";
 
-Server:
-  --api http|grpc              OpenAI-compatible HTTP (POST /v1/completions, streamed) or the
-                               router's gRPC Generate API (default http)
-  --address HOST:PORT          the server (tandem-router: --http-listen for http, --listen for grpc)
-  --base-url http://HOST:PORT  the same for http (a trailing /v1 is ignored)
-  --model NAME                 model name to send (default: http asks GET /v1/models; grpc: none)
-  --api-key KEY                HTTP: send "Authorization: Bearer KEY"
-  --temperature T              sampling temperature (default 0)
-  --timeout-s N                per-request timeout (default 600)
-Dataset:
-  --dataset NAME               random | sharegpt | shared-prefix | trace (default random)
-  --num-prompts N              requests (default 1000; trace: every line unless given)
-  --seed N                     seed of the dataset and the arrivals (default 0)
-  random:
-  --random-input-len N         mean prompt length in tokens (default 1024)
-  --random-output-len N        mean output length in tokens (default 128)
-  --random-range-ratio R       uniform lengths in [mean*(1-R), mean*(1+R)] (default 0)
-  --input-len-dist D           fixed | uniform | lognormal (default: uniform when the range ratio
-  --output-len-dist D          is > 0, else fixed)
-  --input-len-sigma S          lognormal log-space sigma (default 0.8)
-  --output-len-sigma S
-  --input-len-max N            clip drawn lengths to N (default 0: no clip)
-  --output-len-max N
-  --token-id-min N             prompt token ids are drawn from [min, max) (default 1000, 30000)
-  --token-id-max N
-  sharegpt / trace:
-  --dataset-path FILE          ShareGPT JSON file / Mooncake-format JSON-lines trace
-  --tokenizer DIR              model dir with tokenizer.json (sharegpt: counts tokens)
-  --sharegpt-output-len N      fixed output length instead of the reply's
-  --trace-time-scale X         multiply trace timestamps by X (0.5: twice as fast; default 1)
-  shared-prefix (prefix-num x prefix-questions requests):
-  --prefix-num N               system prompts (default 4)
-  --prefix-questions N         questions per system prompt (default 8)
-  --prefix-len N               system prompt tokens (default 1024)
-  --question-len N             question tokens (default 64)
-  --prefix-output-len N        output tokens (default 128)
-Load:
-  --request-rate R             requests/s, or inf: all at once (default inf)
-  --request-rates R1,R2,...    a sweep: one run per rate, goodput computed
-  --burstiness B               gamma arrivals: 1 Poisson, < 1 burstier, > 1 steadier (default 1)
-  --max-concurrency N          at most N requests in flight (default: unlimited)
-  --warmup N                   send N requests (fresh prompts of the first N's lengths) before
-                               measuring; they are not counted (default 0)
-  --run-duration-s S           each rate's run sends rate x S requests (the first of the
-                               dataset; at most --num-prompts), so every run lasts about S
-                               seconds of arrivals (default 0: the whole dataset at every rate)
-  --same-prompts-per-rate      send the same token ids at every rate of a sweep (default: each
-                               run after the first shifts the ids, so no run hits the prefix
-                               cache the previous runs filled)
-  --time-scale X               the server runs X times slower than the time it models (sim
-                               backend's --sim-time-scale): arrivals stretched, times divided
-SLO:
-  --slo-ttft-ms MS             TTFT limit
-  --slo-tpot-ms MS             TPOT limit
-  --goodput-threshold F        attainment the goodput rate must reach (default 0.9)
-Output:
-  --out FILE.json              results (config, per-run summaries, per-request records)
-  --no-requests-in-json        leave the per-request records out of the JSON
-  --plot FILE.svg              latency CDFs (and, for a sweep, attainment against the rate)
-  --title TEXT                 the plot's title
-  --no-progress                no progress bar on stderr
-  --fail-on-error              exit 1 when any request failed (default: report them, exit 0)
-  --help                       this text
-
+constexpr char kOutro[] = R"(
 Exit status: 0 when every run completed (failed requests are reported), 1 on an error (or a
 failed request with --fail-on-error), 2 for bad flags.
 )";
@@ -162,73 +100,133 @@ std::string ParseRate(std::string_view text, double* out) {
   return "";
 }
 
-std::string ParseFlags(int argc, char** argv, Options* o, bool* help) {
-  tandem::FlagSet flags;
-  flags.String("api", &o->client.api);
-  flags.String("address", &o->client.address);
-  flags.String("base-url", &o->base_url);
-  flags.String("model", &o->client.model);
-  flags.String("api-key", &o->client.api_key);
-  flags.Custom("temperature", [o](std::string_view v) -> std::string {
-    double t = 0;
-    if (!tandem::ParseFlagDouble(v, &t) || t < 0) return "expects a number >= 0";
-    o->client.temperature = static_cast<float>(t);
-    return "";
-  });
-  flags.Number("timeout-s", &o->timeout_s);
-  flags.String("dataset", &o->dataset);
-  flags.Number("num-prompts", &o->num_prompts);
-  flags.Number("seed", &o->seed);
-  flags.Number("random-input-len", &o->random_input_len);
-  flags.Number("random-output-len", &o->random_output_len);
-  flags.Number("random-range-ratio", &o->random_range_ratio);
-  flags.String("input-len-dist", &o->input_len_dist);
-  flags.String("output-len-dist", &o->output_len_dist);
-  flags.Number("input-len-sigma", &o->input_len_sigma);
-  flags.Number("output-len-sigma", &o->output_len_sigma);
-  flags.Number("input-len-max", &o->input_len_max);
-  flags.Number("output-len-max", &o->output_len_max);
-  flags.Number("token-id-min", &o->token_id_min);
-  flags.Number("token-id-max", &o->token_id_max);
-  flags.String("dataset-path", &o->dataset_path);
-  flags.String("tokenizer", &o->tokenizer);
-  flags.Number("sharegpt-output-len", &o->sharegpt_output_len);
-  flags.Number("trace-time-scale", &o->trace_time_scale);
-  flags.Number("prefix-num", &o->prefix_num);
-  flags.Number("prefix-questions", &o->prefix_questions);
-  flags.Number("prefix-len", &o->prefix_len);
-  flags.Number("question-len", &o->question_len);
-  flags.Number("prefix-output-len", &o->prefix_output_len);
-  flags.Custom("request-rate", [o](std::string_view v) { return ParseRate(v, &o->request_rate); });
-  flags.Custom("request-rates", [o](std::string_view v) -> std::string {
-    o->request_rates.clear();
-    for (absl::string_view part : absl::StrSplit(absl::string_view(v.data(), v.size()), ',')) {
-      part = absl::StripAsciiWhitespace(part);
-      double rate = 0;
-      std::string error = ParseRate(std::string_view(part.data(), part.size()), &rate);
-      if (!error.empty()) return "expects comma-separated rates > 0 (or inf)";
-      o->request_rates.push_back(rate);
-    }
-    return "";
-  });
-  flags.Number("burstiness", &o->burstiness);
-  flags.Number("max-concurrency", &o->max_concurrency);
-  flags.Number("warmup", &o->warmup);
-  flags.Switch("same-prompts-per-rate", &o->fresh_prompts_per_run, false);
-  flags.Number("time-scale", &o->time_scale);
-  flags.Number("run-duration-s", &o->run_duration_s);
-  flags.Number("slo-ttft-ms", &o->slo_ttft_ms);
-  flags.Number("slo-tpot-ms", &o->slo_tpot_ms);
-  flags.Number("goodput-threshold", &o->goodput_threshold);
-  flags.String("out", &o->out);
-  flags.String("plot", &o->plot);
-  flags.String("title", &o->title);
-  flags.Switch("no-progress", &o->no_progress);
-  flags.Switch("no-requests-in-json", &o->no_requests_in_json);
-  flags.Switch("fail-on-error", &o->fail_on_error);
-  std::string error = flags.Parse(argc, argv, help);
-  if (!error.empty() || *help) return error;
+// Declares every flag against `o` with its --help line.
+void AddBenchFlags(tandem::FlagSet& flags, Options* o) {
+  flags.Section("Server");
+  flags.String("api", &o->client.api,
+               {"http|grpc",
+                "OpenAI-compatible HTTP (POST /v1/completions, streamed) or the router's gRPC "
+                "Generate API (default http)"});
+  flags.String(
+      "address", &o->client.address,
+      {"HOST:PORT", "the server (tandem-router: --http-listen for http, --listen for grpc)"});
+  flags.String("base-url", &o->base_url,
+               {"http://HOST:PORT", "the same for http (a trailing /v1 is ignored)"});
+  flags.String("model", &o->client.model,
+               {"NAME", "model name to send (default: http asks GET /v1/models; grpc: none)"});
+  flags.String("api-key", &o->client.api_key, {"KEY", "HTTP: send \"Authorization: Bearer KEY\""});
+  flags.Custom("temperature", {"T", "sampling temperature (default 0)"},
+               [o](std::string_view v) -> std::string {
+                 double t = 0;
+                 if (!tandem::ParseFlagDouble(v, &t) || t < 0) return "expects a number >= 0";
+                 o->client.temperature = static_cast<float>(t);
+                 return "";
+               });
+  flags.Number("timeout-s", &o->timeout_s, {"N", "per-request timeout (default 600)"});
+  flags.Section("Dataset");
+  flags.String("dataset", &o->dataset,
+               {"NAME", "random | sharegpt | shared-prefix | trace (default random)"});
+  flags.Number("num-prompts", &o->num_prompts,
+               {"N", "requests (default 1000; trace: every line unless given)"});
+  flags.Number("seed", &o->seed, {"N", "seed of the dataset and the arrivals (default 0)"});
+  flags.Section("Dataset random");
+  flags.Number("random-input-len", &o->random_input_len,
+               {"N", "mean prompt length in tokens (default 1024)"});
+  flags.Number("random-output-len", &o->random_output_len,
+               {"N", "mean output length in tokens (default 128)"});
+  flags.Number("random-range-ratio", &o->random_range_ratio,
+               {"R", "uniform lengths in [mean*(1-R), mean*(1+R)] (default 0)"});
+  flags.String("input-len-dist", &o->input_len_dist,
+               {"D",
+                "fixed | uniform | lognormal (default: uniform when the range ratio is > 0, else "
+                "fixed)"});
+  flags.String("output-len-dist", &o->output_len_dist, {"D", "the same for output lengths"});
+  flags.Number("input-len-sigma", &o->input_len_sigma,
+               {"S", "lognormal log-space sigma (default 0.8)"});
+  flags.Number("output-len-sigma", &o->output_len_sigma,
+               {"S", "the same for output lengths (default 0.8)"});
+  flags.Number("input-len-max", &o->input_len_max,
+               {"N", "clip drawn lengths to N (default 0: no clip)"});
+  flags.Number("output-len-max", &o->output_len_max,
+               {"N", "the same for output lengths (default 0: no clip)"});
+  flags.Number("token-id-min", &o->token_id_min,
+               {"N", "prompt token ids are drawn from [N, --token-id-max) (default 1000)"});
+  flags.Number("token-id-max", &o->token_id_max,
+               {"N", "prompt token ids are drawn below N (default 30000)"});
+  flags.Section("Dataset sharegpt / trace");
+  flags.String("dataset-path", &o->dataset_path,
+               {"FILE", "ShareGPT JSON file / Mooncake-format JSON-lines trace"});
+  flags.String("tokenizer", &o->tokenizer,
+               {"DIR", "model dir with tokenizer.json (sharegpt: counts tokens)"});
+  flags.Number("sharegpt-output-len", &o->sharegpt_output_len,
+               {"N", "fixed output length instead of the reply's"});
+  flags.Number("trace-time-scale", &o->trace_time_scale,
+               {"X", "multiply trace timestamps by X (0.5: twice as fast; default 1)"});
+  flags.Section("Dataset shared-prefix (prefix-num x prefix-questions requests)");
+  flags.Number("prefix-num", &o->prefix_num, {"N", "system prompts (default 4)"});
+  flags.Number("prefix-questions", &o->prefix_questions,
+               {"N", "questions per system prompt (default 8)"});
+  flags.Number("prefix-len", &o->prefix_len, {"N", "system prompt tokens (default 1024)"});
+  flags.Number("question-len", &o->question_len, {"N", "question tokens (default 64)"});
+  flags.Number("prefix-output-len", &o->prefix_output_len, {"N", "output tokens (default 128)"});
+  flags.Section("Load");
+  flags.Custom("request-rate", {"R", "requests/s, or inf: all at once (default inf)"},
+               [o](std::string_view v) { return ParseRate(v, &o->request_rate); });
+  flags.Custom(
+      "request-rates", {"R1,R2,...", "a sweep: one run per rate, goodput computed"},
+      [o](std::string_view v) -> std::string {
+        o->request_rates.clear();
+        for (absl::string_view part : absl::StrSplit(absl::string_view(v.data(), v.size()), ',')) {
+          part = absl::StripAsciiWhitespace(part);
+          double rate = 0;
+          std::string error = ParseRate(std::string_view(part.data(), part.size()), &rate);
+          if (!error.empty()) return "expects comma-separated rates > 0 (or inf)";
+          o->request_rates.push_back(rate);
+        }
+        return "";
+      });
+  flags.Number("burstiness", &o->burstiness,
+               {"B", "gamma arrivals: 1 Poisson, < 1 burstier, > 1 steadier (default 1)"});
+  flags.Number("max-concurrency", &o->max_concurrency,
+               {"N", "at most N requests in flight (default: unlimited)"});
+  flags.Number("warmup", &o->warmup,
+               {"N",
+                "send N requests (fresh prompts of the first N's lengths) before measuring; they "
+                "are not counted (default 0)"});
+  flags.Number("run-duration-s", &o->run_duration_s,
+               {"S",
+                "each rate's run sends rate x S requests (the first of the dataset; at most "
+                "--num-prompts), so every run lasts about S seconds of arrivals (default 0: the "
+                "whole dataset at every rate)"});
+  flags.Switch("same-prompts-per-rate", &o->fresh_prompts_per_run,
+               "send the same token ids at every rate of a sweep (default: each run after the "
+               "first shifts the ids, so no run hits the prefix cache the previous runs filled)",
+               false);
+  flags.Number("time-scale", &o->time_scale,
+               {"X",
+                "the server runs X times slower than the time it models (sim backend's "
+                "--sim-time-scale): arrivals stretched, times divided"});
+  flags.Section("SLO");
+  flags.Number("slo-ttft-ms", &o->slo_ttft_ms, {"MS", "TTFT limit"});
+  flags.Number("slo-tpot-ms", &o->slo_tpot_ms, {"MS", "TPOT limit"});
+  flags.Number("goodput-threshold", &o->goodput_threshold,
+               {"F", "attainment the goodput rate must reach (default 0.9)"});
+  flags.Section("Output");
+  flags.String("out", &o->out,
+               {"FILE.json", "results (config, per-run summaries, per-request records)"});
+  flags.Switch("no-requests-in-json", &o->no_requests_in_json,
+               "leave the per-request records out of the JSON");
+  flags.String("plot", &o->plot,
+               {"FILE.svg", "latency CDFs (and, for a sweep, attainment against the rate)"});
+  flags.String("title", &o->title, {"TEXT", "the plot's title"});
+  flags.Switch("no-progress", &o->no_progress, "no progress bar on stderr");
+  flags.Switch("fail-on-error", &o->fail_on_error,
+               "exit 1 when any request failed (default: report them, exit 0)");
+}
 
+// Checks what single flags cannot and derives the rest (the address from --base-url, ...); ""
+// when the options are usable.
+std::string CompleteOptions(Options* o) {
   if (!o->base_url.empty()) {
     if (!o->client.address.empty()) return "give --address or --base-url, not both";
     absl::string_view url = o->base_url;
@@ -487,12 +485,15 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options options;
+  tandem::FlagSet flags;
+  AddBenchFlags(flags, &options);
   bool help = false;
-  const std::string error = ParseFlags(argc, argv, &options, &help);
+  std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(flags.Help(kIntro, kOutro).c_str(), stdout);
     return 0;
   }
+  if (error.empty()) error = CompleteOptions(&options);
   if (!error.empty()) {
     std::fprintf(stderr, "tandem-bench: %s\n", error.c_str());
     return 2;

@@ -116,18 +116,26 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   Options o;
   tandem::FlagSet flags;
-  flags.String("decode", &o.decode);
-  flags.String("prefill", &o.prefill);
-  flags.Number("prompt-tokens", &o.prompt_tokens);
-  flags.Number("repeats", &o.repeats);
-  flags.String("json", &o.json);
-  flags.Number("link-gb-s", &o.link_gb_s);
+  flags.String("decode", &o.decode, {"ADDR", "the decode node's gRPC address (required)"});
+  flags.String("prefill", &o.prefill, {"ADDR", "the prefill node's gRPC address (required)"});
+  flags.Number("prompt-tokens", &o.prompt_tokens, {"N", "tokens per prompt (default 4096)"});
+  flags.Number("repeats", &o.repeats,
+               {"R", "timed requests, after one that warms up and is dropped (default 5)"});
+  flags.String("json", &o.json, {"FILE", "write the results as JSON"});
+  flags.Number("link-gb-s", &o.link_gb_s,
+               {"X",
+                "the link's bandwidth in GB/s (from tandem-bench-kv-transfer), to estimate what "
+                "sending the KV after the compute would cost (default: not given)"});
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::puts(
-        "Usage: tandem-bench-ttft --decode ADDR --prefill ADDR [--prompt-tokens N] [--repeats R] "
-        "[--json FILE] [--link-gb-s X]");
+    std::fputs(flags
+                   .Help("Usage: tandem-bench-ttft --decode ADDR --prefill ADDR [options]\n\n"
+                         "Where one disaggregated request's time to first token goes: Reserve, "
+                         "queue, prefill\ncompute, KV transfer and the first token's admission "
+                         "on the decode node.\n")
+                   .c_str(),
+               stdout);
     return 0;
   }
   if (error.empty() && (o.decode.empty() || o.prefill.empty())) {

@@ -10,28 +10,46 @@
 
 #include "absl/status/statusor.h"
 #include "common/backend/backend.h"
+#include "common/backend/backend_kind.h"
 #include "common/engine/engine.h"
 #include "common/util/cli_flags.h"
 
 namespace tandem {
 
+// --backend cpu: the host's cores.
+struct CpuNodeOptions {
+  int num_threads = 0;  // --threads; 0: all cores
+};
+
+// --backend cuda: one GPU.
+struct CudaNodeOptions {
+  int device = 0;         // --cuda-device
+  int max_model_len = 0;  // --max-model-len: longest context to size for; 0: the model's
+  bool graphs = true;     // --no-cuda-graphs clears it: replay decode steps as CUDA graphs
+};
+
+// --backend sim (common/backend/sim): the GPU and model shape it stands for.
+struct SimNodeOptions {
+  std::string gpu = "h100";         // --sim-gpu
+  std::string model;                // --sim-model: a preset (llama-3.1-8b); "": DIR's shape
+  int tensor_parallel = 1;          // --sim-tp
+  int kv_scale = 1;                 // --sim-kv-scale: the pool keeps 1/N of real KV bytes
+  double memory_utilization = 0.9;  // --sim-memory-utilization
+  double time_scale = 1.0;          // --sim-time-scale
+  int kv_blocks = 0;                // --sim-kv-blocks: > 0: this many instead of what fits
+};
+
 struct NodeEngineOptions {
   std::string model_dir;
   std::string served_model_name;  // "": the model directory's base name
   std::string node_id;            // shown in every log line; "": none
-  std::string backend = "cpu";    // "cpu", "cuda" or "sim"
-  int cuda_device = 0;            // --backend cuda: which GPU
-  int max_model_len = 0;          // --backend cuda: longest context to size for; 0: the model's
-  bool cuda_graphs = true;        // --backend cuda: replay decode steps as CUDA graphs
-  // --backend sim (common/backend/sim): the GPU and model shape it stands for.
-  std::string sim_gpu = "h100";
-  std::string sim_model;  // a preset (e.g. llama-3.1-8b); "": DIR/config.json's shape
-  int sim_tensor_parallel = 1;
-  int sim_kv_scale = 1;  // the pool keeps 1/N of each token's real KV bytes
-  double sim_memory_utilization = 0.9;
-  double sim_time_scale = 1.0;
-  int sim_kv_blocks = 0;  // > 0: this many KV blocks instead of what the GPU's memory holds
-  int num_threads = 0;    // 0: all cores
+  BackendKind backend = BackendKind::kCpu;
+  // Only the options of `backend` are read.
+  CpuNodeOptions cpu;
+  CudaNodeOptions cuda;
+  SimNodeOptions sim;
+  // The engine's, whatever the backend (the sim sizes its pool from memory_utilization or
+  // kv_blocks, not kv_cache_mib).
   int block_size = 16;
   int kv_cache_mib = 256;
   int max_num_batched_tokens = 512;
@@ -41,15 +59,9 @@ struct NodeEngineOptions {
   std::function<void(const EngineStepStats&)> on_step;
 };
 
-// Registers --model, --served-model-name, --node-id, --backend, --cuda-device, --max-model-len,
-// --no-cuda-graphs, --sim-gpu, --sim-model, --sim-tp, --sim-kv-scale, --sim-memory-utilization,
-// --sim-time-scale, --sim-kv-blocks, --threads, --block-size, --kv-cache-mb,
-// --max-num-batched-tokens,
-// --max-num-seqs, --no-prefix-caching.
+// Declares the flags of every field above (--model, --backend, --cuda-*, --sim-*, --threads,
+// --kv-cache-mb, ...) with their --help lines, under the sections "Node", "Backend" and "Engine".
 void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* options);
-// The --help lines of the backend and KV transport flags (AddNodeEngineFlags and
-// AddNodeKvTransportFlags) that tandem-prefill and tandem-decode share, newline-terminated.
-extern const char kNodeBackendFlagsUsage[];
 
 // How the node's KV transport gets at the pool the backend computes in.
 struct KvPoolHooks {

@@ -26,26 +26,50 @@
 namespace tandem {
 
 void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options) {
-  flags.String("kv-transport", &options->kind);
-  flags.String("kv-advertise", &options->advertise);
-  flags.String("kv-interface", &options->interface);
-  flags.Custom("kv-port-range", [options](std::string_view v) -> std::string {
-    const size_t dash = v.find('-');
-    int lo = 0;
-    int hi = 0;
-    if (dash == std::string_view::npos ||
-        !absl::SimpleAtoi(absl::string_view(v.data(), dash), &lo) ||
-        !absl::SimpleAtoi(absl::string_view(v.data() + dash + 1, v.size() - dash - 1), &hi) ||
-        lo < 1 || hi > 65535 || lo > hi) {
-      return "expects LO-HI, two TCP ports with 1 <= LO <= HI <= 65535";
-    }
-    options->port_range = std::string(v);
-    return "";
-  });
-  flags.String("cluster-secret-file", &options->cluster_secret_file);
-  flags.Switch("insecure-no-handoff-auth", &options->insecure_no_handoff_auth);
+  flags.Section("KV transport");
+  flags.String("kv-transport", &options->kind,
+               {"KIND",
+                "auto (default: ucx for --backend cpu and sim, cuda for --backend cuda), ucx, "
+                "cuda (device pools: CUDA IPC on one host, staged through pinned memory between "
+                "hosts) or nccl (needs two GPUs)"});
+  flags.String("kv-advertise", &options->advertise,
+               {"HOST:PORT",
+                "--kv-transport nccl on a decode node: this node's gRPC address as prefill nodes "
+                "reach it"});
+  flags.String("kv-interface", &options->interface,
+               {"NAME[,NAME]",
+                "network interfaces UCX may use (UCX_NET_DEVICES); default: the one that owns "
+                "--listen's address, or all for 0.0.0.0"});
+  flags.Custom(
+      "kv-port-range", {"LO-HI", "TCP ports UCX's tcp transport listens on (default: any)"},
+      [options](std::string_view v) -> std::string {
+        const size_t dash = v.find('-');
+        int lo = 0;
+        int hi = 0;
+        if (dash == std::string_view::npos ||
+            !absl::SimpleAtoi(absl::string_view(v.data(), dash), &lo) ||
+            !absl::SimpleAtoi(absl::string_view(v.data() + dash + 1, v.size() - dash - 1), &hi) ||
+            lo < 1 || hi > 65535 || lo > hi) {
+          return "expects LO-HI, two TCP ports with 1 <= LO <= HI <= 65535";
+        }
+        options->port_range = std::string(v);
+        return "";
+      });
+  flags.String("cluster-secret-file", &options->cluster_secret_file,
+               {"PATH",
+                "secret shared by every prefill and decode node (>= 32 bytes): KV handoffs and "
+                "completions carry its HMAC, and a prefill node writes nothing for a handoff that "
+                "does not verify (required on prefill nodes; a decode node without it refuses "
+                "Reserve and serves colocated requests only)"});
+  flags.Switch("insecure-no-handoff-auth", &options->insecure_no_handoff_auth,
+               "run without the secret (anyone who reaches a node's gRPC port can then direct "
+               "where KV is written); experiments only");
+  flags.Section("TLS (this node's gRPC server)");
   AddTlsServerFlags(flags, &options->tls);
-  if (!options->owner) AddTlsClientFlags(flags, &options->node_tls);
+  if (!options->owner) {
+    flags.Section("TLS towards decode nodes (ConnectKv of --kv-transport nccl)");
+    AddTlsClientFlags(flags, &options->node_tls);
+  }
 }
 
 absl::StatusOr<std::shared_ptr<const HandoffAuthenticator>> LoadHandoffAuth(
@@ -123,7 +147,7 @@ void RestrictUcxInterfaces(const NodeKvTransportOptions& options, UcxTransportOp
 
 absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
     const NodeEngineOptions& engine, const NodeKvTransportOptions& options) {
-  const bool cuda = engine.backend == "cuda";
+  const bool cuda = engine.backend == BackendKind::kCuda;
   std::string kind = options.kind;
   if (kind == "auto") kind = cuda ? "cuda" : "ucx";
   if (kind != "ucx" && kind != "cuda" && kind != "nccl") {
@@ -132,7 +156,8 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
   }
   if (cuda == (kind == "ucx")) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--kv-transport ", kind, " does not fit --backend ", engine.backend,
+        "--kv-transport ", kind, " does not fit --backend ",
+        std::string(BackendKindName(engine.backend)),
         " (ucx moves host pools: the cpu and sim backends; cuda and nccl move device pools)"));
   }
   if (kind == "ucx") {
@@ -149,14 +174,14 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
     RestrictUcxInterfaces(options, &ucx_options);
     ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> ucx, UcxTransport::Create(ucx_options));
     ASSIGN_OR_RETURN(std::unique_ptr<CudaMemoryCopier> copier,
-                     CudaMemoryCopier::Create(engine.cuda_device));
+                     CudaMemoryCopier::Create(engine.cuda.device));
     ASSIGN_OR_RETURN(std::unique_ptr<CudaKvTransport> transport,
                      CudaKvTransport::Create(std::move(ucx), std::move(copier), {}));
     return std::unique_ptr<KvTransport>(std::move(transport));
   }
 #if TANDEM_HAVE_NCCL
   NcclKvTransportOptions nccl;
-  nccl.cuda_device = engine.cuda_device;
+  nccl.cuda_device = engine.cuda.device;
   if (options.owner) {
     if (options.advertise.empty()) {
       return absl::InvalidArgumentError(

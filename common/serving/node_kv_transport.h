@@ -47,8 +47,9 @@ struct NodeKvTransportOptions {
   TlsClientFiles node_tls;
 };
 
-// Registers --kv-transport, --kv-advertise, --kv-interface, --kv-port-range,
-// --cluster-secret-file and --insecure-no-handoff-auth.
+// Declares --kv-transport, --kv-advertise, --kv-interface, --kv-port-range,
+// --cluster-secret-file and --insecure-no-handoff-auth, then the --tls-* flags (and --node-tls-*
+// unless `owner`), each in its own --help section.
 void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options);
 
 // The handoff authenticator from --cluster-secret-file; null with --insecure-no-handoff-auth

@@ -1,4 +1,4 @@
-// The TLS flags every tandem server and client shares, declared once (their --help text too).
+// The TLS flags every tandem server and client shares, declared once with their --help lines.
 #ifndef TANDEM_COMMON_TLS_TLS_FLAGS_H_
 #define TANDEM_COMMON_TLS_TLS_FLAGS_H_
 
@@ -7,14 +7,10 @@
 
 namespace tandem {
 
-// --tls-cert, --tls-key, --tls-client-ca.
+// --tls-cert, --tls-key, --tls-client-ca (in the caller's current --help section).
 void AddTlsServerFlags(FlagSet& flags, TlsServerFiles* files);
-// --node-tls-ca, --node-tls-cert, --node-tls-key, --node-tls-server-name.
+// --node-tls-ca, --node-tls-cert, --node-tls-key, --node-tls-server-name (likewise).
 void AddTlsClientFlags(FlagSet& flags, TlsClientFiles* files);
-
-// --help lines for them.
-extern const char kTlsServerFlagsUsage[];
-extern const char kTlsClientFlagsUsage[];
 
 }  // namespace tandem
 

@@ -15,10 +15,11 @@ namespace tandem {
 bool GenerateHasCuda() { return TANDEM_HAVE_CUDA != 0; }
 
 absl::Status CheckGenerateBackend(const GenerateOptions& options) {
-  if (options.backend == "cpu") return absl::OkStatus();
-  if (options.backend != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend must be cpu or cuda, not '", options.backend, "'"));
+  if (options.backend == BackendKind::kCpu) return absl::OkStatus();
+  if (options.backend != BackendKind::kCuda) {
+    return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu or cuda, not '",
+                                                   std::string(BackendKindName(options.backend)),
+                                                   "'"));
   }
 #if TANDEM_HAVE_CUDA
   if (absl::Status gpu = kernels::CudaDeviceAvailable(); !gpu.ok()) {
@@ -36,7 +37,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateGenerateBackend(const GenerateOpt
                                                                const ModelWeights& weights) {
   RETURN_IF_ERROR(CheckGenerateBackend(options));
   const size_t kv_cache_bytes = size_t{static_cast<size_t>(options.kv_cache_mib)} << 20;
-  if (options.backend == "cuda") {
+  if (options.backend == BackendKind::kCuda) {
 #if TANDEM_HAVE_CUDA
     CudaBackendOptions o;
     o.device = options.cuda_device;

@@ -16,7 +16,7 @@ namespace tandem {
 // Whether this build has the cuda backend (TANDEM_HAVE_CUDA).
 bool GenerateHasCuda();
 
-// Checks options.backend before anything is loaded: InvalidArgument for a name other than cpu or
+// Checks options.backend before anything is loaded: InvalidArgument for a kind other than cpu or
 // cuda, Unimplemented for cuda in a build without CUDA, Unavailable for cuda where no GPU is
 // usable (the CUDA runtime's reason in the message).
 absl::Status CheckGenerateBackend(const GenerateOptions& options);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "common/backend/backend_kind.h"
 #include "common/sampling/sampling_params.h"
 
 namespace tandem {
@@ -19,8 +20,8 @@ struct GenerateOptions {
   bool add_special_tokens = true;           // the tokenizer's post-processor (BOS) for text
   SamplingParams sampling;
   bool include_logprobs = false;  // print per-token logprobs (sampling.logprobs >= 0)
-  // Backend: "cpu" (f32 compute on the host) or "cuda" (bf16 on a GPU; builds with CUDA only).
-  std::string backend = "cpu";
+  // kCpu (f32 compute on the host) or kCuda (bf16 on a GPU; builds with CUDA only); not kSim.
+  BackendKind backend = BackendKind::kCpu;
   int cuda_device = 0;      // cuda: which GPU
   bool cuda_graphs = true;  // cuda: replay decode steps as CUDA graphs
   int max_model_len = 0;    // cuda: longest context to size buffers for; 0: the model's maximum

@@ -15,32 +15,13 @@ namespace {
 
 using tandem::MakeModelOptions;
 
-constexpr char kUsage[] =
+constexpr char kIntro[] =
     R"(Usage: tandem-make-model --out DIR --arch ARCH --tokenizer PATH [options]
 
 Writes a Hugging Face model directory with random weights: config.json, generation_config.json,
 model.safetensors (or shards + model.safetensors.index.json), tokenizer.json and
 tokenizer_config.json. The weights are deterministic for a seed and scaled so greedy choices
 have clear margins (top-1 logit typically > 1 above top-2).
-
-Required:
-  --out DIR                  output directory (created; old weights in it are replaced)
-  --arch ARCH                llama | llama3.1 | llama3.2 | mistral | qwen2 | qwen3
-  --tokenizer PATH           tokenizer.json; the vocabulary size and bos/eos ids come from it
-Options:
-  --tokenizer-config PATH    tokenizer_config.json (default: beside --tokenizer)
-  --preset NAME              tiny (default) | small | 100m
-                               tiny   hidden 64, 2 layers, 4 heads, 2 kv heads, ffn 128
-                               small  hidden 256, 4 layers, 8 heads, 2 kv heads, ffn 512
-                               100m   hidden 256, 16 layers, 4 heads, 2 kv heads, ffn 2304
-                                      (97.1M parameters with the Llama-3 vocabulary)
-  --hidden N --layers N --heads N --kv-heads N --head-dim N --intermediate N
-                             override the preset's shape
-  --vocab N                  vocabulary size (default: the tokenizer's; not smaller)
-  --dtype f32|bf16|f16       weight dtype (default bf16)
-  --seed S                   random seed (default 0)
-  --shards N                 write N shards plus an index (default 1: model.safetensors)
-  --help                     this text
 )";
 
 // A flag whose value must be an integer in [1, 2^30].
@@ -55,47 +36,64 @@ tandem::FlagSet::ValueParser PositiveInt(std::optional<int>* dst) {
   };
 }
 
-// Parses argv into options; returns an error message, or "" on success. Sets *help for --help.
-std::string ParseFlags(int argc, char** argv, MakeModelOptions* o, bool* help) {
-  tandem::FlagSet flags;
-  flags.String("out", &o->out_dir);
-  flags.String("arch", &o->arch);
-  flags.String("preset", &o->preset);
-  flags.String("tokenizer", &o->tokenizer_path);
-  flags.String("tokenizer-config", &o->tokenizer_config_path);
-  flags.Custom("hidden", PositiveInt(&o->hidden));
-  flags.Custom("layers", PositiveInt(&o->layers));
-  flags.Custom("heads", PositiveInt(&o->heads));
-  flags.Custom("kv-heads", PositiveInt(&o->kv_heads));
-  flags.Custom("head-dim", PositiveInt(&o->head_dim));
-  flags.Custom("intermediate", PositiveInt(&o->intermediate));
-  flags.Custom("vocab", PositiveInt(&o->vocab));
-  flags.Custom("shards", [o](std::string_view value) -> std::string {
-    std::optional<int> shards;
-    std::string problem = PositiveInt(&shards)(value);
-    if (shards) o->shards = *shards;
-    return problem;
-  });
-  flags.Number("seed", &o->seed);
-  flags.Custom("dtype", [o](std::string_view value) -> std::string {
-    if (value == "f32") {
-      o->dtype = tandem::DType::kF32;
-    } else if (value == "bf16") {
-      o->dtype = tandem::DType::kBF16;
-    } else if (value == "f16") {
-      o->dtype = tandem::DType::kF16;
-    } else {
-      return "must be f32, bf16 or f16";
-    }
-    return "";
-  });
-  std::string error = flags.Parse(argc, argv, help);
-  if (!error.empty() || *help) return error;
-  if (o->out_dir.empty()) return "--out DIR is required";
-  if (o->arch.empty()) {
+// Declares every flag against `o` with its --help line.
+void AddMakeModelFlags(tandem::FlagSet& flags, MakeModelOptions* o) {
+  flags.Section("Required");
+  flags.String("out", &o->out_dir,
+               {"DIR", "output directory (created; old weights in it are replaced)"});
+  flags.String("arch", &o->arch, {"ARCH", "llama | llama3.1 | llama3.2 | mistral | qwen2 | qwen3"});
+  flags.String("tokenizer", &o->tokenizer_path,
+               {"PATH", "tokenizer.json; the vocabulary size and bos/eos ids come from it"});
+  flags.Section("Options");
+  flags.String("tokenizer-config", &o->tokenizer_config_path,
+               {"PATH", "tokenizer_config.json (default: beside --tokenizer)"});
+  flags.String("preset", &o->preset,
+               {"NAME",
+                "tiny (default) | small | 100m\n"
+                "  tiny   hidden 64, 2 layers, 4 heads, 2 kv heads, ffn 128\n"
+                "  small  hidden 256, 4 layers, 8 heads, 2 kv heads, ffn 512\n"
+                "  100m   hidden 256, 16 layers, 4 heads, 2 kv heads, ffn 2304\n"
+                "         (97.1M parameters with the Llama-3 vocabulary)"});
+  flags.Custom("hidden", {"N", "hidden size (overrides the preset's)"}, PositiveInt(&o->hidden));
+  flags.Custom("layers", {"N", "layers (overrides the preset's)"}, PositiveInt(&o->layers));
+  flags.Custom("heads", {"N", "attention heads (overrides the preset's)"}, PositiveInt(&o->heads));
+  flags.Custom("kv-heads", {"N", "KV heads (overrides the preset's)"}, PositiveInt(&o->kv_heads));
+  flags.Custom("head-dim", {"N", "head dimension (overrides the preset's)"},
+               PositiveInt(&o->head_dim));
+  flags.Custom("intermediate", {"N", "FFN size (overrides the preset's)"},
+               PositiveInt(&o->intermediate));
+  flags.Custom("vocab", {"N", "vocabulary size (default: the tokenizer's; not smaller)"},
+               PositiveInt(&o->vocab));
+  flags.Custom("dtype", {"f32|bf16|f16", "weight dtype (default bf16)"},
+               [o](std::string_view value) -> std::string {
+                 if (value == "f32") {
+                   o->dtype = tandem::DType::kF32;
+                 } else if (value == "bf16") {
+                   o->dtype = tandem::DType::kBF16;
+                 } else if (value == "f16") {
+                   o->dtype = tandem::DType::kF16;
+                 } else {
+                   return "must be f32, bf16 or f16";
+                 }
+                 return "";
+               });
+  flags.Number("seed", &o->seed, {"S", "random seed (default 0)"});
+  flags.Custom("shards", {"N", "write N shards plus an index (default 1: model.safetensors)"},
+               [o](std::string_view value) -> std::string {
+                 std::optional<int> shards;
+                 std::string problem = PositiveInt(&shards)(value);
+                 if (shards) o->shards = *shards;
+                 return problem;
+               });
+}
+
+// Checks what single flags cannot; "" when the options are complete.
+std::string ValidateMakeModelOptions(const MakeModelOptions& o) {
+  if (o.out_dir.empty()) return "--out DIR is required";
+  if (o.arch.empty()) {
     return absl::StrCat("--arch is required (", absl::StrJoin(tandem::kMakeModelArchs, ", "), ")");
   }
-  if (o->tokenizer_path.empty()) return "--tokenizer PATH/tokenizer.json is required";
+  if (o.tokenizer_path.empty()) return "--tokenizer PATH/tokenizer.json is required";
   return "";
 }
 
@@ -103,12 +101,15 @@ std::string ParseFlags(int argc, char** argv, MakeModelOptions* o, bool* help) {
 
 int main(int argc, char** argv) {
   MakeModelOptions options;
+  tandem::FlagSet flags;
+  AddMakeModelFlags(flags, &options);
   bool help = false;
-  std::string err = ParseFlags(argc, argv, &options, &help);
+  std::string err = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(flags.Help(kIntro).c_str(), stdout);
     return 0;
   }
+  if (err.empty()) err = ValidateMakeModelOptions(options);
   if (!err.empty()) {
     std::fprintf(stderr, "tandem-make-model: %s\n(run with --help for usage)\n", err.c_str());
     return 2;

@@ -28,20 +28,13 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using json = nlohmann::json;
 
-constexpr char kUsage[] =
+constexpr char kIntro[] =
     R"(Usage: tandem-bench-echo-server [options]
 
 A stand-in OpenAI-compatible server for measuring tandem-bench itself: POST /v1/completions
 streams exactly max_tokens chunks (stream: true) or returns them at once; GET /v1/models lists
 one model. Runs until killed.
-
-  --listen HOST:PORT        where to listen (default 127.0.0.1:0 = any free port, printed)
-  --ready-file PATH         once listening, write {"http": "HOST:PORT", "pid": N} here
-  --token-interval-us N     wait N microseconds between tokens (default 0: as fast as possible)
-  --model NAME              the model name to report (default "echo")
-  --help                    this text
 )";
-
 struct Options {
   std::string listen = "127.0.0.1:0";
   std::string ready_file;
@@ -209,14 +202,17 @@ void Serve(tcp::socket socket, const Options& options) {
 int main(int argc, char** argv) {
   Options options;
   tandem::FlagSet flags;
-  flags.String("listen", &options.listen);
-  flags.String("ready-file", &options.ready_file);
-  flags.Number("token-interval-us", &options.token_interval_us);
-  flags.String("model", &options.model);
+  flags.String("listen", &options.listen,
+               {"HOST:PORT", "where to listen (default 127.0.0.1:0 = any free port, printed)"});
+  flags.String("ready-file", &options.ready_file,
+               {"PATH", "once listening, write {\"http\": \"HOST:PORT\", \"pid\": N} here"});
+  flags.Number("token-interval-us", &options.token_interval_us,
+               {"N", "wait N microseconds between tokens (default 0: as fast as possible)"});
+  flags.String("model", &options.model, {"NAME", "the model name to report (default \"echo\")"});
   bool help = false;
   const std::string error = flags.Parse(argc, argv, &help);
   if (help) {
-    std::fputs(kUsage, stdout);
+    std::fputs(flags.Help(kIntro).c_str(), stdout);
     return 0;
   }
   if (!error.empty()) {

@@ -28,7 +28,7 @@ TEST(NodeKvTransportTest, UnknownOrMismatchedTransportsAreClearErrors) {
     EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument) << kind;
     EXPECT_NE(mismatch.status().message().find("--backend cpu"), std::string::npos) << kind;
   }
-  engine.backend = "cuda";
+  engine.backend = BackendKind::kCuda;
   options.kind = "ucx";
   EXPECT_EQ(CreateNodeKvTransport(engine, options).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -19,17 +19,24 @@ struct Options {
   bool off = true;
 };
 
+// Every kind of flag, in two sections.
+FlagSet Declare(Options* o) {
+  FlagSet flags;
+  flags.String("name", &o->name, {"NAME", "what to call it"});
+  flags.String("maybe", &o->maybe, {"TEXT", "an optional text"});
+  flags.Section("Numbers");
+  flags.Number("count", &o->count, {"N", "how many (default 0)"});
+  flags.Number("ratio", &o->ratio, {"F", "a share"});
+  flags.Number("seed", &o->seed, {"S", "random seed"});
+  flags.Section("Switches");
+  flags.Switch("on", &o->on, "turn it on");
+  flags.Switch("no-off", &o->off, "keep it on", false);
+  return flags;
+}
+
 std::string Parse(std::vector<const char*> args, Options* o, bool* help) {
   args.insert(args.begin(), "prog");
-  FlagSet flags;
-  flags.String("name", &o->name);
-  flags.String("maybe", &o->maybe);
-  flags.Number("count", &o->count);
-  flags.Number("ratio", &o->ratio);
-  flags.Number("seed", &o->seed);
-  flags.Switch("on", &o->on);
-  flags.Switch("no-off", &o->off, false);
-  return flags.Parse(static_cast<int>(args.size()), args.data(), help);
+  return Declare(o).Parse(static_cast<int>(args.size()), args.data(), help);
 }
 
 TEST(FlagSetTest, FillsEveryKindOfFlag) {
@@ -72,10 +79,69 @@ TEST(FlagSetTest, ReportsTheFirstProblemNamingTheFlag) {
            {{"--ratio", "inf"}, "--ratio expects a number, got 'inf'"},
            {{"--seed", "-1"}, "--seed expects a non-negative integer, got '-1'"},
            {{"--on=1"}, "--on takes no value"},
+           {{"--cuont", "1"}, "unknown flag --cuont (did you mean --count? see --help)"},
+           {{"--o"}, "unknown flag --o (see --help)"},
        }) {
     Options o;
     bool help = false;
     EXPECT_EQ(Parse(c.args, &o, &help), c.message) << c.args[0];
+  }
+}
+
+TEST(FlagSetHelpTest, ListsEveryFlagWithItsHelpUnderItsSection) {
+  Options o;
+  EXPECT_EQ(Declare(&o).Help("Usage: prog [options]\n", "Exit codes: 0 or 2.\n"),
+            "Usage: prog [options]\n"
+            "\n"
+            "  --name NAME   what to call it\n"
+            "  --maybe TEXT  an optional text\n"
+            "Numbers:\n"
+            "  --count N     how many (default 0)\n"
+            "  --ratio F     a share\n"
+            "  --seed S      random seed\n"
+            "Switches:\n"
+            "  --on          turn it on\n"
+            "  --no-off      keep it on\n"
+            "  --help        this text\n"
+            "Exit codes: 0 or 2.\n");
+}
+
+TEST(FlagSetHelpTest, WrapsLongHelpAndMovesLongLabelsToTheirOwnLine) {
+  std::string value;
+  bool on = false;
+  FlagSet flags;
+  flags.String("x", &value, {"N", std::string(60, 'a') + " " + std::string(60, 'b')});
+  flags.String("a-very-long-flag-name-indeed", &value, {"VALUE", "long label"});
+  flags.Switch("table", &on, "presets:\n  tiny   small\n  big    large");
+  EXPECT_EQ(flags.Help("Usage: prog\n"),
+            "Usage: prog\n"
+            "\n"
+            "  --x N    " +
+                std::string(60, 'a') + "\n" + "           " + std::string(60, 'b') + "\n" +
+                "  --a-very-long-flag-name-indeed VALUE\n"
+                "           long label\n"
+                "  --table  presets:\n"
+                "             tiny   small\n"
+                "             big    large\n"
+                "  --help   this text\n");
+}
+
+TEST(FlagSetHelpTest, EveryLineFitsAHundredColumnsAndARedeclaredFlagKeepsItsPlace) {
+  std::string value;
+  FlagSet flags;
+  flags.String("first", &value, {"V", "old"});
+  flags.String("second", &value, {"V", std::string(300, 'w').replace(50, 1, " ")});
+  flags.String("first", &value, {"V", "new"});
+  const std::string help = flags.Help("Usage: prog\n");
+  EXPECT_NE(help.find("  --first V   new\n  --second V"), std::string::npos) << help;
+  EXPECT_EQ(help.find("old"), std::string::npos);
+  size_t start = 0;
+  for (size_t end = help.find('\n'); end != std::string::npos; end = help.find('\n', start)) {
+    // A single word longer than the line is never split.
+    if (help.substr(start, end - start).find(std::string(200, 'w')) == std::string::npos) {
+      EXPECT_LE(end - start, 100u) << help.substr(start, end - start);
+    }
+    start = end + 1;
   }
 }
 

@@ -128,18 +128,20 @@ void ExpectGreedyTokenOutput(const std::string& out) {
   }
 }
 
-TEST(GenerateBackendTest, CheckAcceptsCpuAndRejectsOtherNames) {
+// Names that are no backend at all are refused by the flags (BadBackendFlagsExitTwo); a kind
+// tandem-generate does not run is refused here.
+TEST(GenerateBackendTest, CheckAcceptsCpuAndRejectsOtherKinds) {
   GenerateOptions o;
   EXPECT_TRUE(CheckGenerateBackend(o).ok());
-  o.backend = "tpu";
+  o.backend = BackendKind::kSim;
   absl::Status s = CheckGenerateBackend(o);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("--backend must be cpu or cuda, not 'tpu'"));
+  EXPECT_THAT(s.message(), HasSubstr("--backend must be cpu or cuda, not 'sim'"));
 }
 
 TEST(GenerateBackendTest, CudaIsUnimplementedWithoutCudaAndUnavailableWithoutAGpu) {
   GenerateOptions o;
-  o.backend = "cuda";
+  o.backend = BackendKind::kCuda;
   absl::Status s = CheckGenerateBackend(o);
   if (!GenerateHasCuda()) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
@@ -163,7 +165,7 @@ TEST(GenerateBackendTest, CpuBackendGetsThePoolAndBlockOptions) {
   EXPECT_EQ((*backend)->kv_layout().block_size, 8);
   EXPECT_EQ((*backend)->kv_layout().num_blocks, 37);
   EXPECT_EQ((*backend)->config().vocab_size, weights->config.vocab_size);
-  o.backend = "tpu";
+  o.backend = BackendKind::kSim;
   EXPECT_EQ(CreateGenerateBackend(o, *weights).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -181,7 +183,7 @@ TEST(GenerateBackendCliTest, CpuIsTheDefaultAndPrintsGreedyTokensWithTopLogprobs
 
 TEST(GenerateBackendCliTest, CudaWorksOrFailsCleanly) {
   GenerateOptions o;
-  o.backend = "cuda";
+  o.backend = BackendKind::kCuda;
   const absl::Status gpu = CheckGenerateBackend(o);
   Result r = RunCli("--model " + GpuShapedModel() + " --prompts-file " + TokenPrompts() + kGreedy +
                     " --backend cuda --max-model-len 256");
@@ -202,6 +204,7 @@ TEST(GenerateBackendCliTest, BadBackendFlagsExitTwo) {
   const std::string model = "--model " + TestModelDir("llama") + " --prompt hi";
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {" --backend gpu", "--backend must be cpu or cuda, not 'gpu'"},
+           {" --backend sim", "--backend must be cpu or cuda, not 'sim'"},
            {" --backend", "--backend needs a value"},
            {" --backend cuda --cuda-device -1", "--cuda-device must be >= 0"},
            {" --backend cuda --max-model-len -5", "--max-model-len must be >= 0"},
