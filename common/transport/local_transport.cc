@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -16,8 +17,9 @@ namespace tandem {
 
 namespace {
 
-// A queued operation; `cancelled` is true when the transport shut down before running it.
-using Task = std::function<void(bool cancelled)>;
+// A queued operation, owned by the queue; `cancelled` is true when the transport shut down
+// before running it.
+using Task = absl::AnyInvocable<void(bool cancelled)>;
 
 uint64_t RandomIncarnation() {
   std::random_device rd;
@@ -51,8 +53,9 @@ struct LocalTransport::Endpoint {
 
   std::thread worker;
 
-  // False when closed (the caller then runs task(true) itself).
-  bool Post(Task task) {
+  // Queues `task` (moved from). False when closed: `task` is left to the caller, which then runs
+  // task(true) itself or fails its own way.
+  bool Post(Task& task) {
     absl::MutexLock lock(&mu);
     if (closed) return false;
     queue.push_back(std::move(task));
@@ -240,7 +243,7 @@ void LocalTransport::Write(const KvTarget& target, std::vector<KvCopy> copies, a
                            TransferDone done) {
   Endpoint* self = endpoint_.get();
   Task task = [self, target, copies = std::move(copies), deadline,
-               done = std::move(done)](bool cancelled) {
+               done = std::move(done)](bool cancelled) mutable {
     if (cancelled) {
       done(absl::CancelledError("local transport shut down"));
       return;
@@ -248,13 +251,14 @@ void LocalTransport::Write(const KvTarget& target, std::vector<KvCopy> copies, a
     done(self->WriteNow(target, copies, deadline));
   };
   // The task owns `done`; when the transport is closed it runs here, failing.
-  auto shared = std::make_shared<Task>(std::move(task));
-  if (!self->Post([shared](bool c) { (*shared)(c); })) (*shared)(true);
+  if (!self->Post(task)) task(true);
 }
 
 void LocalTransport::Notify(const KvTarget& target, std::string payload, absl::Time deadline,
                             TransferDone done) {
   Endpoint* self = endpoint_.get();
+  // Shared: the delivery task queued on the target calls it, or this task when the target has
+  // closed (and `deliver`, which holds it, comes back unqueued).
   auto shared_done = std::make_shared<TransferDone>(std::move(done));
   Task task = [self, address = target.address, payload = std::move(payload), deadline,
                shared_done](bool cancelled) mutable {
@@ -273,28 +277,27 @@ void LocalTransport::Notify(const KvTarget& target, std::string payload, absl::T
       return;
     }
     Endpoint* target = peer.get();
-    bool posted =
-        peer->Post([target, payload = std::move(payload), deadline, shared_done](bool cancelled) {
-          if (cancelled) {
-            (*shared_done)(absl::CancelledError("local notice: target shut down"));
-            return;
-          }
-          if (absl::Now() > deadline) {
-            (*shared_done)(absl::DeadlineExceededError("local notice: deadline passed"));
-            return;
-          }
-          NoticeHandler handler;
-          {
-            absl::MutexLock lock(&target->mu);
-            handler = target->handler;
-          }
-          if (handler) handler(payload);
-          (*shared_done)(absl::OkStatus());
-        });
-    if (!posted) (*shared_done)(absl::UnavailableError("local notice: target shut down"));
+    Task deliver = [target, payload = std::move(payload), deadline, shared_done](bool cancelled) {
+      if (cancelled) {
+        (*shared_done)(absl::CancelledError("local notice: target shut down"));
+        return;
+      }
+      if (absl::Now() > deadline) {
+        (*shared_done)(absl::DeadlineExceededError("local notice: deadline passed"));
+        return;
+      }
+      NoticeHandler handler;
+      {
+        absl::MutexLock lock(&target->mu);
+        handler = target->handler;
+      }
+      if (handler) handler(payload);
+      (*shared_done)(absl::OkStatus());
+    };
+    if (!peer->Post(deliver))
+      (*shared_done)(absl::UnavailableError("local notice: target shut down"));
   };
-  auto shared = std::make_shared<Task>(std::move(task));
-  if (!self->Post([shared](bool c) { (*shared)(c); })) (*shared)(true);
+  if (!self->Post(task)) task(true);
 }
 
 void LocalTransport::Pause() {

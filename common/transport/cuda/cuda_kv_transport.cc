@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -28,7 +29,7 @@ namespace tandem {
 namespace {
 
 // Runs on the transport's thread; `cancelled` when the transport stopped before running it.
-using Task = std::function<void(bool cancelled)>;
+using Task = absl::AnyInvocable<void(bool cancelled)>;
 
 uint64_t RandomId() {
   std::random_device rd;
@@ -205,24 +206,24 @@ class CudaKvTransport::Impl {
 
   void Write(const KvTarget& target, std::vector<KvCopy> copies, absl::Time deadline,
              TransferDone done) {
-    auto d = std::make_shared<TransferDone>(std::move(done));
-    Post([this, target, copies = std::move(copies), deadline, d](bool cancelled) mutable {
+    Post([this, target, copies = std::move(copies), deadline,
+          done = std::move(done)](bool cancelled) mutable {
       if (cancelled) {
-        (*d)(absl::CancelledError("cuda transport stopped"));
+        done(absl::CancelledError("cuda transport stopped"));
         return;
       }
-      StartWrite(target, std::move(copies), deadline, std::move(*d));
+      StartWrite(target, std::move(copies), deadline, std::move(done));
     });
   }
 
   void Notify(const KvTarget& target, std::string payload, absl::Time deadline, TransferDone done) {
-    auto d = std::make_shared<TransferDone>(std::move(done));
-    Post([this, target, payload = std::move(payload), deadline, d](bool cancelled) mutable {
+    Post([this, target, payload = std::move(payload), deadline,
+          done = std::move(done)](bool cancelled) mutable {
       if (cancelled) {
-        (*d)(absl::CancelledError("cuda transport stopped"));
+        done(absl::CancelledError("cuda transport stopped"));
         return;
       }
-      StartNotify(target, std::move(payload), deadline, std::move(*d));
+      StartNotify(target, std::move(payload), deadline, std::move(done));
     });
   }
 
