@@ -9,7 +9,7 @@ RequestThreads::~RequestThreads() {
   JoinAll();
 }
 
-bool RequestThreads::Launch(std::shared_ptr<HttpResponseSink> sink, std::function<void()> fn) {
+bool RequestThreads::Launch(std::shared_ptr<HttpResponseSink> sink, absl::AnyInvocable<void()> fn) {
   absl::MutexLock lock(&mu_);
   if (closed_) return false;
   JoinFinished();

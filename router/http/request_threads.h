@@ -6,13 +6,13 @@
 #define TANDEM_ROUTER_HTTP_REQUEST_THREADS_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "router/http/http_response_sink.h"
@@ -28,7 +28,7 @@ class RequestThreads {
 
   // Runs `fn` on a new thread; `sink` is the request's, cancelled by CancelAll. False (and `fn`
   // does not run) after Close().
-  bool Launch(std::shared_ptr<HttpResponseSink> sink, std::function<void()> fn);
+  bool Launch(std::shared_ptr<HttpResponseSink> sink, absl::AnyInvocable<void()> fn);
   // No more launches.
   void Close();
   // Waits until no request runs or `deadline` passes; true when none runs.
