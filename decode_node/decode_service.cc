@@ -103,7 +103,7 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
   // Wait for blocks (FIFO behind other reservations), for at most reserve_wait_timeout; the
   // client may give up meanwhile.
   absl::StatusOr<KvReservation> reservation = absl::UnknownError("no reservation");
-  const absl::Time give_up = absl::Now() + options_.reserve_wait_timeout;
+  const absl::Time give_up = options_.clock->Now() + options_.reserve_wait_timeout;
   bool cancel_sent = false;
   bool timed_out = false;
   while (true) {
@@ -113,7 +113,7 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
       reservation = std::move(*slot->result);
       break;
     }
-    if (!cancel_sent && (context->IsCancelled() || absl::Now() >= give_up)) {
+    if (!cancel_sent && (context->IsCancelled() || options_.clock->Now() >= give_up)) {
       cancel_sent = true;
       timed_out = !context->IsCancelled();
       engine_->Cancel(*id);  // on_reserved will answer Cancelled
@@ -139,12 +139,13 @@ grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
   }
 
   v1::DecodeEvent first;
-  // The engine's clock is the real clock here: the lease counts from the reservation.
+  // The lease counts from the reservation, on the engine's clock (the node gives the engine and
+  // this service the same one).
   const int64_t lease_remaining_ms = std::max<int64_t>(
-      0, (reservation->lease_deadline_nanos - Clock::Real()->NowNanos()) / 1'000'000);
+      0, (reservation->lease_deadline_nanos - options_.clock->NowNanos()) / 1'000'000);
   *first.mutable_handoff() = MakeKvHandoff(*reservation, *transport_, engine_->kv_layout(),
                                            transport_->incarnation(), lease_remaining_ms);
-  first.mutable_handoff()->set_issued_unix_ms(absl::ToUnixMillis(absl::Now()));
+  first.mutable_handoff()->set_issued_unix_ms(absl::ToUnixMillis(options_.clock->Now()));
   if (options_.handoff_auth != nullptr) options_.handoff_auth->Sign(first.mutable_handoff());
   if (!writer->Write(first)) {
     engine_->Cancel(*id);

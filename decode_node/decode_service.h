@@ -22,6 +22,7 @@
 #include "common/serving/node_requests.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/clock.h"
 #include "decode_node/decode_metrics.h"
 #include "tandem/v1/node.grpc.pb.h"
 
@@ -47,6 +48,9 @@ struct DecodeServiceOptions {
   // node, e.g. NcclKvTransport::AcceptConnection. Unset: ConnectKv answers UNIMPLEMENTED.
   std::function<absl::Status(std::string_view nccl_unique_id, uint64_t prefill_incarnation)>
       accept_kv_connection;
+  // Deadlines, waits and the handoff's issue time are read on it (borrowed). The node gives its
+  // engine the same clock, so leases (engine nanos) and deadlines agree.
+  Clock* clock = Clock::Real();
 };
 
 class DecodeService final : public v1::DecodeNode::Service {

@@ -46,7 +46,7 @@ PrefillService::PrefillService(Engine* engine, KvTransport* transport,
 grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                      const v1::PrefillRequest* request,
                                      v1::PrefillResponse* response) {
-  const absl::Time received_at = absl::Now();
+  const absl::Time received_at = options_.clock->Now();
   if (options_.metrics != nullptr) options_.metrics->RequestReceived();
   KvTransferFailure failure = KvTransferFailure::kOther;
   grpc::Status status = RunPrefill(context, request, response, received_at, &failure);
@@ -66,8 +66,8 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   absl::Cleanup release_id = [&] { router_ids_.Release(request->request_id()); };
   // Nothing is written, and the decode node is not contacted, for a handoff that is not vouched
   // for: its address and key are the caller's otherwise.
-  if (absl::Status admitted =
-          options_.handoff_gate->Admit(request->handoff(), absl::ToUnixMillis(absl::Now()));
+  if (absl::Status admitted = options_.handoff_gate->Admit(
+          request->handoff(), absl::ToUnixMillis(options_.clock->Now()));
       !admitted.ok()) {
     *failure = KvTransferFailure::kForgedHandoff;
     spdlog::warn("prefill: refused a KV handoff (request {}): {}", request->request_id(),
@@ -106,6 +106,7 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
         .local_layout = engine_->kv_layout(),
         .target = *target,
         .deadline = deadline,
+        .clock = options_.clock,
         .local_incarnation = transport_->incarnation(),
         .auth = options_.handoff_auth.get(),
         .release_blocks = [engine](RequestId id) { engine->ReleaseExportedBlocks(id); },
@@ -125,13 +126,13 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
   absl::StatusOr<RequestId> id = absl::UnknownError("not submitted");
   if (refused.ok()) {
     engine_request.kv_exporter = writer;
-    engine_request.on_event = [outcome](const GenerationEvent& event) {
+    engine_request.on_event = [outcome, clock = options_.clock](const GenerationEvent& event) {
       absl::MutexLock lock(&outcome->mu);
       if (!event.has_token()) {
         outcome->ended_without_token = event.finished;
         return;
       }
-      outcome->prefill_done = absl::Now();
+      outcome->prefill_done = clock->Now();
       outcome->queue_nanos = event.queue_nanos;
       outcome->cached_tokens = event.usage.cached_tokens;
     };
@@ -171,7 +172,7 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
       ended_without_token = outcome->ended_without_token;
       break;
     }
-    if (!cancelled.has_value() && (context->IsCancelled() || absl::Now() > deadline)) {
+    if (!cancelled.has_value() && (context->IsCancelled() || options_.clock->Now() > deadline)) {
       // The writer reports once the engine let go of the request.
       cancelled =
           context->IsCancelled() ? KvTransferFailure::kCancelled : KvTransferFailure::kDeadline;
@@ -217,7 +218,7 @@ grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
     PrefillSuccess success;
     success.queue = absl::Microseconds(timings->queue_us());
     success.compute = absl::Microseconds(timings->compute_us());
-    success.total = absl::Now() - received_at;
+    success.total = options_.clock->Now() - received_at;
     if (result->first_write_issued != absl::InfinitePast()) {
       success.transfer = absl::Microseconds(timings->transfer_us());
     }

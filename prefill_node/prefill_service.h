@@ -16,6 +16,7 @@
 #include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_gate.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/clock.h"
 #include "prefill_node/prefill_metrics.h"
 #include "tandem/v1/node.grpc.pb.h"
 
@@ -32,6 +33,8 @@ struct PrefillServiceOptions {
   HandoffGate* handoff_gate = nullptr;
   // Signs completion notices; null: unsigned (--insecure-no-handoff-auth).
   std::shared_ptr<const HandoffAuthenticator> handoff_auth;
+  // Deadlines, waits, the handoff gate's time and the timings reported are read on it (borrowed).
+  Clock* clock = Clock::Real();
 };
 
 class PrefillService final : public v1::PrefillNode::Service {

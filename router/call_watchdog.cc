@@ -73,7 +73,8 @@ void CallGuard::Poll(absl::Time now) {
   }
 }
 
-CallWatchdog::CallWatchdog(absl::Duration interval) : interval_(interval) {
+CallWatchdog::CallWatchdog(absl::Duration interval, Clock* clock)
+    : interval_(interval), clock_(clock) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -105,7 +106,7 @@ void CallWatchdog::Run() {
       if (stop_) return;
       guards.assign(guards_.begin(), guards_.end());
     }
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     for (const auto& guard : guards) guard->Poll(now);
     guards.clear();
   }

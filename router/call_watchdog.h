@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/util/clock.h"
 #include "grpcpp/client_context.h"
 #include "router/response_sink.h"
 
@@ -62,7 +63,8 @@ class CallGuard {
 
 class CallWatchdog {
  public:
-  explicit CallWatchdog(absl::Duration interval);
+  // Polls every `interval` of real time; the guards see `clock`'s time (borrowed).
+  CallWatchdog(absl::Duration interval, Clock* clock = Clock::Real());
   ~CallWatchdog();
   CallWatchdog(const CallWatchdog&) = delete;
   CallWatchdog& operator=(const CallWatchdog&) = delete;
@@ -74,6 +76,7 @@ class CallWatchdog {
   void Run();
 
   const absl::Duration interval_;
+  Clock* const clock_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<std::shared_ptr<CallGuard>> guards_ ABSL_GUARDED_BY(mu_);

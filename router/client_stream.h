@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/util/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "router/output_text.h"
 #include "router/request_builder.h"
@@ -31,12 +32,13 @@ struct StreamOutcome {
 // The client side of one request, shared by its attempts.
 struct ClientStream {
   ClientStream(ResponseSink* s, const RouterRequest& r, const Tokenizer& tokenizer, RequestTimer* t,
-               RouterMetrics* m)
+               RouterMetrics* m, Clock* c)
       : sink(s),
         request(r),
         output(tokenizer, r.skip_special_tokens, r.stop, r.include_stop_str_in_output),
         timer(t),
-        metrics(m) {}
+        metrics(m),
+        clock(c) {}
 
   enum class EventResult { kContinue, kFinished, kStopped, kClientGone };
 
@@ -50,7 +52,7 @@ struct ClientStream {
     }
     const bool written = sink->Write(response);
     if (response.tokens_size() > 0) {
-      metrics->TokensWritten(*timer, response.tokens_size(), absl::Now());
+      metrics->TokensWritten(*timer, response.tokens_size(), clock->Now());
     }
     if (!written) {
       client_gone = true;
@@ -138,6 +140,7 @@ struct ClientStream {
   OutputText output;
   RequestTimer* const timer;
   RouterMetrics* const metrics;
+  Clock* const clock;  // the runner's: token timestamps
   bool first_response_sent = false;
   bool sent_tokens = false;  // a token went (or was being written) to the client
   bool finished = false;     // the last response (finish_reason set) was written

@@ -57,14 +57,15 @@ struct RequestRunner::AttemptResult {
 
 RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodePool* pool,
                              const RouterOptions& options, RouterCounters* counters,
-                             RouterMetrics* metrics)
+                             RouterMetrics* metrics, Clock* clock)
     : model_(std::move(model)),
       pool_(pool),
       options_(options),
       counters_(counters),
       metrics_(metrics),
+      clock_(clock),
       placer_(options.placement),
-      watchdog_(kWatchdogInterval) {}
+      watchdog_(kWatchdogInterval, clock) {}
 
 RequestRunner::~RequestRunner() {
   absl::MutexLock lock(&cancels_mu_);
@@ -83,7 +84,7 @@ void RequestRunner::SendCancel(const std::shared_ptr<Node>& node, const std::str
   auto* call = new Call;
   call->node = node;
   call->request.set_request_id(request_id);
-  call->ctx.set_deadline(absl::ToChronoTime(absl::Now() + kCancelRpcTimeout));
+  call->ctx.set_deadline(absl::ToChronoTime(clock_->Now() + kCancelRpcTimeout));
   {
     absl::MutexLock lock(&cancels_mu_);
     ++cancels_in_flight_;
@@ -321,7 +322,7 @@ RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chose
     // The deadline or the cancel above ends the call; the margin guards against a lost callback.
     prefill->mu.AwaitWithTimeout(
         absl::Condition(&prefill->done),
-        std::max(guard.deadline() - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
+        std::max(guard.deadline() - clock_->Now(), absl::ZeroDuration()) + absl::Seconds(1));
     prefill_status = prefill->status;
     prefill_ok = prefill->done && prefill->status.ok();
     if (prefill_ok) {
@@ -441,7 +442,7 @@ RequestRunner::AttemptResult RequestRunner::RunLocal(const Chosen& chosen,
 grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOptions& options,
                                 ResponseSink& sink) {
   ++counters_->requests;
-  RequestTimer timer(absl::Now());
+  RequestTimer timer(clock_->Now());
   if (in_flight_.fetch_add(1) >= options_.max_concurrent_requests) {
     in_flight_.fetch_sub(1);
     ++counters_->requests_refused;
@@ -464,9 +465,9 @@ grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOpt
     spdlog::debug("{}: the client calls it {}", built->request_id, built->client_request_id);
   }
   metrics_->RequestStarted();
-  ClientStream stream(&sink, *built, *model_->tokenizer, &timer, metrics_);
+  ClientStream stream(&sink, *built, *model_->tokenizer, &timer, metrics_, clock_);
   grpc::Status status = RunBuilt(stream, options.deadline);
-  metrics_->RequestFinished(options.api, status.error_code(), timer, absl::Now(),
+  metrics_->RequestFinished(options.api, status.error_code(), timer, clock_->Now(),
                             static_cast<int64_t>(built->prompt.size()), stream.completion_tokens,
                             stream.cached_tokens);
   return status;
@@ -474,7 +475,7 @@ grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOpt
 
 grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_deadline) {
   const RouterRequest& req = stream.request;
-  absl::Time deadline = absl::Now() + absl::Milliseconds(options_.request_timeout_ms);
+  absl::Time deadline = clock_->Now() + absl::Milliseconds(options_.request_timeout_ms);
   deadline = std::min(deadline, client_deadline);
   auto guard = std::make_shared<CallGuard>(stream.sink, deadline);
   watchdog_.Add(guard);
@@ -531,8 +532,8 @@ grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_dea
 
     const std::string node_request_id =
         attempt == 0 ? req.request_id : absl::StrCat(req.request_id, "#", attempt);
-    stream.timer->Dispatched(absl::Now());
-    guard->SetAttemptDeadline(absl::Now() + absl::Milliseconds(options_.first_token_timeout_ms));
+    stream.timer->Dispatched(clock_->Now());
+    guard->SetAttemptDeadline(clock_->Now() + absl::Milliseconds(options_.first_token_timeout_ms));
     AttemptResult r = chosen->kind == PlacementKind::kDisaggregated
                           ? RunDisaggregated(*chosen, node_request_id, *guard, stream)
                           : RunLocal(*chosen, node_request_id, *guard, stream);

@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/util/clock.h"
 #include "grpcpp/support/status.h"
 #include "router/call_watchdog.h"
 #include "router/client_stream.h"
@@ -54,9 +55,11 @@ struct RunOptions {
 
 class RequestRunner {
  public:
-  // `pool`, `counters` and `metrics` must outlive the runner.
+  // `pool`, `counters`, `metrics` and `clock` must outlive the runner. Deadlines and timers read
+  // `clock` (gRPC deadlines on node calls too: a virtual clock is for runs without real nodes).
   RequestRunner(std::shared_ptr<const ServedModel> model, NodePool* pool,
-                const RouterOptions& options, RouterCounters* counters, RouterMetrics* metrics);
+                const RouterOptions& options, RouterCounters* counters, RouterMetrics* metrics,
+                Clock* clock = Clock::Real());
   // Waits (bounded) for Cancel RPCs still in flight.
   ~RequestRunner();
   RequestRunner(const RequestRunner&) = delete;
@@ -115,6 +118,7 @@ class RequestRunner {
   const RouterOptions options_;
   RouterCounters* const counters_;
   RouterMetrics* const metrics_;
+  Clock* const clock_;
   const Placer placer_;
   CallWatchdog watchdog_;
   std::atomic<int64_t> in_flight_{0};

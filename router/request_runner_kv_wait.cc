@@ -42,12 +42,12 @@ std::optional<grpc::Status> RequestRunner::WaitForKvRoom(const RouterRequest& re
   }
   absl::Cleanup leave = [&] { waiting_for_kv_.fetch_sub(1); };
   const absl::Time give_up =
-      std::min(guard.deadline(), absl::Now() + absl::Milliseconds(options_.kv_wait_timeout_ms));
+      std::min(guard.deadline(), clock_->Now() + absl::Milliseconds(options_.kv_wait_timeout_ms));
   while (room() == KvRoom::kFull) {
     if (guard.client_cancelled()) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
     }
-    if (absl::Now() >= give_up) {
+    if (clock_->Now() >= give_up) {
       ++counters_->kv_wait_refusals;
       spdlog::warn("{}: no decode node had room for {} prompt tokens within {} ms",
                    request.request_id, prompt_tokens, options_.kv_wait_timeout_ms);

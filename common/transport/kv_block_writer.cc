@@ -110,7 +110,7 @@ void KvBlockWriter::OnBlocksReady(RequestId id, int32_t first_index,
     absl::MutexLock lock(&mu_);
     engine_id_ = id;
     if (!error_.ok() || engine_done_) return;
-    if (absl::Now() >= options_.deadline) {
+    if (options_.clock->Now() >= options_.deadline) {
       Fail(absl::DeadlineExceededError("KV transfer deadline passed while prefilling"));
       actions = Progress();
     } else {
@@ -130,7 +130,7 @@ void KvBlockWriter::OnBlocksReady(RequestId id, int32_t first_index,
           result_.num_writes += static_cast<int32_t>(copies.size());
           ++result_.num_transport_writes;
           if (result_.first_write_issued == absl::InfinitePast()) {
-            result_.first_write_issued = absl::Now();
+            result_.first_write_issued = options_.clock->Now();
           }
         }
       }
@@ -157,8 +157,8 @@ void KvBlockWriter::OnPrefillDone(const GenerationEvent& first_token, uint64_t r
     result_.logprob = first_token.logprob;
     result_.top_logprobs = first_token.top_logprobs;
     result_.rng_counter = rng_counter;
-    result_.prefill_done = absl::Now();
-    if (error_.ok() && absl::Now() >= options_.deadline) {
+    result_.prefill_done = options_.clock->Now();
+    if (error_.ok() && options_.clock->Now() >= options_.deadline) {
       Fail(absl::DeadlineExceededError("KV transfer deadline passed before the prefill finished"));
     }
     actions = Progress();
@@ -186,7 +186,7 @@ void KvBlockWriter::OnWriteDone(const absl::Status& status, int64_t bytes) {
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
-    result_.last_write_done = absl::Now();
+    result_.last_write_done = options_.clock->Now();
     if (status.ok()) {
       result_.bytes += bytes;
     } else {
@@ -218,7 +218,7 @@ KvBlockWriter::Actions KvBlockWriter::Progress() {
   if (error_.ok()) {
     if (prefill_done_ && writes_over && !notice_started_) {
       notice_started_ = true;
-      result_.completion_sent = absl::Now();
+      result_.completion_sent = options_.clock->Now();
       a.notify = true;
       a.notice = Notice(options_.target, options_.local_incarnation, options_.auth,
                         absl::OkStatus(), &first_token_, result_.rng_counter);

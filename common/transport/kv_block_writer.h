@@ -40,6 +40,7 @@
 #include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_codec.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/clock.h"
 
 namespace tandem {
 
@@ -64,7 +65,9 @@ struct KvBlockWriterOptions {
   KvTransport* transport = nullptr;
   KvLayout local_layout;  // this node's pool (the one registered with `transport`)
   KvWriteTarget target;
-  absl::Time deadline = absl::InfiniteFuture();
+  absl::Time deadline = absl::InfiniteFuture();  // on `clock`
+  // The clock the deadline and the result's timestamps are read on (borrowed).
+  Clock* clock = Clock::Real();
   uint64_t local_incarnation = 0;  // goes into the notice as prefill_incarnation
   // Signs the completion notice (the decode node drops unsigned ones when it checks); borrowed;
   // null: unsigned.

@@ -346,7 +346,8 @@ class UcxTransport::Impl {
   }
 
   void Loop() {
-    absl::Time last_busy = absl::Now();
+    Clock* const real = Clock::Real();  // pacing: real time
+    absl::Time last_busy = real->Now();
     while (true) {
       bool busy = RunCommands();
       {
@@ -355,8 +356,8 @@ class UcxTransport::Impl {
       }
       for (int i = 0; i < 256 && ucp_worker_progress(worker_) != 0; ++i) busy = true;
       busy |= AfterProgress();
-      absl::Time now = absl::Now();
-      CheckDeadlines(now);
+      absl::Time now = real->Now();
+      CheckDeadlines(options_.clock->Now());
       busy |= AfterProgress();
       if (busy) {
         last_busy = now;
@@ -365,8 +366,8 @@ class UcxTransport::Impl {
       const bool in_flight =
           NumActiveOps() > 0 || NumActiveClosing() > 0 || !pending_notices_.empty();
       if (in_flight && now - last_busy < options_.busy_poll) continue;
-      Sleep(now);
-      last_busy = absl::Now();
+      Sleep(options_.clock->Now());  // wakes by the first op's deadline
+      last_busy = real->Now();
     }
   }
 
@@ -404,6 +405,7 @@ class UcxTransport::Impl {
     return any;
   }
 
+  // `now` is on options_.clock, the ops' deadlines' clock.
   void Sleep(absl::Time now) {
     {
       absl::MutexLock lock(&mu_);
@@ -556,7 +558,7 @@ class UcxTransport::Impl {
   // Common start of Write/Notify: deadline and endpoint. Returns the op registered with its
   // endpoint, or runs `done` with the error and returns null.
   Op* NewOp(const std::string& address, absl::Time deadline, TransferDone& done, bool notify) {
-    if (absl::Now() >= deadline) {
+    if (options_.clock->Now() >= deadline) {
       done(absl::DeadlineExceededError(notify ? "ucx notice: deadline passed before sending"
                                               : "ucx write: deadline passed before issuing"));
       return nullptr;
@@ -906,8 +908,9 @@ class UcxTransport::Impl {
       }
       return false;
     };
-    const absl::Time give_up = absl::Now() + options_.shutdown_timeout;
-    while (worker_ != nullptr && waiting() && absl::Now() < give_up) {
+    Clock* const real = Clock::Real();  // UCX closes endpoints in real time
+    const absl::Time give_up = real->Now() + options_.shutdown_timeout;
+    while (worker_ != nullptr && waiting() && real->Now() < give_up) {
       ucp_worker_progress(worker_);
       AfterProgress();
       RunCommandsCancelled();

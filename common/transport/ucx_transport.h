@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/clock.h"
 
 namespace tandem {
 
@@ -71,6 +72,9 @@ struct UcxTransportOptions {
   absl::Duration shutdown_timeout = absl::Seconds(2);
   // UCP context/worker name (shows up in UCX logs).
   std::string name = "tandem";
+  // The clock operations' deadlines are read on (borrowed; the callers' deadlines come from the
+  // same clock). The progress loop's pacing and the shutdown wait are real time: UCX's I/O is.
+  Clock* clock = Clock::Real();
 };
 
 class UcxTransport : public KvTransport {

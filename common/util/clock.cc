@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "absl/time/clock.h"
+
 namespace tandem {
 namespace {
 
@@ -12,6 +14,7 @@ class SteadyClock : public Clock {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  absl::Time Now() const override { return absl::Now(); }
 };
 
 }  // namespace

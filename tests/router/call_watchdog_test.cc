@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 
+#include "common/util/clock.h"
 #include "gtest/gtest.h"
 #include "router/node.h"
 #include "tests/router/fake_nodes.h"
@@ -66,6 +67,20 @@ TEST(CallWatchdogTest, PollsRegisteredGuards) {
   CallWatchdog watchdog(absl::Milliseconds(5));
   auto guard = std::make_shared<CallGuard>(nullptr, absl::Now() + absl::Milliseconds(20));
   watchdog.Add(guard);
+  EXPECT_TRUE(FakeDecodeNode::WaitUntil([&] { return guard->timed_out(); }));
+  watchdog.Remove(guard);
+}
+
+// The guards see the injected clock's time: a request is due when that clock says so, however
+// much real time passes (the virtual-time simulator drives the router's deadlines this way).
+TEST(CallWatchdogTest, GuardsSeeTheInjectedClock) {
+  ManualClock clock(absl::ToUnixNanos(absl::FromUnixSeconds(1'800'000'000)));
+  CallWatchdog watchdog(absl::Milliseconds(2), &clock);
+  auto guard = std::make_shared<CallGuard>(nullptr, clock.Now() + absl::Seconds(30));
+  watchdog.Add(guard);
+  absl::SleepFor(absl::Milliseconds(50));  // many polls, all before the virtual deadline
+  EXPECT_FALSE(guard->timed_out());
+  clock.AdvanceSeconds(31);
   EXPECT_TRUE(FakeDecodeNode::WaitUntil([&] { return guard->timed_out(); }));
   watchdog.Remove(guard);
 }

@@ -68,9 +68,11 @@ class WriterHarness {
 
   absl::StatusOr<std::shared_ptr<KvBlockWriter>> Make(KvWriteTarget target,
                                                       absl::Time deadline = absl::InfiniteFuture(),
-                                                      std::optional<KvLayout> local = {}) {
+                                                      std::optional<KvLayout> local = {},
+                                                      Clock* clock = Clock::Real()) {
     target_ = target;
     KvBlockWriterOptions o;
+    o.clock = clock;
     o.transport = writer_transport_;
     o.local_layout = local.value_or(local_layout_);
     o.target = std::move(target);
@@ -373,6 +375,34 @@ TEST(KvBlockWriterTest, DeadlinePassedBeforeTheFirstBlockWritesNothing) {
   EXPECT_EQ(h.results()[0].status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(h.releases().size(), 1u);
   EXPECT_TRUE(h.RemoteUntouched());
+}
+
+// The deadline is on the injected clock: passed there, the transfer fails before any byte moves
+// though no real time has passed; the result's timestamps are that clock's too.
+TEST(KvBlockWriterTest, TheDeadlineIsReadOnTheInjectedClock) {
+  LocalTransport writer, owner;
+  WriterHarness h(&writer, &owner);
+  ManualClock clock(absl::ToUnixNanos(absl::FromUnixSeconds(1'800'000'000)));
+  const std::vector<int32_t> local = {1};
+  auto w = h.Make(h.Target({5}), clock.Now() + absl::Seconds(10), std::nullopt, &clock);
+  ASSERT_TRUE(w.ok());
+  clock.AdvanceSeconds(11);
+  (*w)->OnBlocksReady(kEngineId, 0, local);
+  (*w)->OnPrefillDone(WriterHarness::FirstToken(), 0);
+  ASSERT_TRUE(h.WaitDone());
+  EXPECT_EQ(h.results()[0].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(h.RemoteUntouched());
+
+  LocalTransport writer2, owner2;
+  WriterHarness in_time(&writer2, &owner2);
+  auto ok =
+      in_time.Make(in_time.Target({5}), clock.Now() + absl::Seconds(10), std::nullopt, &clock);
+  ASSERT_TRUE(ok.ok());
+  (*ok)->OnBlocksReady(kEngineId, 0, local);
+  (*ok)->OnPrefillDone(WriterHarness::FirstToken(), 0);
+  ASSERT_TRUE(in_time.WaitDone());
+  ASSERT_TRUE(in_time.results()[0].ok()) << in_time.results()[0].status();
+  EXPECT_EQ(in_time.results()[0]->prefill_done, clock.Now());
 }
 
 TEST(KvBlockWriterTest, MoreBlocksThanReservedIsAnError) {
