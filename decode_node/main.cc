@@ -26,10 +26,7 @@ batching, and can also prefill locally (colocated mode, short prompts).
 struct DecodeMainOptions {
   tandem::NodeEngineOptions node;
   tandem::NodeKvTransportOptions kv;
-  std::string listen = "0.0.0.0:50061";
-  std::string metrics_listen = "0.0.0.0:9401";
-  std::string ready_file;
-  int64_t drain_timeout_ms = 30000;
+  tandem::NodeServerOptions server = {.listen = "0.0.0.0:50061", .metrics_listen = "0.0.0.0:9401"};
   int64_t lease_ms = 30000;
   int64_t max_lease_ms = 60000;
   int64_t reserve_wait_timeout_ms = 10000;
@@ -45,20 +42,7 @@ int main(int argc, char** argv) {
   tandem::AddNodeEngineFlags(flags, &o.node);
   o.kv.owner = true;  // before the flags: a prefill node also dials (--node-tls-*)
   tandem::AddNodeKvTransportFlags(flags, &o.kv);
-  flags.Section("Node");
-  flags.String("listen", &o.listen,
-               {"HOST:PORT", "gRPC address (default 0.0.0.0:50061; port 0 = any free port)"});
-  flags.String("metrics-listen", &o.metrics_listen,
-               {"HOST:PORT",
-                "Prometheus /metrics address (default 0.0.0.0:9401; port 0 = any free port; \"\" "
-                "= no metrics endpoint)"});
-  flags.Number("drain-timeout-ms", &o.drain_timeout_ms,
-               {"N",
-                "on SIGINT/SIGTERM: time in-flight requests get to finish before they are "
-                "cancelled; health turns NOT_SERVING at once (default 30000)"});
-  flags.String(
-      "ready-file", &o.ready_file,
-      {"PATH", "once serving, write {\"grpc\": ADDRESS, \"metrics\": ADDRESS, \"pid\": N} there"});
+  tandem::AddNodeServerFlags(flags, &o.server);
   flags.Section("Reservations");
   flags.Number("lease-ms", &o.lease_ms, {"N", "default lease on reserved blocks (default 30000)"});
   flags.Number(
@@ -80,7 +64,7 @@ int main(int argc, char** argv) {
   if (error.empty() && (o.lease_ms < 1 || o.max_lease_ms < o.lease_ms)) {
     error = "--lease-ms must be >= 1 and <= --max-lease-ms";
   }
-  if (error.empty() && o.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";
+  if (error.empty() && o.server.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";
   if (error.empty() && o.reserve_wait_timeout_ms < 0) {
     error = "--reserve-wait-timeout-ms must be >= 0";
   }
@@ -93,7 +77,7 @@ int main(int argc, char** argv) {
   }
 
   o.kv.name = "tandem-decode";
-  o.kv.listen = o.listen;
+  o.kv.listen = o.server.listen;
   auto handoff_auth = tandem::LoadHandoffAuth(o.kv, /*required=*/false);
   if (!handoff_auth.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n",
@@ -133,7 +117,7 @@ int main(int argc, char** argv) {
         "tandem-decode: no --cluster-secret-file: Reserve is refused, this node serves colocated "
         "(Generate) requests only");
   }
-  auto server = tandem::StartGrpcServer(o.listen, {&service}, o.kv.tls);
+  auto server = tandem::StartGrpcServer(o.server.listen, {&service}, o.kv.tls);
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", server.status().ToString().c_str());
     return 1;
@@ -143,8 +127,8 @@ int main(int argc, char** argv) {
                (*node)->engine()->kv_layout().block_size);
   // Declared after the engine: destroyed first, so no scrape reads a stopped engine.
   std::unique_ptr<tandem::MetricsServer> metrics_server;
-  if (!o.metrics_listen.empty()) {
-    auto started = tandem::MetricsServer::Start(o.metrics_listen);
+  if (!o.server.metrics_listen.empty()) {
+    auto started = tandem::MetricsServer::Start(o.server.metrics_listen);
     if (!started.ok()) {
       std::fprintf(stderr, "tandem-decode: %s\n", started.status().ToString().c_str());
       return 1;
@@ -153,17 +137,17 @@ int main(int argc, char** argv) {
     metrics_server->Register(metrics);
     spdlog::info("tandem-decode: metrics on http://{}/metrics", metrics_server->address());
   }
-  if (!o.ready_file.empty()) {
+  if (!o.server.ready_file.empty()) {
     const tandem::ReadyEndpoints endpoints = {
         .grpc = server->address, .metrics = metrics_server ? metrics_server->address() : ""};
-    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, endpoints); !s.ok()) {
+    if (absl::Status s = tandem::WriteReadyFile(o.server.ready_file, endpoints); !s.ok()) {
       std::fprintf(stderr, "tandem-decode: %s\n", s.ToString().c_str());
       return 1;
     }
   }
   const int sig = tandem::WaitForTerminationSignal();
-  spdlog::info("tandem-decode: signal {}, draining (up to {} ms)", sig, o.drain_timeout_ms);
-  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.drain_timeout_ms));
+  spdlog::info("tandem-decode: signal {}, draining (up to {} ms)", sig, o.server.drain_timeout_ms);
+  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.server.drain_timeout_ms));
   (*node)->engine()->Stop();
   server->server->Wait();
   spdlog::info("tandem-decode: drained");

@@ -26,10 +26,7 @@ token and hands the request to the decode node.
 struct PrefillMainOptions {
   tandem::NodeEngineOptions node;
   tandem::NodeKvTransportOptions kv;
-  std::string listen = "0.0.0.0:50071";
-  std::string metrics_listen = "0.0.0.0:9402";
-  std::string ready_file;
-  int64_t drain_timeout_ms = 30000;
+  tandem::NodeServerOptions server = {.listen = "0.0.0.0:50071", .metrics_listen = "0.0.0.0:9402"};
 };
 
 }  // namespace
@@ -41,34 +38,21 @@ int main(int argc, char** argv) {
   tandem::AddNodeEngineFlags(flags, &o.node);
   o.kv.owner = false;  // before the flags: a prefill node also dials (--node-tls-*)
   tandem::AddNodeKvTransportFlags(flags, &o.kv);
-  flags.Section("Node");
-  flags.String("listen", &o.listen,
-               {"HOST:PORT", "gRPC address (default 0.0.0.0:50071; port 0 = any free port)"});
-  flags.String("metrics-listen", &o.metrics_listen,
-               {"HOST:PORT",
-                "Prometheus /metrics address (default 0.0.0.0:9402; port 0 = any free port; \"\" "
-                "= no metrics endpoint)"});
-  flags.Number("drain-timeout-ms", &o.drain_timeout_ms,
-               {"N",
-                "on SIGINT/SIGTERM: time in-flight requests get to finish before they are "
-                "cancelled; health turns NOT_SERVING at once (default 30000)"});
-  flags.String(
-      "ready-file", &o.ready_file,
-      {"PATH", "once serving, write {\"grpc\": ADDRESS, \"metrics\": ADDRESS, \"pid\": N} there"});
+  tandem::AddNodeServerFlags(flags, &o.server);
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
     std::fputs(flags.Help(kIntro).c_str(), stdout);
     return 0;
   }
-  if (error.empty() && o.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";
+  if (error.empty() && o.server.drain_timeout_ms < 0) error = "--drain-timeout-ms must be >= 0";
   if (!error.empty()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", error.c_str());
     return 2;
   }
 
   o.kv.name = "tandem-prefill";
-  o.kv.listen = o.listen;
+  o.kv.listen = o.server.listen;
   auto handoff_auth = tandem::LoadHandoffAuth(o.kv, /*required=*/true);
   if (!handoff_auth.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n",
@@ -99,7 +83,7 @@ int main(int argc, char** argv) {
                                   .metrics = metrics.get(),
                                   .handoff_gate = &handoff_gate,
                                   .handoff_auth = *handoff_auth});
-  auto server = tandem::StartGrpcServer(o.listen, {&service}, o.kv.tls);
+  auto server = tandem::StartGrpcServer(o.server.listen, {&service}, o.kv.tls);
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-prefill: %s\n", server.status().ToString().c_str());
     return 1;
@@ -109,8 +93,8 @@ int main(int argc, char** argv) {
                (*node)->engine()->kv_layout().block_size);
   // Declared after the engine: destroyed first, so no scrape reads a stopped engine.
   std::unique_ptr<tandem::MetricsServer> metrics_server;
-  if (!o.metrics_listen.empty()) {
-    auto started = tandem::MetricsServer::Start(o.metrics_listen);
+  if (!o.server.metrics_listen.empty()) {
+    auto started = tandem::MetricsServer::Start(o.server.metrics_listen);
     if (!started.ok()) {
       std::fprintf(stderr, "tandem-prefill: %s\n", started.status().ToString().c_str());
       return 1;
@@ -119,17 +103,17 @@ int main(int argc, char** argv) {
     metrics_server->Register(metrics);
     spdlog::info("tandem-prefill: metrics on http://{}/metrics", metrics_server->address());
   }
-  if (!o.ready_file.empty()) {
+  if (!o.server.ready_file.empty()) {
     const tandem::ReadyEndpoints endpoints = {
         .grpc = server->address, .metrics = metrics_server ? metrics_server->address() : ""};
-    if (absl::Status s = tandem::WriteReadyFile(o.ready_file, endpoints); !s.ok()) {
+    if (absl::Status s = tandem::WriteReadyFile(o.server.ready_file, endpoints); !s.ok()) {
       std::fprintf(stderr, "tandem-prefill: %s\n", s.ToString().c_str());
       return 1;
     }
   }
   const int sig = tandem::WaitForTerminationSignal();
-  spdlog::info("tandem-prefill: signal {}, draining (up to {} ms)", sig, o.drain_timeout_ms);
-  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.drain_timeout_ms));
+  spdlog::info("tandem-prefill: signal {}, draining (up to {} ms)", sig, o.server.drain_timeout_ms);
+  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.server.drain_timeout_ms));
   (*node)->engine()->Stop();
   server->server->Wait();
   spdlog::info("tandem-prefill: drained");

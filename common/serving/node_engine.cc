@@ -74,6 +74,24 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
   flags.Switch("no-prefix-caching", &o->enable_prefix_caching, "disable the prefix cache", false);
 }
 
+void AddNodeServerFlags(FlagSet& flags, NodeServerOptions* o) {
+  flags.Section("Node");
+  flags.String("listen", &o->listen,
+               {"HOST:PORT",
+                absl::StrCat("gRPC address (default ", o->listen, "; port 0 = any free port)")});
+  flags.String(
+      "metrics-listen", &o->metrics_listen,
+      {"HOST:PORT", absl::StrCat("Prometheus /metrics address (default ", o->metrics_listen,
+                                 "; port 0 = any free port; \"\" = no metrics endpoint)")});
+  flags.Number("drain-timeout-ms", &o->drain_timeout_ms,
+               {"N", absl::StrCat("on SIGINT/SIGTERM: time in-flight requests get to finish before "
+                                  "they are cancelled; health turns NOT_SERVING at once (default ",
+                                  o->drain_timeout_ms, ")")});
+  flags.String(
+      "ready-file", &o->ready_file,
+      {"PATH", "once serving, write {\"grpc\": ADDRESS, \"metrics\": ADDRESS, \"pid\": N} there"});
+}
+
 namespace {
 
 // The sim's shape: a preset's (with DIR's vocabulary and special tokens, which the router's

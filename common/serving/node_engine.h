@@ -4,6 +4,7 @@
 #define TANDEM_COMMON_SERVING_NODE_ENGINE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,6 +63,18 @@ struct NodeEngineOptions {
 // Declares the flags of every field above (--model, --backend, --cuda-*, --sim-*, --threads,
 // --kv-cache-mb, ...) with their --help lines, under the sections "Node", "Backend" and "Engine".
 void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* options);
+
+// Where a node binary serves, besides its engine. The values set before AddNodeServerFlags are the
+// defaults --help shows.
+struct NodeServerOptions {
+  std::string listen;                // --listen: the gRPC HOST:PORT (port 0: any free port)
+  std::string metrics_listen;        // --metrics-listen: Prometheus /metrics; "": none
+  std::string ready_file;            // --ready-file: written once serving
+  int64_t drain_timeout_ms = 30000;  // --drain-timeout-ms: in-flight requests' time on SIGTERM
+};
+
+// Declares --listen, --metrics-listen, --drain-timeout-ms and --ready-file in the "Node" section.
+void AddNodeServerFlags(FlagSet& flags, NodeServerOptions* options);
 
 // How the node's KV transport gets at the pool the backend computes in.
 struct KvPoolHooks {

@@ -153,5 +153,30 @@ TEST(NodeEngineFlagsTest, HelpListsEveryNodeFlagInItsSection) {
   }
 }
 
+TEST(NodeServerFlagsTest, HelpShowsTheBinarysOwnDefaults) {
+  NodeServerOptions server = {.listen = "0.0.0.0:50061", .metrics_listen = "0.0.0.0:9401"};
+  FlagSet flags;
+  AddNodeServerFlags(flags, &server);
+  const std::string help = flags.Help("Usage: tandem-node\n");
+  EXPECT_THAT(help, HasSubstr("  --listen HOST:PORT "));
+  EXPECT_THAT(help, HasSubstr("(default 0.0.0.0:50061; port 0 = any free port)"));
+  EXPECT_THAT(help, HasSubstr("(default 0.0.0.0:9401; port 0 = any"));
+  EXPECT_THAT(help, HasSubstr("(default 30000)"));
+  EXPECT_THAT(help, HasSubstr("  --ready-file PATH "));
+  std::vector<const char*> args = {"tandem-node",
+                                   "--listen=127.0.0.1:0",
+                                   "--metrics-listen=",
+                                   "--drain-timeout-ms",
+                                   "5",
+                                   "--ready-file",
+                                   "/tmp/r"};
+  bool help_asked = false;
+  EXPECT_EQ(flags.Parse(static_cast<int>(args.size()), args.data(), &help_asked), "");
+  EXPECT_EQ(server.listen, "127.0.0.1:0");
+  EXPECT_EQ(server.metrics_listen, "");
+  EXPECT_EQ(server.drain_timeout_ms, 5);
+  EXPECT_EQ(server.ready_file, "/tmp/r");
+}
+
 }  // namespace
 }  // namespace tandem
