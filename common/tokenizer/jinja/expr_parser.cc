@@ -94,24 +94,20 @@ absl::StatusOr<ExprPtr> ExprParser::CondExpr() {
 }
 
 absl::StatusOr<ExprPtr> ExprParser::Or() {
-  ASSIGN_OR_RETURN(ExprPtr left, And());
-  while (IsName("or")) {
-    auto node = MakeExpr(Expr::Kind::kOr, Cur().line);
-    ++i_;
-    ASSIGN_OR_RETURN(ExprPtr right, And());
-    node->children.push_back(std::move(left));
-    node->children.push_back(std::move(right));
-    left = std::move(node);
-  }
-  return left;
+  return LeftAssociative("or", Expr::Kind::kOr, &ExprParser::And);
 }
 
 absl::StatusOr<ExprPtr> ExprParser::And() {
-  ASSIGN_OR_RETURN(ExprPtr left, Not());
-  while (IsName("and")) {
-    auto node = MakeExpr(Expr::Kind::kAnd, Cur().line);
+  return LeftAssociative("and", Expr::Kind::kAnd, &ExprParser::Not);
+}
+
+absl::StatusOr<ExprPtr> ExprParser::LeftAssociative(
+    std::string_view keyword, Expr::Kind kind, absl::StatusOr<ExprPtr> (ExprParser::*operand)()) {
+  ASSIGN_OR_RETURN(ExprPtr left, (this->*operand)());
+  while (IsName(keyword)) {
+    auto node = MakeExpr(kind, Cur().line);
     ++i_;
-    ASSIGN_OR_RETURN(ExprPtr right, Not());
+    ASSIGN_OR_RETURN(ExprPtr right, (this->*operand)());
     node->children.push_back(std::move(left));
     node->children.push_back(std::move(right));
     left = std::move(node);

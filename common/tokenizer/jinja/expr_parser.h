@@ -98,6 +98,9 @@ class ExprParser {
   absl::StatusOr<ExprPtr> CondExpr();
   absl::StatusOr<ExprPtr> Or();
   absl::StatusOr<ExprPtr> And();
+  // operand (keyword operand)*, as a left-deep tree of `kind` nodes.
+  absl::StatusOr<ExprPtr> LeftAssociative(std::string_view keyword, Expr::Kind kind,
+                                          absl::StatusOr<ExprPtr> (ExprParser::*operand)());
   absl::StatusOr<ExprPtr> Not();
   absl::StatusOr<ExprPtr> Compare();
   absl::StatusOr<ExprPtr> Binary(ExprPtr left, std::string op, ExprPtr right, int line);
