@@ -129,12 +129,12 @@ absl::Status LocalTransport::Endpoint::WriteNow(const KvTarget& target,
                                                 const std::vector<KvCopy>& copies,
                                                 absl::Time deadline) {
   if (options.write_delay > absl::ZeroDuration()) {
-    absl::Duration wait = std::min(options.write_delay, deadline - absl::Now());
+    absl::Duration wait = std::min(options.write_delay, deadline - options.clock->Now());
     if (wait > absl::ZeroDuration() && SleepUnlessClosed(wait)) {
       return absl::CancelledError("local transport shut down");
     }
   }
-  if (absl::Now() > deadline) {
+  if (options.clock->Now() > deadline) {
     return absl::DeadlineExceededError("local write: deadline passed before the copy");
   }
   {
@@ -266,7 +266,7 @@ void LocalTransport::Notify(const KvTarget& target, std::string payload, absl::T
       (*shared_done)(absl::CancelledError("local transport shut down"));
       return;
     }
-    if (absl::Now() > deadline) {
+    if (self->options.clock->Now() > deadline) {
       (*shared_done)(absl::DeadlineExceededError("local notice: deadline passed"));
       return;
     }
@@ -277,12 +277,13 @@ void LocalTransport::Notify(const KvTarget& target, std::string payload, absl::T
       return;
     }
     Endpoint* target = peer.get();
-    Task deliver = [target, payload = std::move(payload), deadline, shared_done](bool cancelled) {
+    Task deliver = [target, clock = self->options.clock, payload = std::move(payload), deadline,
+                    shared_done](bool cancelled) {
       if (cancelled) {
         (*shared_done)(absl::CancelledError("local notice: target shut down"));
         return;
       }
-      if (absl::Now() > deadline) {
+      if (clock->Now() > deadline) {
         (*shared_done)(absl::DeadlineExceededError("local notice: deadline passed"));
         return;
       }

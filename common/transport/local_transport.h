@@ -22,12 +22,15 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/clock.h"
 
 namespace tandem {
 
 struct LocalTransportOptions {
-  // Each Write waits this long before copying (cut short by its deadline).
+  // Each Write waits this long before copying (cut short by its deadline), in real time.
   absl::Duration write_delay = absl::ZeroDuration();
+  // The clock operations' deadlines are read on (borrowed; the callers' deadlines come from it).
+  Clock* clock = Clock::Real();
 };
 
 class LocalTransport : public KvTransport {

@@ -160,7 +160,7 @@ absl::StatusOr<absl::Duration> SimBackend::Step(const ForwardBatch& batch, size_
 }
 
 void SimBackend::WaitUntil(absl::Time end) {
-  const absl::Duration left = end - absl::Now();
+  const absl::Duration left = end - options_.clock->Now();
   if (options_.wait) {
     options_.wait(std::max(left, absl::ZeroDuration()));
   } else if (left > absl::ZeroDuration()) {
@@ -169,7 +169,7 @@ void SimBackend::WaitUntil(absl::Time end) {
 }
 
 absl::Status SimBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = options_.clock->Now();
   size_t rows = 0;
   for (const ForwardItem& item : batch.items) rows += item.want_logits ? 1 : 0;
   std::vector<TokenId> next(rows);
@@ -188,7 +188,7 @@ absl::Status SimBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
 absl::Status SimBackend::ForwardAndSample(const ForwardBatch& batch,
                                           std::span<const DeviceSampling> rows,
                                           std::span<TokenId> tokens) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = options_.clock->Now();
   size_t want = 0;
   for (const ForwardItem& item : batch.items) want += item.want_logits ? 1 : 0;
   if (rows.size() != want || tokens.size() != want) {

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/backend/backend.h"
 #include "common/backend/sim/step_time_model.h"
+#include "common/util/clock.h"
 
 namespace tandem {
 
@@ -40,8 +41,11 @@ struct SimBackendOptions {
   // Where the pool lives (a KV transport's registered memory); unset: the backend allocates it.
   // Same contract as CpuBackendOptions::kv_pool_allocator.
   std::function<absl::StatusOr<void*>(size_t bytes)> kv_pool_allocator;
-  // Waits `d` (the rest of the step). Unset: sleeps. Tests inject a recorder.
+  // Waits `d` (the rest of the step). Unset: sleeps. Tests inject a recorder; a virtual-time run
+  // injects one that advances its clock.
   std::function<void(absl::Duration d)> wait;
+  // The clock a step's start and end are read on (borrowed).
+  Clock* clock = Clock::Real();
 };
 
 // What the sim has done so far (for logs and tests).

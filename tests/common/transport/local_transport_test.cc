@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/util/clock.h"
 #include "tests/common/transport/transport_test_util.h"
 
 namespace tandem {
@@ -126,6 +127,28 @@ TEST(LocalTransportTest, DelayedWritePastItsDeadlineFailsWithoutCopying) {
   EXPECT_EQ(d.Wait().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(250));
   EXPECT_EQ(std::count(p.owner_pool.begin(), p.owner_pool.begin() + 4096, 0), 4096);
+}
+
+// Deadlines are read on the injected clock: passed there, a write and a notice fail at once,
+// without copying, though no real time has passed; before it, they land.
+TEST(LocalTransportTest, DeadlinesFollowTheInjectedClock) {
+  ManualClock clock(absl::ToUnixNanos(absl::FromUnixSeconds(1'800'000'000)));
+  LocalTransportOptions o;
+  o.clock = &clock;
+  LocalPair p(o);
+  const absl::Time deadline = clock.Now() + absl::Seconds(5);
+  Done in_time;
+  p.writer.Write(p.target(), {{0, 0, 4096}}, deadline, in_time.Callback());
+  EXPECT_TRUE(in_time.Wait().ok());
+  EXPECT_TRUE(
+      std::equal(p.writer_pool.begin(), p.writer_pool.begin() + 4096, p.owner_pool.begin()));
+  clock.AdvanceSeconds(6);
+  Done late_write, late_notice;
+  p.writer.Write(p.target(), {{8192, 8192, 4096}}, deadline, late_write.Callback());
+  p.writer.Notify(p.target(), "notice", deadline, late_notice.Callback());
+  EXPECT_EQ(late_write.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(late_notice.Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(std::count(p.owner_pool.begin() + 8192, p.owner_pool.begin() + 12288, 0), 4096);
 }
 
 TEST(LocalTransportTest, PauseHoldsOperationsAndInjectedErrorsFailWrites) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/backend/sim/sim_model_presets.h"
+#include "common/util/clock.h"
 #include "gtest/gtest.h"
 
 namespace tandem {
@@ -65,6 +66,35 @@ TEST(SimBackendTest, StepTakesTheModelledTime) {
   ASSERT_EQ(rec.waits.size(), 1u);
   EXPECT_LE(rec.waits[0], absl::Seconds(modelled));
   EXPECT_GE(rec.waits[0], absl::Seconds(modelled) - call);
+}
+
+// In virtual time the step waits exactly the modelled time: a manual clock does not move while
+// the backend computes, and a wait that advances it ends the step at start + modelled.
+TEST(SimBackendTest, OnAManualClockAStepWaitsExactlyTheModelledTime) {
+  ManualClock clock;
+  SimBackendOptions o;
+  o.num_kv_blocks = 64;
+  o.kv_scale = 4;
+  o.clock = &clock;
+  std::vector<absl::Duration> waits;
+  o.wait = [&](absl::Duration d) {
+    waits.push_back(d);
+    clock.AdvanceNanos(absl::ToInt64Nanoseconds(d));
+  };
+  auto b = SimBackend::Create(Llama8b(), o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<TokenId> prompt = {10, 11, 12, 13, 14};
+  std::vector<int32_t> table = {3};
+  ForwardItem item{prompt, 0, table, true};
+  std::vector<DeviceSampling> rows(1);
+  std::vector<TokenId> out(1);
+  const absl::Time start = clock.Now();
+  ASSERT_TRUE((*b)->ForwardAndSample(ForwardBatch{{&item, 1}}, rows, out).ok());
+  std::vector<SimStepItem> expected_items = {{5, 0, true}};
+  const double modelled = (*b)->time_model().Time(expected_items).total_s();
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0], absl::Nanoseconds(absl::ToInt64Nanoseconds(absl::Seconds(modelled))));
+  EXPECT_EQ(clock.Now() - start, waits[0]);
 }
 
 TEST(SimBackendTest, TimeScaleStretchesTheWait) {
