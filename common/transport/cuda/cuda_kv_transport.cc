@@ -318,7 +318,7 @@ class CudaKvTransport::Impl {
       }
       for (Task& t : tasks) t(false);
       PollFences();
-      CheckTimers(absl::Now());
+      CheckTimers(options_.clock->Now());
     }
   }
 
@@ -342,7 +342,7 @@ class CudaKvTransport::Impl {
     // Deadlines are checked at least every 100 ms; sooner only matters for tests with tiny
     // deadlines, which poll anyway while copies are in flight.
     absl::Time next = absl::InfiniteFuture();
-    const absl::Time now = absl::Now();
+    const absl::Time now = options_.clock->Now();
     for (const auto& [id, s] : sends_) next = std::min(next, s->deadline);
     for (const auto& [address, t] : targets_) {
       for (const PendingNotice& n : t.notices) next = std::min(next, n.deadline);
@@ -362,7 +362,7 @@ class CudaKvTransport::Impl {
   absl::StatusOr<Target*> GetTarget(const KvTarget& kt) {
     if (kt.address.empty()) return absl::InvalidArgumentError("cuda transport: empty address");
     Target& t = targets_[kt.address];
-    t.last_used = absl::Now();
+    t.last_used = options_.clock->Now();
     if (t.address.empty()) {
       t.address = kt.address;
       t.tag = PeerTag(kt.address);
@@ -421,7 +421,7 @@ class CudaKvTransport::Impl {
       done(s);
       return;
     }
-    if (absl::Now() >= deadline) {
+    if (options_.clock->Now() >= deadline) {
       done(absl::DeadlineExceededError("cuda transport write: deadline passed before issuing"));
       return;
     }
@@ -500,7 +500,7 @@ class CudaKvTransport::Impl {
     request.type = StagedMessageType::kRequest;
     request.transfer = send->transfer;
     request.chunks = static_cast<uint32_t>(send->chunks.size());
-    request.time_left_ms = ToMillisCeil(deadline - absl::Now());
+    request.time_left_ms = ToMillisCeil(deadline - options_.clock->Now());
     SendToOwner(send, std::move(request));
     PumpStaging();
   }
@@ -656,7 +656,8 @@ class CudaKvTransport::Impl {
     m.writer_id = writer_id_;
     m.reply_address = inner_address_;
     m.grants = {g};
-    inner_->Notify(inner_target, EncodeStagedMessage(m), absl::Now() + options_.control_timeout,
+    inner_->Notify(inner_target, EncodeStagedMessage(m),
+                   options_.clock->Now() + options_.control_timeout,
                    [](absl::Status) {});  // best effort: the owner takes it back at expiry
   }
 
@@ -714,7 +715,7 @@ class CudaKvTransport::Impl {
       t.address = kt.address;
       t.tag = PeerTag(kt.address);
     }
-    t.last_used = absl::Now();
+    t.last_used = options_.clock->Now();
     t.notices.push_back(PendingNotice{t.last_write, std::move(payload), deadline, std::move(done)});
     SendNotices(&t);
   }
@@ -788,7 +789,7 @@ class CudaKvTransport::Impl {
                      absl::FailedPreconditionError("cuda transport owner: no pool registered"));
       return;
     }
-    const absl::Time expires = absl::Now() +
+    const absl::Time expires = options_.clock->Now() +
                                absl::Milliseconds(std::max<int64_t>(0, m.time_left_ms)) +
                                options_.grant_grace;
     slots_.AddDemand(m.writer_id, m.reply_address, m.transfer, m.chunks, expires);
@@ -814,7 +815,7 @@ class CudaKvTransport::Impl {
     KvTarget writer;
     writer.address = address;
     const std::string type = StagedMessageTypeName(m.type);
-    inner_->Notify(writer, EncodeStagedMessage(m), absl::Now() + options_.control_timeout,
+    inner_->Notify(writer, EncodeStagedMessage(m), options_.clock->Now() + options_.control_timeout,
                    [tag = PeerTag(address), type](absl::Status s) {
                      if (!s.ok()) {
                        // The writer's own deadline fails its transfer; slots come back at expiry.
@@ -900,7 +901,7 @@ class CudaKvTransport::Impl {
       absl::Status s = r.ok() ? op.status : r.status();
       Target* t = op.target;
       --t->copies_in_flight;
-      t->last_used = absl::Now();
+      t->last_used = options_.clock->Now();
       FinishDirect(op, s);
       direct_ops_.erase(direct_ops_.begin() + static_cast<ptrdiff_t>(i));
     }

@@ -51,6 +51,7 @@
 #include "absl/time/time.h"
 #include "common/transport/cuda/memory_copier.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/clock.h"
 
 namespace tandem {
 
@@ -71,8 +72,11 @@ struct CudaKvTransportOptions {
   // An opened peer pool unused this long is closed (an open mapping keeps a dead owner's device
   // memory allocated).
   absl::Duration import_idle_close = absl::Seconds(60);
-  // How often in-flight copies are polled.
+  // How often in-flight copies are polled (real time).
   absl::Duration poll_interval = absl::Microseconds(20);
+  // The clock deadlines, grants and idle timers are read on (borrowed; the inner transport and
+  // the callers' deadlines should use the same one).
+  Clock* clock = Clock::Real();
 };
 
 // Counters for tests, logs and metrics.

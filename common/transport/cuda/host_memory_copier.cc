@@ -90,7 +90,7 @@ absl::Status HostMemoryCopier::Copy(void* dst, const void* src, size_t bytes) {
 
 absl::StatusOr<uint64_t> HostMemoryCopier::Fence() {
   const uint64_t id = next_fence_++;
-  fences_[id] = {absl::Now() + options_.copy_latency, pending_.size()};
+  fences_[id] = {options_.clock->Now() + options_.copy_latency, pending_.size()};
   return id;
 }
 
@@ -114,7 +114,7 @@ void HostMemoryCopier::RunUpTo(uint64_t fence) {
 absl::StatusOr<bool> HostMemoryCopier::Poll(uint64_t fence) {
   auto it = fences_.find(fence);
   if (it == fences_.end()) return true;  // ran with a later fence
-  if (absl::Now() < it->second.due) return false;
+  if (options_.clock->Now() < it->second.due) return false;
   absl::Status injected;
   {
     absl::MutexLock lock(&error_mu_);

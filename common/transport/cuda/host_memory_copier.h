@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/transport/cuda/memory_copier.h"
+#include "common/util/clock.h"
 
 namespace tandem {
 
@@ -50,8 +51,9 @@ class SharedHostPool {
 };
 
 struct HostMemoryCopierOptions {
-  // How long after Fence() its copies run and Poll() reports them done.
+  // How long after Fence() its copies run and Poll() reports them done, on `clock`.
   absl::Duration copy_latency = absl::ZeroDuration();
+  Clock* clock = Clock::Real();  // borrowed
 };
 
 class HostMemoryCopier : public MemoryCopier {

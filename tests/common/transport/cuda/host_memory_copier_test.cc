@@ -41,6 +41,20 @@ TEST(HostMemoryCopierTest, LatencyDelaysCompletionAndOrderIsKept) {
   EXPECT_EQ(std::string(dst.data(), 8), "bbbbbbbb");
 }
 
+// The latency is counted on the injected clock: the copies wait for it to move, not for real time.
+TEST(HostMemoryCopierTest, LatencyIsCountedOnTheInjectedClock) {
+  ManualClock clock;
+  HostMemoryCopier copier({.copy_latency = absl::Seconds(10), .clock = &clock});
+  std::vector<char> src(8, 'c'), dst(8, 0);
+  ASSERT_TRUE(copier.Copy(dst.data(), src.data(), 8).ok());
+  const uint64_t fence = *copier.Fence();
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(*copier.Poll(fence));
+  clock.AdvanceSeconds(10);
+  EXPECT_TRUE(*copier.Poll(fence));
+  EXPECT_EQ(std::string(dst.data(), 8), "cccccccc");
+}
+
 TEST(HostMemoryCopierTest, InjectedErrorFailsTheFenceAndSkipsItsCopies) {
   HostMemoryCopier copier;
   std::vector<char> src(8, 's'), dst(8, 0);
