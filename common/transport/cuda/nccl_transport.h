@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "common/transport/cuda/nccl_connect.h"
 #include "common/transport/kv_transport.h"
+#include "common/util/clock.h"
 
 namespace tandem {
 
@@ -61,6 +62,9 @@ struct NcclKvTransportOptions {
   int frames_in_flight = 64;
   // How often in-flight operations are polled.
   absl::Duration poll_interval = absl::Microseconds(20);
+  // The clock operations' deadlines are read on (borrowed; the callers' deadlines come from it).
+  // Connecting a communicator is bounded in real time (connect_timeout): NCCL's handshake is.
+  Clock* clock = Clock::Real();
 };
 
 class NcclKvTransport : public KvTransport {

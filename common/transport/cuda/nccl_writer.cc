@@ -147,7 +147,7 @@ void NcclWriter::Queue(const KvTarget& target, std::shared_ptr<Op> op) {
                                                      options_.frame_bytes, "-byte NCCL frame")));
     return;
   }
-  if (absl::Now() >= op->deadline) {
+  if (options_.clock->Now() >= op->deadline) {
     op->done(absl::DeadlineExceededError("nccl transport: deadline passed before issuing"));
     return;
   }
@@ -324,7 +324,7 @@ absl::Status NcclWriter::IssueOp(Connection& c, Op& op, const std::vector<NcclFr
 }
 
 void NcclWriter::Progress() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.clock->Now();  // ops' deadlines
   std::vector<std::string> broken;
   for (auto& [key, cp] : connections_) {
     Connection& c = *cp;
