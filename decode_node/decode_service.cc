@@ -1,11 +1,15 @@
 #include "decode_node/decode_service.h"
 
+#include <algorithm>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
 #include "common/transport/handoff_codec.h"
@@ -13,18 +17,6 @@
 
 namespace tandem {
 namespace {
-
-constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
-
-// Holds Reserve's answer until the gRPC thread picks it up.
-struct ReservationSlot {
-  absl::Mutex mu;
-  std::optional<absl::StatusOr<KvReservation>> result ABSL_GUARDED_BY(mu);
-};
-
-bool HasResult(ReservationSlot* slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slot->mu) {
-  return slot->result.has_value();
-}
 
 GenerateRequest MakeRequest(const google::protobuf::RepeatedField<int32_t>& prompt,
                             const v1::SamplingParams& sampling,
@@ -38,6 +30,14 @@ GenerateRequest MakeRequest(const google::protobuf::RepeatedField<int32_t>& prom
 
 }  // namespace
 
+struct DecodeService::ReservationSlot {
+  bool HasResult() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return result.has_value(); }
+
+  absl::Mutex mu;
+  // Set once, by the engine thread.
+  std::optional<absl::StatusOr<KvReservation>> result ABSL_GUARDED_BY(mu);
+};
+
 DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServiceOptions options)
     : engine_(engine), transport_(transport), options_(std::move(options)) {
   transport_->SetNoticeHandler([this](std::string_view payload) { OnNotice(payload); });
@@ -46,126 +46,141 @@ DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServi
 grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
                                     grpc::ServerWriter<v1::DecodeEvent>* writer) {
   if (options_.metrics != nullptr) options_.metrics->ReservationStarted();
-  ReservationOutcome outcome = ReservationOutcome::kFailed;
-  grpc::Status status = RunReserve(context, request, writer, &outcome);
-  if (options_.metrics != nullptr) options_.metrics->ReservationEnded(outcome);
-  return status;
+  const ReserveEnd end = RunReserve(context, *request, writer);
+  if (options_.metrics != nullptr) options_.metrics->ReservationEnded(end.outcome);
+  return ToGrpcStatus(end.status);
 }
 
-grpc::Status DecodeService::RunReserve(grpc::ServerContext* context,
-                                       const v1::ReserveRequest* request,
-                                       grpc::ServerWriter<v1::DecodeEvent>* writer,
-                                       ReservationOutcome* outcome) {
+DecodeService::ReserveEnd DecodeService::RunReserve(grpc::ServerContext* context,
+                                                    const v1::ReserveRequest& request,
+                                                    grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  // 1. Refuse what this node does not take, before anything is held for the call.
   if (!options_.accept_reservations) {
-    *outcome = ReservationOutcome::kRefused;
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "this decode node has no --cluster-secret-file: it takes no reservations "
-                        "(colocated Generate only)");
+    return {ReservationOutcome::kRefused,
+            absl::FailedPreconditionError(
+                "this decode node has no --cluster-secret-file: it takes no reservations "
+                "(colocated Generate only)")};
   }
-  absl::Duration lease =
-      request->lease_ms() > 0 ? absl::Milliseconds(request->lease_ms()) : options_.default_lease;
+  const absl::Duration lease =
+      request.lease_ms() > 0 ? absl::Milliseconds(request.lease_ms()) : options_.default_lease;
   if (lease > options_.max_lease) {
-    *outcome = ReservationOutcome::kRefused;
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("lease_ms ", request->lease_ms(), " exceeds the maximum of ",
-                                     absl::ToInt64Milliseconds(options_.max_lease)));
+    return {ReservationOutcome::kRefused,
+            absl::InvalidArgumentError(
+                absl::StrCat("lease_ms ", request.lease_ms(), " exceeds the maximum of ",
+                             absl::ToInt64Milliseconds(options_.max_lease)))};
   }
-  if (absl::Status claimed = router_ids_.Claim(request->request_id()); !claimed.ok()) {
-    *outcome = ReservationOutcome::kRefused;
-    return ToGrpcStatus(claimed);
+  if (absl::Status claimed = router_ids_.Claim(request.request_id()); !claimed.ok()) {
+    return {ReservationOutcome::kRefused, std::move(claimed)};
   }
-  absl::Cleanup release_id = [&] { router_ids_.Release(request->request_id()); };
+  absl::Cleanup release_id = [&] { router_ids_.Release(request.request_id()); };
   if (waiting_reservations_.fetch_add(1) >= options_.max_waiting_reservations) {
     waiting_reservations_.fetch_sub(1);
-    *outcome = ReservationOutcome::kRefused;
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat(options_.max_waiting_reservations,
-                                     " reservations are already waiting for KV blocks"));
+    return {ReservationOutcome::kRefused, absl::ResourceExhaustedError(absl::StrCat(
+                                              options_.max_waiting_reservations,
+                                              " reservations are already waiting for KV blocks"))};
   }
   absl::Cleanup stop_waiting = [this] { waiting_reservations_.fetch_sub(1); };
-  auto stream = std::make_shared<RequestStream>();
-  auto slot = std::make_shared<ReservationSlot>();
+
+  // 2. Start.
+  absl::StatusOr<StartedReservation> started = StartReserve(request, lease);
+  if (!started.ok()) {
+    return {absl::IsInvalidArgument(started.status()) ? ReservationOutcome::kRefused
+                                                      : ReservationOutcome::kFailed,
+            started.status()};
+  }
+  // 3. Await blocks.
+  const AwaitedReservation awaited = AwaitReservation(context, *started);
+  std::move(stop_waiting).Invoke();
+  // 4. Respond.
+  if (!awaited.reservation.ok()) return ReservationFailed(context, request, *started, awaited);
+  return RespondReserve(context, *started, *awaited.reservation, writer);
+}
+
+absl::StatusOr<DecodeService::StartedReservation> DecodeService::StartReserve(
+    const v1::ReserveRequest& request, absl::Duration lease) {
+  StartedReservation started{.stream = std::make_shared<RequestStream>(),
+                             .slot = std::make_shared<ReservationSlot>()};
   GenerateRequest engine_request =
-      MakeRequest(request->prompt_token_ids(), request->sampling(), stream);
-  const bool with_logprobs = engine_request.params.logprobs >= 0;
-  absl::StatusOr<RequestId> id =
-      engine_->Reserve(std::move(engine_request), lease, [slot](absl::StatusOr<KvReservation> r) {
+      MakeRequest(request.prompt_token_ids(), request.sampling(), started.stream);
+  started.with_logprobs = engine_request.params.logprobs >= 0;
+  absl::StatusOr<RequestId> id = engine_->Reserve(
+      std::move(engine_request), lease, [slot = started.slot](absl::StatusOr<KvReservation> r) {
         absl::MutexLock lock(&slot->mu);
         slot->result = std::move(r);
       });
-  if (!id.ok()) {
-    *outcome = absl::IsInvalidArgument(id.status()) ? ReservationOutcome::kRefused
-                                                    : ReservationOutcome::kFailed;
-    return ToGrpcStatus(id.status());
-  }
-  if (!router_ids_.Bind(request->request_id(), *id)) engine_->Cancel(*id);
+  if (!id.ok()) return id.status();
+  started.id = *id;
+  // A Cancel for the router's id that came before the engine's id was known.
+  if (!router_ids_.Bind(request.request_id(), started.id)) engine_->Cancel(started.id);
+  return started;
+}
 
-  // Wait for blocks (FIFO behind other reservations), for at most reserve_wait_timeout; the
-  // client may give up meanwhile.
-  absl::StatusOr<KvReservation> reservation = absl::UnknownError("no reservation");
-  const absl::Time give_up = options_.clock->Now() + options_.reserve_wait_timeout;
-  bool cancel_sent = false;
-  bool timed_out = false;
-  while (true) {
-    absl::MutexLock lock(&slot->mu);
-    slot->mu.AwaitWithTimeout(absl::Condition(&HasResult, slot.get()), kPollInterval);
-    if (slot->result.has_value()) {
-      reservation = std::move(*slot->result);
-      break;
-    }
-    if (!cancel_sent && (context->IsCancelled() || options_.clock->Now() >= give_up)) {
-      cancel_sent = true;
-      timed_out = !context->IsCancelled();
-      engine_->Cancel(*id);  // on_reserved will answer Cancelled
-    }
-  }
-  std::move(stop_waiting).Invoke();
-  if (!reservation.ok() && timed_out) {
-    stream->WaitWithTimeout(absl::Seconds(5));
-    *outcome = ReservationOutcome::kRefused;
-    return grpc::Status(
-        grpc::StatusCode::RESOURCE_EXHAUSTED,
-        absl::StrCat("no KV blocks came free for the prompt's ", request->prompt_token_ids_size(),
-                     " tokens within ", absl::FormatDuration(options_.reserve_wait_timeout)));
-  }
-  if (!reservation.ok()) {
-    stream->WaitWithTimeout(absl::Seconds(5));
-    *outcome = context->IsCancelled() || absl::IsCancelled(reservation.status())
-                   ? ReservationOutcome::kCancelled
-                   : ReservationOutcome::kFailed;
-    return context->IsCancelled()
-               ? grpc::Status(grpc::StatusCode::CANCELLED, "client cancelled while reserving")
-               : ToGrpcStatus(reservation.status());
-  }
+DecodeService::AwaitedReservation DecodeService::AwaitReservation(
+    grpc::ServerContext* context, const StartedReservation& started) {
+  CancelOnce cancel({
+      .clock = options_.clock,
+      .deadline = options_.clock->Now() + options_.reserve_wait_timeout,
+      .is_cancelled = [context] { return context->IsCancelled(); },
+      // The engine's answer to the reservation is then Cancelled.
+      .on_cancel = [this, id = started.id] { engine_->Cancel(id); },
+  });
+  ReservationSlot& slot = *started.slot;
+  AwaitOrCancel(slot.mu, absl::Condition(&slot, &ReservationSlot::HasResult), cancel);
+  absl::MutexLock lock(&slot.mu);
+  return {.reservation = *std::move(slot.result), .cancelled = cancel.reason()};
+}
 
+DecodeService::ReserveEnd DecodeService::ReservationFailed(grpc::ServerContext* context,
+                                                           const v1::ReserveRequest& request,
+                                                           const StartedReservation& started,
+                                                           const AwaitedReservation& awaited) {
+  started.stream->WaitWithTimeout(absl::Seconds(5));
+  if (awaited.cancelled == CancelReason::kDeadline) {
+    return {ReservationOutcome::kRefused,
+            absl::ResourceExhaustedError(absl::StrCat(
+                "no KV blocks came free for the prompt's ", request.prompt_token_ids_size(),
+                " tokens within ", absl::FormatDuration(options_.reserve_wait_timeout)))};
+  }
+  if (context->IsCancelled()) {
+    return {ReservationOutcome::kCancelled,
+            absl::CancelledError("client cancelled while reserving")};
+  }
+  const absl::Status& status = awaited.reservation.status();
+  return {absl::IsCancelled(status) ? ReservationOutcome::kCancelled : ReservationOutcome::kFailed,
+          status};
+}
+
+DecodeService::ReserveEnd DecodeService::RespondReserve(
+    grpc::ServerContext* context, const StartedReservation& started,
+    const KvReservation& reservation, grpc::ServerWriter<v1::DecodeEvent>* writer) {
   v1::DecodeEvent first;
   // The lease counts from the reservation, on the engine's clock (the node gives the engine and
   // this service the same one).
   const int64_t lease_remaining_ms = std::max<int64_t>(
-      0, (reservation->lease_deadline_nanos - options_.clock->NowNanos()) / 1'000'000);
-  *first.mutable_handoff() = MakeKvHandoff(*reservation, *transport_, engine_->kv_layout(),
+      0, (reservation.lease_deadline_nanos - options_.clock->NowNanos()) / 1'000'000);
+  *first.mutable_handoff() = MakeKvHandoff(reservation, *transport_, engine_->kv_layout(),
                                            transport_->incarnation(), lease_remaining_ms);
   first.mutable_handoff()->set_issued_unix_ms(absl::ToUnixMillis(options_.clock->Now()));
   if (options_.handoff_auth != nullptr) options_.handoff_auth->Sign(first.mutable_handoff());
-  if (!writer->Write(first)) {
-    engine_->Cancel(*id);
+  if (!writer->Write(first)) engine_->Cancel(started.id);
+  const StreamSummary summary = StreamEvents(context, started.id, started.with_logprobs,
+                                             DecodePath::kReserve, started.stream.get(), writer);
+  return {OutcomeOf(summary), summary.status};
+}
+
+ReservationOutcome DecodeService::OutcomeOf(const StreamSummary& summary) {
+  if (summary.got_token) return ReservationOutcome::kImported;
+  switch (summary.finish_reason) {
+    case FinishReason::kAborted:
+      return summary.final_status.ok() ? ReservationOutcome::kCancelled
+                                       : ReservationOutcome::kFailed;
+    case FinishReason::kError:
+      if (absl::IsDeadlineExceeded(summary.final_status)) return ReservationOutcome::kLeaseExpired;
+      if (absl::IsAborted(summary.final_status)) return ReservationOutcome::kAborted;
+      return ReservationOutcome::kFailed;
+    default:
+      return ReservationOutcome::kFailed;
   }
-  StreamSummary summary;
-  grpc::Status status = StreamEvents(context, *id, with_logprobs, DecodePath::kReserve,
-                                     stream.get(), writer, &summary);
-  if (summary.got_token) {
-    *outcome = ReservationOutcome::kImported;
-  } else if (summary.finish_reason == FinishReason::kAborted) {
-    *outcome = summary.status.ok() ? ReservationOutcome::kCancelled : ReservationOutcome::kFailed;
-  } else if (summary.finish_reason == FinishReason::kError &&
-             absl::IsDeadlineExceeded(summary.status)) {
-    *outcome = ReservationOutcome::kLeaseExpired;
-  } else if (summary.finish_reason == FinishReason::kError && absl::IsAborted(summary.status)) {
-    *outcome = ReservationOutcome::kAborted;
-  } else {
-    *outcome = ReservationOutcome::kFailed;
-  }
-  return status;
 }
 
 grpc::Status DecodeService::Generate(grpc::ServerContext* context,
@@ -183,61 +198,60 @@ grpc::Status DecodeService::Generate(grpc::ServerContext* context,
   absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
   if (!id.ok()) return ToGrpcStatus(id.status());
   if (!router_ids_.Bind(request->request_id(), *id)) engine_->Cancel(*id);
-  StreamSummary summary;
-  return StreamEvents(context, *id, with_logprobs, DecodePath::kGenerate, stream.get(), writer,
-                      &summary);
+  return ToGrpcStatus(
+      StreamEvents(context, *id, with_logprobs, DecodePath::kGenerate, stream.get(), writer)
+          .status);
 }
 
-grpc::Status DecodeService::StreamEvents(grpc::ServerContext* context, RequestId id,
-                                         bool with_logprobs, DecodePath path, RequestStream* stream,
-                                         grpc::ServerWriter<v1::DecodeEvent>* writer,
-                                         StreamSummary* summary) {
-  bool cancelled = false;
+DecodeService::StreamSummary DecodeService::StreamEvents(
+    grpc::ServerContext* context, RequestId id, bool with_logprobs, DecodePath path,
+    RequestStream* stream, grpc::ServerWriter<v1::DecodeEvent>* writer) {
+  StreamSummary summary;
+  // The request's final event still comes after a cancel; nothing is written once cancelled.
+  CancelOnce cancel({
+      .is_cancelled = [context] { return context->IsCancelled(); },
+      .on_cancel = [this, id] { engine_->Cancel(id); },
+  });
   while (true) {
-    std::optional<GenerationEvent> event = stream->NextWithTimeout(kPollInterval);
-    if (!event.has_value()) {
-      if (stream->finished()) break;  // final event already read
-      if (!cancelled && context->IsCancelled()) {
-        cancelled = true;
-        engine_->Cancel(id);
-      }
-      continue;
-    }
+    std::optional<GenerationEvent> event;
+    AwaitOrCancel(
+        [&](absl::Duration interval) {
+          event = stream->NextWithTimeout(interval);
+          return event.has_value();
+        },
+        cancel);
     if (event->finished) {
-      summary->finished = true;
-      summary->finish_reason = event->finish_reason;
-      summary->status = event->status;
+      summary.finish_reason = event->finish_reason;
+      summary.final_status = event->status;
     }
     if (event->finished && event->finish_reason == FinishReason::kError) {
-      return ToGrpcStatus(event->status.ok() ? absl::InternalError("request failed")
-                                             : event->status);
+      summary.status = event->status.ok() ? absl::InternalError("request failed") : event->status;
+      return summary;
     }
     if (event->finished && event->finish_reason == FinishReason::kAborted && !event->status.ok()) {
-      return ToGrpcStatus(event->status);  // engine stopped
+      summary.status = event->status;  // engine stopped
+      return summary;
     }
     v1::DecodeEvent out;
     if (event->has_token()) {
       TokenToProto(*event, with_logprobs, out.add_tokens());
-      if (!summary->got_token && event->queue_nanos >= 0) {
+      if (!summary.got_token && event->queue_nanos >= 0) {
         out.set_queue_us(event->queue_nanos / 1000);
         if (options_.metrics != nullptr) {
           options_.metrics->ObserveQueueTime(path, absl::Nanoseconds(event->queue_nanos));
         }
       }
-      summary->got_token = true;
+      summary.got_token = true;
     }
     if (event->finished) {
       out.set_finish_reason(std::string(FinishReasonName(event->finish_reason)));
       UsageToProto(event->usage, out.mutable_usage());
     }
-    if (!cancelled && !writer->Write(out)) {
-      cancelled = true;
-      engine_->Cancel(id);
-    }
+    if (!cancel.cancelled() && !writer->Write(out)) cancel.CancelNow(CancelReason::kCancelled);
     if (event->finished) break;
   }
-  if (cancelled) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-  return grpc::Status::OK;
+  if (cancel.cancelled()) summary.status = absl::CancelledError("client went away");
+  return summary;
 }
 
 grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,

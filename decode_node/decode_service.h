@@ -4,6 +4,15 @@
 // Each streaming call runs on its own gRPC thread and only posts to the engine and reads the
 // request's events; a client that goes away (or a call deadline) cancels the request in the
 // engine, which frees (or quarantines, while a writer may still write) its blocks.
+//
+// A Reserve call: refuse what this node does not take -> StartReserve (submit, bind the router's
+// id) -> AwaitReservation (AwaitOrCancel: blocks, the client going away or reserve_wait_timeout
+// cancels once) -> ReservationFailed, or RespondReserve (the signed handoff, then the stream). Each
+// ends as a ReserveEnd: the metrics' ReservationOutcome and the status.
+//
+// Owns: the router-id table of this node's calls, the count of reservations waiting for blocks.
+// Touches: the engine (Reserve, Submit, Cancel, imports, load), the KV transport's notices (it
+// installs the handler) and identity, the handoff authenticator and the metrics it is given.
 #ifndef TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 #define TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 
@@ -13,12 +22,12 @@
 #include <string>
 #include <string_view>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
 #include "common/engine/request_stream.h"
+#include "common/serving/await_or_cancel.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/kv_transport.h"
@@ -73,22 +82,60 @@ class DecodeService final : public v1::DecodeNode::Service {
   void OnNotice(std::string_view payload);
 
  private:
-  // What StreamEvents saw: whether a token arrived, and the request's final event.
-  struct StreamSummary {
-    bool got_token = false;
-    bool finished = false;
-    FinishReason finish_reason = FinishReason::kNone;
+  // How a Reserve call ended: the outcome the metrics count and the status its caller gets.
+  struct ReserveEnd {
+    ReservationOutcome outcome = ReservationOutcome::kFailed;
     absl::Status status;
   };
+  // Where the engine thread leaves Reserve's answer (decode_service.cc).
+  struct ReservationSlot;
+  // A submitted reservation: StartReserve's answer.
+  struct StartedReservation {
+    RequestId id = 0;
+    bool with_logprobs = false;
+    std::shared_ptr<RequestStream> stream;  // the request's events
+    std::shared_ptr<ReservationSlot> slot;
+  };
+  // AwaitReservation's answer: the engine's, and whether this call gave up waiting.
+  struct AwaitedReservation {
+    absl::StatusOr<KvReservation> reservation;
+    CancelReason cancelled = CancelReason::kNone;
+  };
+  // What StreamEvents saw: the call's status, whether a token arrived, the request's final event.
+  struct StreamSummary {
+    absl::Status status;
+    bool got_token = false;
+    FinishReason finish_reason = FinishReason::kNone;
+    absl::Status final_status;
+  };
 
-  // Reserve without the metrics' outcome count.
-  grpc::Status RunReserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
-                          grpc::ServerWriter<v1::DecodeEvent>* writer, ReservationOutcome* outcome);
-  // Streams `stream`'s events to `writer` until the final one; cancels the request when the client
-  // goes away. Returns the call's status; fills `summary`.
-  grpc::Status StreamEvents(grpc::ServerContext* context, RequestId id, bool with_logprobs,
-                            DecodePath path, RequestStream* stream,
-                            grpc::ServerWriter<v1::DecodeEvent>* writer, StreamSummary* summary);
+  // One Reserve call without the metrics' count of started and ended ones: refuse what this node
+  // does not take, StartReserve, AwaitReservation, then ReservationFailed or RespondReserve.
+  ReserveEnd RunReserve(grpc::ServerContext* context, const v1::ReserveRequest& request,
+                        grpc::ServerWriter<v1::DecodeEvent>* writer);
+  // Submits the reservation to the engine and binds the router's id to it.
+  absl::StatusOr<StartedReservation> StartReserve(const v1::ReserveRequest& request,
+                                                  absl::Duration lease);
+  // Waits for blocks (FIFO behind other reservations); cancels the request once when the client
+  // goes away or reserve_wait_timeout passes, and waits on for the engine's answer.
+  AwaitedReservation AwaitReservation(grpc::ServerContext* context,
+                                      const StartedReservation& started);
+  // The end of a call whose reservation failed: RESOURCE_EXHAUSTED when it gave up waiting,
+  // CANCELLED when the client went away, the engine's status otherwise.
+  ReserveEnd ReservationFailed(grpc::ServerContext* context, const v1::ReserveRequest& request,
+                               const StartedReservation& started,
+                               const AwaitedReservation& awaited);
+  // Sends the signed handoff, then streams the request's events; the outcome from what it saw.
+  ReserveEnd RespondReserve(grpc::ServerContext* context, const StartedReservation& started,
+                            const KvReservation& reservation,
+                            grpc::ServerWriter<v1::DecodeEvent>* writer);
+  // The outcome of a reservation whose handoff was sent, from its stream.
+  static ReservationOutcome OutcomeOf(const StreamSummary& summary);
+  // Streams `stream`'s events to `writer` until the final one; cancels the request (once) when the
+  // client goes away or a write fails.
+  StreamSummary StreamEvents(grpc::ServerContext* context, RequestId id, bool with_logprobs,
+                             DecodePath path, RequestStream* stream,
+                             grpc::ServerWriter<v1::DecodeEvent>* writer);
 
   Engine* const engine_;
   KvTransport* const transport_;

@@ -9,6 +9,8 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/serving/await_or_cancel.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
 #include "common/transport/handoff_codec.h"
@@ -18,26 +20,34 @@
 namespace tandem {
 namespace {
 
-constexpr absl::Duration kPollInterval = absl::Milliseconds(20);
-
-// What the engine thread and the writer report to the waiting gRPC thread.
-struct PrefillOutcome {
-  absl::Mutex mu;
-  std::optional<absl::StatusOr<KvWriteResult>> result ABSL_GUARDED_BY(mu);
-  absl::Time prefill_done ABSL_GUARDED_BY(mu) = absl::InfinitePast();
-  int64_t queue_nanos ABSL_GUARDED_BY(mu) = -1;
-  int32_t cached_tokens ABSL_GUARDED_BY(mu) = 0;
-  // The engine ended the request without a first token (an engine error or stop, a cancel).
-  bool ended_without_token ABSL_GUARDED_BY(mu) = false;
-};
-
-bool HasResult(PrefillOutcome* outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(outcome->mu) {
-  return outcome->result.has_value();
-}
-
 int64_t Micros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
 
 }  // namespace
+
+// What the engine thread learnt about the request's first token.
+struct FirstTokenReport {
+  absl::Time prefill_done = absl::InfinitePast();
+  int64_t queue_nanos = -1;
+  int32_t cached_tokens = 0;
+  // The engine ended the request without a first token (an engine error or stop, a cancel).
+  bool ended_without_token = false;
+};
+
+struct PrefillService::Report {
+  bool HasResult() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return result.has_value(); }
+
+  absl::Mutex mu;
+  // Set once, by the writer, after the engine let go of the request.
+  std::optional<absl::StatusOr<KvWriteResult>> result ABSL_GUARDED_BY(mu);
+  FirstTokenReport first_token ABSL_GUARDED_BY(mu);
+};
+
+struct PrefillService::Finished {
+  absl::StatusOr<KvWriteResult> result;
+  FirstTokenReport first_token;
+  // Why this call asked the engine to stop the request, if it did.
+  CancelReason cancelled = CancelReason::kNone;
+};
 
 PrefillService::PrefillService(Engine* engine, KvTransport* transport,
                                PrefillServiceOptions options)
@@ -48,188 +58,191 @@ grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
                                      v1::PrefillResponse* response) {
   const absl::Time received_at = options_.clock->Now();
   if (options_.metrics != nullptr) options_.metrics->RequestReceived();
-  KvTransferFailure failure = KvTransferFailure::kOther;
-  grpc::Status status = RunPrefill(context, request, response, received_at, &failure);
-  if (!status.ok() && options_.metrics != nullptr) options_.metrics->RequestFailed(failure);
-  return status;
+  const std::optional<Failure> failure = RunPrefill(context, *request, received_at, response);
+  if (!failure.has_value()) return grpc::Status::OK;
+  if (options_.metrics != nullptr) options_.metrics->RequestFailed(failure->reason);
+  return ToGrpcStatus(failure->status);
 }
 
-grpc::Status PrefillService::RunPrefill(grpc::ServerContext* context,
-                                        const v1::PrefillRequest* request,
-                                        v1::PrefillResponse* response, absl::Time received_at,
-                                        KvTransferFailure* failure) {
+std::optional<PrefillService::Failure> PrefillService::RunPrefill(grpc::ServerContext* context,
+                                                                  const v1::PrefillRequest& request,
+                                                                  absl::Time received_at,
+                                                                  v1::PrefillResponse* response) {
   // A second request under the id of a live one is refused before it touches the handoff.
-  if (absl::Status claimed = router_ids_.Claim(request->request_id()); !claimed.ok()) {
-    *failure = KvTransferFailure::kInvalidRequest;
-    return ToGrpcStatus(claimed);
+  if (absl::Status claimed = router_ids_.Claim(request.request_id()); !claimed.ok()) {
+    return Failure{KvTransferFailure::kInvalidRequest, std::move(claimed)};
   }
-  absl::Cleanup release_id = [&] { router_ids_.Release(request->request_id()); };
-  // Nothing is written, and the decode node is not contacted, for a handoff that is not vouched
-  // for: its address and key are the caller's otherwise.
+  absl::Cleanup release_id = [&] { router_ids_.Release(request.request_id()); };
+  std::variant<Started, Failure> started = Start(request, received_at);
+  if (Failure* refused = std::get_if<Failure>(&started)) return std::move(*refused);
+  const Finished finished = Await(context, request.request_id(), std::get<Started>(started));
+  if (std::optional<Failure> failed = FailureOf(finished, context->IsCancelled())) return failed;
+  Respond(finished, received_at, response);
+  return std::nullopt;
+}
+
+std::variant<PrefillService::Started, PrefillService::Failure> PrefillService::Start(
+    const v1::PrefillRequest& request, absl::Time received_at) {
+  // 1. The handoff. Nothing is written, and the decode node is not contacted, for one that is not
+  //    vouched for: its address and key are the caller's otherwise.
   if (absl::Status admitted = options_.handoff_gate->Admit(
-          request->handoff(), absl::ToUnixMillis(options_.clock->Now()));
+          request.handoff(), absl::ToUnixMillis(options_.clock->Now()));
       !admitted.ok()) {
-    *failure = KvTransferFailure::kForgedHandoff;
-    spdlog::warn("prefill: refused a KV handoff (request {}): {}", request->request_id(),
+    spdlog::warn("prefill: refused a KV handoff (request {}): {}", request.request_id(),
                  std::string(admitted.message()));
-    return ToGrpcStatus(admitted);
+    return Failure{KvTransferFailure::kForgedHandoff, std::move(admitted)};
   }
   absl::StatusOr<KvWriteTarget> target =
-      KvWriteTargetFromHandoff(request->handoff(), transport_->name());
+      KvWriteTargetFromHandoff(request.handoff(), transport_->name());
   if (!target.ok()) {
-    *failure = ClassifyHandoffError(target.status());
-    return ToGrpcStatus(target.status());
+    return Failure{ClassifyHandoffError(target.status()), target.status()};
   }
-  const absl::Time deadline = HandoffDeadline(request->handoff(), received_at);
+  const absl::Time deadline = HandoffDeadline(request.handoff(), received_at);
+  // From here on a refusal is told to the decode node now, so that it frees the reservation
+  // instead of waiting out the lease.
+  auto refuse = [&](KvTransferFailure reason, absl::Status status) {
+    KvBlockWriter::NotifyFailure(transport_, *target, transport_->incarnation(),
+                                 options_.handoff_auth.get(), status, deadline,
+                                 [](absl::Status) {});
+    return Failure{reason, std::move(status)};
+  };
 
+  // 2. The prompt must fill exactly the blocks the decode node reserved.
   GenerateRequest engine_request;
-  engine_request.prompt.assign(request->prompt_token_ids().begin(),
-                               request->prompt_token_ids().end());
-  engine_request.params = SamplingFromProto(request->sampling());
+  engine_request.prompt.assign(request.prompt_token_ids().begin(),
+                               request.prompt_token_ids().end());
+  engine_request.params = SamplingFromProto(request.sampling());
   const int32_t block_size = engine_->kv_layout().block_size;
   const size_t blocks_needed = (engine_request.prompt.size() + block_size - 1) / block_size;
-  absl::Status refused;
   if (blocks_needed != target->block_ids.size()) {
-    refused = absl::InvalidArgumentError(
-        absl::StrCat("the handoff names ", target->block_ids.size(), " blocks but the prompt of ",
-                     engine_request.prompt.size(), " tokens needs ", blocks_needed, " of ",
-                     block_size, " tokens"));
-    *failure = KvTransferFailure::kBadHandoff;
+    return refuse(KvTransferFailure::kBadHandoff,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "the handoff names ", target->block_ids.size(), " blocks but the prompt of ",
+                      engine_request.prompt.size(), " tokens needs ", blocks_needed, " of ",
+                      block_size, " tokens")));
   }
 
-  auto outcome = std::make_shared<PrefillOutcome>();
-  std::shared_ptr<KvBlockWriter> writer;
-  if (refused.ok()) {
-    Engine* engine = engine_;
-    absl::StatusOr<std::shared_ptr<KvBlockWriter>> created = KvBlockWriter::Create({
-        .transport = transport_,
-        .local_layout = engine_->kv_layout(),
-        .target = *target,
-        .deadline = deadline,
-        .clock = options_.clock,
-        .local_incarnation = transport_->incarnation(),
-        .auth = options_.handoff_auth.get(),
-        .release_blocks = [engine](RequestId id) { engine->ReleaseExportedBlocks(id); },
-        .on_finished =
-            [outcome](absl::StatusOr<KvWriteResult> result) {
-              absl::MutexLock lock(&outcome->mu);
-              outcome->result = std::move(result);
-            },
-    });
-    if (created.ok()) {
-      writer = *std::move(created);
-    } else {
-      refused = created.status();
-      *failure = ClassifyHandoffError(refused);
+  // 3. The writer: it reports the result once the engine let go of the request.
+  auto report = std::make_shared<Report>();
+  Engine* engine = engine_;
+  absl::StatusOr<std::shared_ptr<KvBlockWriter>> writer = KvBlockWriter::Create({
+      .transport = transport_,
+      .local_layout = engine_->kv_layout(),
+      .target = *target,
+      .deadline = deadline,
+      .clock = options_.clock,
+      .local_incarnation = transport_->incarnation(),
+      .auth = options_.handoff_auth.get(),
+      .release_blocks = [engine](RequestId id) { engine->ReleaseExportedBlocks(id); },
+      .on_finished =
+          [report](absl::StatusOr<KvWriteResult> result) {
+            absl::MutexLock lock(&report->mu);
+            report->result = std::move(result);
+          },
+  });
+  if (!writer.ok()) return refuse(ClassifyHandoffError(writer.status()), writer.status());
+
+  // 4. Submit; the engine thread reports the first token.
+  engine_request.kv_exporter = *std::move(writer);
+  engine_request.on_event = [report, clock = options_.clock](const GenerationEvent& event) {
+    absl::MutexLock lock(&report->mu);
+    if (!event.has_token()) {
+      report->first_token.ended_without_token = event.finished;
+      return;
     }
+    report->first_token.prefill_done = clock->Now();
+    report->first_token.queue_nanos = event.queue_nanos;
+    report->first_token.cached_tokens = event.usage.cached_tokens;
+  };
+  absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
+  if (!id.ok()) {
+    return refuse(absl::IsInvalidArgument(id.status()) ? KvTransferFailure::kInvalidRequest
+                                                       : KvTransferFailure::kOther,
+                  id.status());
   }
-  absl::StatusOr<RequestId> id = absl::UnknownError("not submitted");
-  if (refused.ok()) {
-    engine_request.kv_exporter = writer;
-    engine_request.on_event = [outcome, clock = options_.clock](const GenerationEvent& event) {
-      absl::MutexLock lock(&outcome->mu);
-      if (!event.has_token()) {
-        outcome->ended_without_token = event.finished;
-        return;
-      }
-      outcome->prefill_done = clock->Now();
-      outcome->queue_nanos = event.queue_nanos;
-      outcome->cached_tokens = event.usage.cached_tokens;
-    };
-    id = engine_->Submit(std::move(engine_request));
-    if (!id.ok()) {
-      refused = id.status();
-      *failure = absl::IsInvalidArgument(refused) ? KvTransferFailure::kInvalidRequest
-                                                  : KvTransferFailure::kOther;
-    }
+  return Started{.id = *id, .deadline = deadline, .report = std::move(report)};
+}
+
+PrefillService::Finished PrefillService::Await(grpc::ServerContext* context,
+                                               const std::string& router_id,
+                                               const Started& started) {
+  CancelOnce cancel({
+      .clock = options_.clock,
+      .deadline = started.deadline,
+      .is_cancelled = [context] { return context->IsCancelled(); },
+      .on_cancel = [this, id = started.id] { engine_->Cancel(id); },
+  });
+  // A Cancel for the router's id that came before the engine's id was known.
+  if (!router_ids_.Bind(router_id, started.id)) cancel.CancelNow(CancelReason::kCancelled);
+  // The writer reports also after a cancel, once the engine let go of the request.
+  Report& report = *started.report;
+  AwaitOrCancel(report.mu, absl::Condition(&report, &Report::HasResult), cancel);
+  absl::MutexLock lock(&report.mu);
+  return Finished{.result = *std::move(report.result),
+                  .first_token = report.first_token,
+                  .cancelled = cancel.reason()};
+}
+
+std::optional<PrefillService::Failure> PrefillService::FailureOf(const Finished& finished,
+                                                                 bool client_cancelled) {
+  if (finished.result.ok()) return std::nullopt;
+  if (client_cancelled) {
+    return Failure{KvTransferFailure::kCancelled, absl::CancelledError("prefill cancelled")};
   }
-  if (!refused.ok()) {
-    // Tell the decode node now, so that it frees the reservation instead of waiting out the lease.
-    KvBlockWriter::NotifyFailure(transport_, *target, transport_->incarnation(),
-                                 options_.handoff_auth.get(), refused, deadline,
-                                 [](absl::Status) {});
-    return ToGrpcStatus(refused);
-  }
-  // Set when this call asked the engine to stop the request.
-  std::optional<KvTransferFailure> cancelled;
-  if (!router_ids_.Bind(request->request_id(), *id)) {
-    cancelled = KvTransferFailure::kCancelled;
-    engine_->Cancel(*id);
-  }
-  absl::StatusOr<KvWriteResult> result = absl::UnknownError("no result");
-  absl::Time prefill_done;
-  int64_t queue_nanos = -1;
-  int32_t cached_tokens = 0;
-  bool ended_without_token = false;
-  while (true) {
-    absl::MutexLock lock(&outcome->mu);
-    outcome->mu.AwaitWithTimeout(absl::Condition(&HasResult, outcome.get()), kPollInterval);
-    if (outcome->result.has_value()) {
-      result = std::move(*outcome->result);
-      prefill_done = outcome->prefill_done;
-      queue_nanos = outcome->queue_nanos;
-      cached_tokens = outcome->cached_tokens;
-      ended_without_token = outcome->ended_without_token;
+  const absl::Status& status = finished.result.status();
+  switch (finished.cancelled) {
+    case CancelReason::kCancelled:
+      return Failure{KvTransferFailure::kCancelled, status};
+    case CancelReason::kDeadline:
+      return Failure{KvTransferFailure::kDeadline, status};
+    case CancelReason::kNone:
       break;
-    }
-    if (!cancelled.has_value() && (context->IsCancelled() || options_.clock->Now() > deadline)) {
-      // The writer reports once the engine let go of the request.
-      cancelled =
-          context->IsCancelled() ? KvTransferFailure::kCancelled : KvTransferFailure::kDeadline;
-      engine_->Cancel(*id);
-    }
   }
-  if (!result.ok()) {
-    if (cancelled.has_value()) {
-      *failure = *cancelled;
-    } else if (ended_without_token) {
-      *failure = KvTransferFailure::kOther;  // the engine failed or stopped the request
-    } else {
-      *failure = ClassifyTransferError(result.status());
-    }
-    if (context->IsCancelled()) {
-      *failure = KvTransferFailure::kCancelled;
-      return grpc::Status(grpc::StatusCode::CANCELLED, "prefill cancelled");
-    }
-    return ToGrpcStatus(result.status());
+  if (finished.first_token.ended_without_token) {
+    return Failure{KvTransferFailure::kOther, status};  // the engine failed or stopped the request
   }
+  return Failure{ClassifyTransferError(status), status};
+}
 
+void PrefillService::Respond(const Finished& finished, absl::Time received_at,
+                             v1::PrefillResponse* response) {
+  const KvWriteResult& result = *finished.result;
+  const FirstTokenReport& first_token = finished.first_token;
   v1::Token* first = response->mutable_first_token();
-  first->set_id(result->first_token);
-  first->set_logprob(result->logprob);
-  for (const TokenLogprob& top : result->top_logprobs) {
+  first->set_id(result.first_token);
+  first->set_logprob(result.logprob);
+  for (const TokenLogprob& top : result.top_logprobs) {
     v1::TokenLogprob* entry = first->add_top_logprobs();
     entry->set_token_id(top.token);
     entry->set_logprob(top.logprob);
   }
-  response->set_num_cached_tokens(cached_tokens);
-  response->set_bytes_transferred(result->bytes);
-  response->set_num_writes(result->num_writes);
+  response->set_num_cached_tokens(first_token.cached_tokens);
+  response->set_bytes_transferred(result.bytes);
+  response->set_num_writes(result.num_writes);
   v1::PrefillTimings* timings = response->mutable_timings();
-  const int64_t queue_us = std::max<int64_t>(queue_nanos, 0) / 1000;
+  const int64_t queue_us = std::max<int64_t>(first_token.queue_nanos, 0) / 1000;
   timings->set_queue_us(queue_us);
-  timings->set_compute_us(std::max<int64_t>(Micros(prefill_done - received_at) - queue_us, 0));
-  if (result->first_write_issued != absl::InfinitePast()) {
-    timings->set_transfer_us(Micros(result->completion_sent - result->first_write_issued));
+  timings->set_compute_us(
+      std::max<int64_t>(Micros(first_token.prefill_done - received_at) - queue_us, 0));
+  if (result.first_write_issued != absl::InfinitePast()) {
+    timings->set_transfer_us(Micros(result.completion_sent - result.first_write_issued));
   }
   timings->set_transfer_exposed_us(
-      std::max<int64_t>(Micros(result->completion_sent - prefill_done), 0));
-  if (options_.metrics != nullptr) {
-    PrefillSuccess success;
-    success.queue = absl::Microseconds(timings->queue_us());
-    success.compute = absl::Microseconds(timings->compute_us());
-    success.total = options_.clock->Now() - received_at;
-    if (result->first_write_issued != absl::InfinitePast()) {
-      success.transfer = absl::Microseconds(timings->transfer_us());
-    }
-    success.transfer_exposed = absl::Microseconds(timings->transfer_exposed_us());
-    success.bytes = result->bytes;
-    success.blocks_written = result->num_blocks_written;
-    success.blocks_skipped = result->num_blocks_skipped;
-    success.writes = result->num_writes;
-    options_.metrics->RequestSucceeded(success);
+      std::max<int64_t>(Micros(result.completion_sent - first_token.prefill_done), 0));
+  if (options_.metrics == nullptr) return;
+  PrefillSuccess success;
+  success.queue = absl::Microseconds(timings->queue_us());
+  success.compute = absl::Microseconds(timings->compute_us());
+  success.total = options_.clock->Now() - received_at;
+  if (result.first_write_issued != absl::InfinitePast()) {
+    success.transfer = absl::Microseconds(timings->transfer_us());
   }
-  return grpc::Status::OK;
+  success.transfer_exposed = absl::Microseconds(timings->transfer_exposed_us());
+  success.bytes = result.bytes;
+  success.blocks_written = result.num_blocks_written;
+  success.blocks_skipped = result.num_blocks_skipped;
+  success.writes = result.num_writes;
+  options_.metrics->RequestSucceeded(success);
 }
 
 grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,

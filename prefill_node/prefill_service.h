@@ -2,14 +2,24 @@
 // each finished piece straight into the blocks a decode node reserved (KvBlockWriter over the KV
 // transport) while the next chunk computes, samples the first token, sends the completion to the
 // decode node, then answers. Also publishes the prefix cache's content for prefix-aware routing.
+//
+// A Prefill call, one gRPC thread each: claim the router's id -> Start (check the handoff, build
+// the writer, submit) -> Await (AwaitOrCancel: the writer's result; the client going away or the
+// handoff's deadline cancels the request once) -> Respond (the proto and the success metrics). Each
+// step returns what it produced or a Failure (the metrics' KvTransferFailure and the status).
+//
+// Owns: the router-id table of this node's calls. Touches: the engine (Submit, Cancel, load), the
+// KV transport through KvBlockWriter (never directly but for its name and incarnation), the
+// handoff gate and the metrics it is given.
 #ifndef TANDEM_PREFILL_NODE_PREFILL_SERVICE_H_
 #define TANDEM_PREFILL_NODE_PREFILL_SERVICE_H_
 
+#include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
 #include "common/serving/node_requests.h"
@@ -52,10 +62,38 @@ class PrefillService final : public v1::PrefillNode::Service {
                              grpc::ServerWriter<v1::KvEvents>* writer) override;
 
  private:
-  // Prefill without the metrics' failure count: the call's status, and the reason when it failed.
-  grpc::Status RunPrefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
-                          v1::PrefillResponse* response, absl::Time received_at,
-                          KvTransferFailure* failure);
+  // How a Prefill call failed: the reason the metrics count and the status its caller gets.
+  struct Failure {
+    KvTransferFailure reason = KvTransferFailure::kOther;
+    absl::Status status;
+  };
+  // Where the engine thread and the writer report to the waiting call (prefill_service.cc).
+  struct Report;
+  // A validated, submitted prefill: Start's answer.
+  struct Started {
+    RequestId id = 0;
+    absl::Time deadline;  // the handoff's, on options_.clock
+    std::shared_ptr<Report> report;
+  };
+  // What Await collected once the writer finished (prefill_service.cc).
+  struct Finished;
+
+  // One Prefill call without the metrics' count of received and failed calls: claim the router's
+  // id, Start, Await, then Respond. Returns how it failed, or nothing when the response is filled.
+  std::optional<Failure> RunPrefill(grpc::ServerContext* context, const v1::PrefillRequest& request,
+                                    absl::Time received_at, v1::PrefillResponse* response);
+  // Checks the handoff, builds the writer and submits the prompt. A refusal after the handoff was
+  // read is also told to the decode node, so that it frees the reservation at once.
+  std::variant<Started, Failure> Start(const v1::PrefillRequest& request, absl::Time received_at);
+  // Binds the router's id, then waits for the writer's result; asks the engine to stop the request
+  // (once) when the client goes away or the handoff's deadline passes, and waits on for the writer.
+  Finished Await(grpc::ServerContext* context, const std::string& router_id,
+                 const Started& started);
+  // How a finished prefill failed, if it did. `client_cancelled`: the caller went away.
+  static std::optional<Failure> FailureOf(const Finished& finished, bool client_cancelled);
+  // Fills the response with the first token, the transfer's counts and the timings; counts the
+  // success in the metrics.
+  void Respond(const Finished& finished, absl::Time received_at, v1::PrefillResponse* response);
 
   Engine* const engine_;
   KvTransport* const transport_;
