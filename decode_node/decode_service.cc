@@ -47,7 +47,7 @@ grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::Rese
                                     grpc::ServerWriter<v1::DecodeEvent>* writer) {
   if (options_.metrics != nullptr) options_.metrics->ReservationStarted();
   const ReserveEnd end = RunReserve(context, *request, writer);
-  if (options_.metrics != nullptr) options_.metrics->ReservationEnded(end.outcome);
+  if (options_.metrics != nullptr) options_.metrics->ReservationEnded(end.reason);
   return ToGrpcStatus(end.status);
 }
 

@@ -83,10 +83,7 @@ class DecodeService final : public v1::DecodeNode::Service {
 
  private:
   // How a Reserve call ended: the outcome the metrics count and the status its caller gets.
-  struct ReserveEnd {
-    ReservationOutcome outcome = ReservationOutcome::kFailed;
-    absl::Status status;
-  };
+  using ReserveEnd = CallEnd<ReservationOutcome>;
   // Where the engine thread leaves Reserve's answer (decode_service.cc).
   struct ReservationSlot;
   // A submitted reservation: StartReserve's answer.

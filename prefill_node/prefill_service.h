@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
+#include "common/serving/await_or_cancel.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_gate.h"
@@ -63,10 +64,7 @@ class PrefillService final : public v1::PrefillNode::Service {
 
  private:
   // How a Prefill call failed: the reason the metrics count and the status its caller gets.
-  struct Failure {
-    KvTransferFailure reason = KvTransferFailure::kOther;
-    absl::Status status;
-  };
+  using Failure = CallEnd<KvTransferFailure>;
   // Where the engine thread and the writer report to the waiting call (prefill_service.cc).
   struct Report;
   // A validated, submitted prefill: Start's answer.

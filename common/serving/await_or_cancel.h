@@ -1,8 +1,9 @@
 // AwaitOrCancel: a node's gRPC thread waits for work it handed to another thread (the engine, a KV
 // writer) and, when its caller goes away or a deadline passes, asks that work to stop, once.
 //
-// Owns: the poll loop the prefill and decode services share, and the "give up once" bookkeeping
-// (CancelOnce). Touches nothing but what the caller passes in:
+// Owns: the poll loop the prefill and decode services share, the "give up once" bookkeeping
+// (CancelOnce), and CallEnd, the shape in which their calls report how they ended. Touches nothing
+// but what the caller passes in:
 //   - the condition it waits for: a function that waits up to an interval and says whether the
 //     condition holds (or a mutex and an absl::Condition);
 //   - the cancellation sources: an is-cancelled function (a gRPC ServerContext's IsCancelled, a
@@ -21,6 +22,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/util/clock.h"
@@ -65,6 +67,14 @@ class CancelOnce {
  private:
   Options options_;
   CancelReason reason_ = CancelReason::kNone;
+};
+
+// How a serving call ended: the reason its metrics count (the service's enum) and the status its
+// caller gets (converted to gRPC at the service's boundary).
+template <typename Reason>
+struct CallEnd {
+  Reason reason{};
+  absl::Status status;
 };
 
 inline constexpr absl::Duration kAwaitPollInterval = absl::Milliseconds(20);
