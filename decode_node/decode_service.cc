@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
-#include "common/transport/handoff_codec.h"
+#include "common/handoff/handoff_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {

@@ -13,8 +13,8 @@
 #include "common/serving/await_or_cancel.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
-#include "common/transport/handoff_codec.h"
-#include "common/transport/kv_block_writer.h"
+#include "common/handoff/handoff_codec.h"
+#include "common/handoff/kv_block_writer.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {

@@ -25,9 +25,11 @@ test_jobs="${TANDEM_TEST_JOBS:-2}"
 supp="$root/tests/sanitizers"
 
 # The core libraries' test binaries (ctest labels, one per binary: cmake/TandemHelpers.cmake).
-core_tests=(tandem_engine_tests tandem_kv_tests tandem_transport_tests tandem_router_tests
-  tandem_router_http_tests tandem_tokenizer_tests tandem_jinja_tests tandem_unicode_tests)
-tsan_tests=(tandem_engine_tests tandem_transport_tests tandem_router_tests tandem_router_http_tests)
+core_tests=(tandem_engine_tests tandem_kv_tests tandem_transport_tests tandem_handoff_tests
+  tandem_router_tests tandem_router_http_tests tandem_tokenizer_tests tandem_jinja_tests
+  tandem_unicode_tests)
+tsan_tests=(tandem_engine_tests tandem_transport_tests tandem_handoff_tests tandem_router_tests
+  tandem_router_http_tests)
 
 locked() {
   if [ -n "${TANDEM_BUILD_LOCK:-}" ]; then flock "$TANDEM_BUILD_LOCK" "$@"; else "$@"; fi

@@ -1,5 +1,5 @@
 // The engine's side of a prefill node's KV export: a prefill-only request hands each finished
-// piece of its KV to a KvExporter, which ships it (common/transport/kv_block_writer.h).
+// piece of its KV to a KvExporter, which ships it (common/handoff/kv_block_writer.h).
 //
 // Ownership: from the request's first OnBlocksReady until the exporter calls
 // Engine::ReleaseExportedBlocks(id), the engine keeps every block it passed out allocated and

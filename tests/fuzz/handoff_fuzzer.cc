@@ -19,9 +19,9 @@
 #include "absl/time/time.h"
 #include "common/serving/proto_convert.h"
 #include "common/transport/handoff_auth.h"
-#include "common/transport/handoff_codec.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/transport/handoff_gate.h"
-#include "common/transport/kv_block_writer.h"
+#include "common/handoff/kv_block_writer.h"
 #include "tests/fuzz/fuzz_common.h"
 
 namespace tandem {

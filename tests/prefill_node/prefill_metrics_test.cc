@@ -11,7 +11,7 @@
 #include "common/engine/engine.h"
 #include "common/metrics/prometheus_text.h"
 #include "common/serving/grpc_server.h"
-#include "common/transport/handoff_codec.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/transport/local_transport.h"
 #include "gtest/gtest.h"
 #include "prefill_node/prefill_service.h"

@@ -14,7 +14,7 @@
 #include "common/engine/engine.h"
 #include "common/serving/grpc_server.h"
 #include "common/transport/handoff_auth.h"
-#include "common/transport/handoff_codec.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/transport/handoff_gate.h"
 #include "common/transport/local_transport.h"
 #include "grpcpp/grpcpp.h"

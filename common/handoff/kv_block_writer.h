@@ -20,8 +20,8 @@
 // Engine-thread entry points never block: transport calls only queue. release_blocks and
 // on_finished may run on the engine thread or the transport's thread, never under the writer's
 // lock; they must be quick.
-#ifndef TANDEM_COMMON_TRANSPORT_KV_BLOCK_WRITER_H_
-#define TANDEM_COMMON_TRANSPORT_KV_BLOCK_WRITER_H_
+#ifndef TANDEM_COMMON_HANDOFF_KV_BLOCK_WRITER_H_
+#define TANDEM_COMMON_HANDOFF_KV_BLOCK_WRITER_H_
 
 #include <cstdint>
 #include <functional>
@@ -36,9 +36,9 @@
 #include "absl/time/time.h"
 #include "common/engine/kv_exporter.h"
 #include "common/engine/request.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/kv/kv_layout.h"
 #include "common/transport/handoff_auth.h"
-#include "common/transport/handoff_codec.h"
 #include "common/transport/kv_transport.h"
 #include "common/util/clock.h"
 
@@ -141,4 +141,4 @@ class KvBlockWriter : public KvExporter, public std::enable_shared_from_this<KvB
 
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_TRANSPORT_KV_BLOCK_WRITER_H_
+#endif  // TANDEM_COMMON_HANDOFF_KV_BLOCK_WRITER_H_

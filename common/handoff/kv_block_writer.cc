@@ -1,4 +1,4 @@
-#include "common/transport/kv_block_writer.h"
+#include "common/handoff/kv_block_writer.h"
 
 #include <string>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "common/transport/handoff_codec.h"
+#include "common/handoff/handoff_codec.h"
 
 #include <string>
 

@@ -1,8 +1,8 @@
 // Conversions between the KV handoff's wire form (tandem.v1 KvHandoff, KvLayoutDescriptor,
 // KvCompletion) and the plain structs engines and transports use, with the checks both node
 // roles share: layout compatibility, block ids inside the pool, cached tokens on block bounds.
-#ifndef TANDEM_COMMON_TRANSPORT_HANDOFF_CODEC_H_
-#define TANDEM_COMMON_TRANSPORT_HANDOFF_CODEC_H_
+#ifndef TANDEM_COMMON_HANDOFF_HANDOFF_CODEC_H_
+#define TANDEM_COMMON_HANDOFF_HANDOFF_CODEC_H_
 
 #include <cstdint>
 #include <string>
@@ -71,4 +71,4 @@ ImportedPrefill ImportedPrefillFromCompletion(const tandem::v1::KvCompletion& co
 
 }  // namespace tandem
 
-#endif  // TANDEM_COMMON_TRANSPORT_HANDOFF_CODEC_H_
+#endif  // TANDEM_COMMON_HANDOFF_HANDOFF_CODEC_H_
