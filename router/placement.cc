@@ -48,6 +48,20 @@ std::string_view ServingModeName(ServingMode mode) {
   return mode == ServingMode::kColocated ? "colocated" : "disaggregated";
 }
 
+std::string_view PlacementReasonName(PlacementReason reason) {
+  switch (reason) {
+    case PlacementReason::kDisaggregated:
+      return "disaggregated";
+    case PlacementReason::kColocated:
+      return "colocated";
+    case PlacementReason::kShortPrompt:
+      return "short_prompt";
+    case PlacementReason::kNoPrefillNode:
+      return "no_prefill_node";
+  }
+  return "?";
+}
+
 std::string_view PlacementKindName(PlacementKind kind) {
   switch (kind) {
     case PlacementKind::kDisaggregated:
@@ -97,24 +111,24 @@ absl::StatusOr<Placement> Placer::Choose(std::span<const NodeCandidate> prefill,
   placement.decode = PickDecode(decode).index;
   if (options_.mode == ServingMode::kColocated) {
     placement.kind = PlacementKind::kColocated;
-    placement.reason = "colocated";
+    placement.reason = PlacementReason::kColocated;
     return placement;
   }
   if (prefill.empty()) {
     placement.kind = PlacementKind::kLocalPrefill;
-    placement.reason = "no_prefill_node";
+    placement.reason = PlacementReason::kNoPrefillNode;
     return placement;
   }
   const NodeCandidate& p = PickPrefill(prefill);
   placement.cached_prefix_tokens = std::min(p.cached_prefix_tokens, prompt_tokens);
   if (prompt_tokens - placement.cached_prefix_tokens < options_.local_prefill_threshold) {
     placement.kind = PlacementKind::kLocalPrefill;
-    placement.reason = "short_prompt";
+    placement.reason = PlacementReason::kShortPrompt;
     return placement;
   }
   placement.kind = PlacementKind::kDisaggregated;
   placement.prefill = p.index;
-  placement.reason = "disaggregated";
+  placement.reason = PlacementReason::kDisaggregated;
   return placement;
 }
 

@@ -56,14 +56,23 @@ struct NodeCandidate {
 enum class PlacementKind { kDisaggregated, kLocalPrefill, kColocated };
 std::string_view PlacementKindName(PlacementKind kind);
 
+// Why a placement was chosen.
+enum class PlacementReason {
+  kDisaggregated,  // a prefill node takes the prompt
+  kColocated,      // the router runs in colocated mode
+  kShortPrompt,    // under the local-prefill threshold: the decode node prefills
+  kNoPrefillNode,  // no prefill node is up: the decode node prefills
+};
+// "disaggregated", "colocated", "short_prompt", "no_prefill_node" (logs, metrics).
+std::string_view PlacementReasonName(PlacementReason reason);
+
 struct Placement {
   PlacementKind kind = PlacementKind::kDisaggregated;
   int decode = -1;   // NodeCandidate::index
   int prefill = -1;  // NodeCandidate::index; -1 unless kDisaggregated
   // The chosen prefill node's cached prefix (also when the decision went local).
   int64_t cached_prefix_tokens = 0;
-  // Why: "disaggregated", "colocated", "short_prompt" or "no_prefill_node".
-  std::string_view reason;
+  PlacementReason reason = PlacementReason::kDisaggregated;
 };
 
 class Placer {

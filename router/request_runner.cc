@@ -42,7 +42,7 @@ std::string NodeName(const std::shared_ptr<Node>& node) {
 
 struct RequestRunner::Chosen {
   PlacementKind kind = PlacementKind::kDisaggregated;
-  std::string_view reason;
+  PlacementReason reason = PlacementReason::kDisaggregated;
   std::shared_ptr<Node> decode;
   std::shared_ptr<Node> prefill;  // kDisaggregated only
   int64_t cached_prefix_tokens = 0;
@@ -517,16 +517,17 @@ grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_dea
         ++counters_->disaggregated;
         break;
       case PlacementKind::kLocalPrefill:
-        ++(chosen->reason == "no_prefill_node" ? counters_->local_prefill_no_prefill_node
-                                               : counters_->local_prefill_short_prompt);
+        ++(chosen->reason == PlacementReason::kNoPrefillNode
+               ? counters_->local_prefill_no_prefill_node
+               : counters_->local_prefill_short_prompt);
         break;
       case PlacementKind::kColocated:
         ++counters_->colocated;
         break;
     }
     spdlog::debug("{}: attempt {}: {} ({}) decode {}{} ({} of {} prompt tokens cached)",
-                  req.request_id, attempt, PlacementKindName(chosen->kind), chosen->reason,
-                  chosen->decode->address(),
+                  req.request_id, attempt, PlacementKindName(chosen->kind),
+                  PlacementReasonName(chosen->reason), chosen->decode->address(),
                   chosen->prefill ? absl::StrCat(" prefill ", chosen->prefill->address()) : "",
                   chosen->cached_prefix_tokens, req.prompt.size());
 

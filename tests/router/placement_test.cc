@@ -119,12 +119,14 @@ TEST(PlacementTest, ShortUncachedPromptsPrefillLocally) {
   auto p = placer.Choose(std::vector<NodeCandidate>{Candidate(0)}, decode, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
-  EXPECT_EQ(p->reason, "disaggregated");
+  EXPECT_EQ(p->reason, PlacementReason::kDisaggregated);
+  EXPECT_EQ(PlacementReasonName(p->reason), "disaggregated");
   // 48 of them cached on the best prefill node: 52 < 64, local prefill on D.
   p = placer.Choose(std::vector<NodeCandidate>{Candidate(0, 100, 0, 48)}, decode, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
-  EXPECT_EQ(p->reason, "short_prompt");
+  EXPECT_EQ(p->reason, PlacementReason::kShortPrompt);
+  EXPECT_EQ(PlacementReasonName(p->reason), "short_prompt");
   EXPECT_EQ(p->prefill, -1);
   EXPECT_EQ(p->decode, 1);
   // A short prompt.
@@ -149,7 +151,8 @@ TEST(PlacementTest, NoPrefillNodeUpPrefillsLocally) {
   auto p = placer.Choose({}, std::vector<NodeCandidate>{Candidate(0)}, 1000);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
-  EXPECT_EQ(p->reason, "no_prefill_node");
+  EXPECT_EQ(p->reason, PlacementReason::kNoPrefillNode);
+  EXPECT_EQ(PlacementReasonName(p->reason), "no_prefill_node");
 }
 
 TEST(PlacementTest, ColocatedUsesOnlyDecodeNodes) {
