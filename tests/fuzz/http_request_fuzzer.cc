@@ -140,17 +140,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     parser.eager(true);
     beast::error_code ec;
     while (!parser.is_done()) {
-      size_t used = 0;
       if (input.size() > 0) {
-        used = parser.put(input, ec);
-        input += used;
+        input += parser.put(input, ec);
       } else {
         ec = http::error::need_more;
       }
       if (ec == http::error::need_more) {
+        // Like http::read_some: after need_more the parser must be given more bytes than
+        // before (Beast asserts it), never the same ones again. All the client sent is in
+        // `input`, so the next read is end of stream.
         ec = {};
-        if (used > 0) continue;
-        // All the client sent is in `input`: it closed (http::read's end of stream).
         if (parser.got_some()) {
           parser.put_eof(ec);
         } else {

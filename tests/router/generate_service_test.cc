@@ -1,7 +1,7 @@
 // The Generation service end to end, in-process, against fake prefill and decode node servers on
 // loopback: disaggregated streaming (Reserve → handoff → Prefill → tokens), UTF-8-safe text,
-// stop strings, retries before the first token and none after it, cancellation reaching the
-// nodes, deadlines, colocated mode, conditional and prefix-aware placement, bad input.
+// stop strings, colocated mode, conditional and prefix-aware placement, bad input. Failures
+// (retries, nodes dying, cancellation, deadlines) are in generate_service_failures_test.cc.
 #include <algorithm>
 #include <chrono>
 #include <future>
@@ -16,10 +16,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "router/node_probe.h"
-#include "router/router_server.h"
-#include "router/served_model.h"
-#include "tests/router/fake_nodes.h"
-#include "tests/router/router_test_util.h"
+#include "tests/router/generate_service_fixture.h"
 
 namespace tandem {
 namespace {
@@ -27,17 +24,14 @@ namespace {
 using ::testing::Contains;
 using testing::DecodeScript;
 using ::testing::ElementsAreArray;
-using testing::FakeDecodeNode;
-using testing::FakePrefillNode;
+using testing::GenerateServiceTest;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::PrefillBehavior;
-using testing::RouterStub;
 using testing::RunGenerate;
 using testing::StreamResult;
 using testing::TestRouterOptions;
-
-bool WaitUntil(const std::function<bool()>& pred) { return FakeDecodeNode::WaitUntil(pred); }
+using testing::WaitUntil;
 
 bool IsValidUtf8(const std::string& s) {
   size_t i = 0;
@@ -52,67 +46,6 @@ bool IsValidUtf8(const std::string& s) {
   }
   return true;
 }
-
-class GenerateServiceTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto model = LoadServedModel(TestModelDir("llama"), "");
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = new std::shared_ptr<const ServedModel>(*model);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-
-  void TearDown() override {
-    if (router_ != nullptr) router_->Shutdown(absl::Seconds(5));
-    router_.reset();
-  }
-
-  void StartRouter(const RouterOptions& options) {
-    auto router = RouterServer::Start(options);
-    ASSERT_TRUE(router.ok()) << router.status();
-    router_ = *std::move(router);
-    stub_ = RouterStub(router_->address());
-  }
-
-  static std::vector<int32_t> Encode(const std::string& text, bool special = false) {
-    return (*model_)->tokenizer->Encode(text, special);
-  }
-
-  static DecodeScript Script(const std::string& text) {
-    DecodeScript s;
-    s.tokens = Encode(text);
-    return s;
-  }
-
-  static v1::GenerateRequest TextRequest(const std::string& text, const std::string& id = "") {
-    v1::GenerateRequest r;
-    r.set_text(text);
-    r.set_request_id(id);
-    return r;
-  }
-
-  const RouterCounters& counters() { return router_->counters(); }
-
-  std::shared_ptr<Node> PoolNode(NodeRole role, const std::string& address) {
-    for (const auto& n : router_->pool().Nodes(role)) {
-      if (n->address() == address) return n;
-    }
-    return nullptr;
-  }
-
-  static std::shared_ptr<const ServedModel>* model_;
-
-  // Nodes first: they outlive the router (members are destroyed in reverse order).
-  FakePrefillNode p1_, p2_;
-  FakeDecodeNode d1_, d2_;
-  std::unique_ptr<RouterServer> router_;
-  std::unique_ptr<v1::Generation::Stub> stub_;
-};
-
-std::shared_ptr<const ServedModel>* GenerateServiceTest::model_ = nullptr;
 
 TEST_F(GenerateServiceTest, StreamsDisaggregatedRequestsWithDetokenizedText) {
   const std::string output = " The quick brown fox jumps over the lazy dog.";
@@ -215,244 +148,6 @@ TEST_F(GenerateServiceTest, IncludeStopStringInOutput) {
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.text(), " one two three");
   EXPECT_EQ(r.finish_reason(), "stop");
-}
-
-TEST_F(GenerateServiceTest, RetriesOnAnotherPrefillNodeWhenPrefillFails) {
-  p1_.SetBehavior(
-      PrefillBehavior{.error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "prefill broke")});
-  p1_.SetLoad(/*queued_tokens=*/0);
-  p2_.SetLoad(/*queued_tokens=*/5000);  // least_loaded tries p1 first
-  const std::string output = " fine";
-  d1_.SetScript(Script(output));
-  RouterOptions o = TestRouterOptions({p1_.address(), p2_.address()}, {d1_.address()});
-  o.placement.policy = PlacementPolicy::kLeastLoaded;
-  StartRouter(o);
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi", "retry-p"));
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(r.text(), output);
-  EXPECT_EQ(r.token_ids(), Encode(output));  // tokens sent once
-  EXPECT_EQ(p1_.prefill_calls(), 1);
-  EXPECT_EQ(p2_.prefill_calls(), 1);
-  ASSERT_EQ(d1_.reserve_calls(), 2);
-  const std::string first_id = d1_.reserves()[0].request_id();
-  EXPECT_EQ(d1_.reserves()[1].request_id(), first_id + "#1");
-  // The first reservation was given back.
-  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
-  EXPECT_TRUE(WaitUntil([&] {
-    auto c = d1_.cancel_rpcs();
-    return std::find(c.begin(), c.end(), first_id) != c.end();
-  }));
-  EXPECT_EQ(counters().retries_for(RetryReason::kPrefillFailed), 1);
-  EXPECT_EQ(counters().disaggregated.load(), 2);
-  // UNAVAILABLE marked p1 down (until its next health check passes).
-  EXPECT_GE(router_->pool().counters().marked_down.load(), 1);
-}
-
-TEST_F(GenerateServiceTest, RetriesOnAnotherDecodeNodeWhenReserveFails) {
-  DecodeScript failing;
-  failing.fail_at_start = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "no KV blocks");
-  d1_.SetScript(failing);
-  d1_.SetLoad(/*free_kv_blocks=*/5000);  // least_loaded tries d1 first
-  d2_.SetLoad(/*free_kv_blocks=*/100);
-  d2_.SetScript(Script(" ok"));
-  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()});
-  o.placement.policy = PlacementPolicy::kLeastLoaded;
-  StartRouter(o);
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(r.text(), " ok");
-  EXPECT_EQ(d1_.reserve_calls(), 1);
-  EXPECT_EQ(d2_.reserve_calls(), 1);
-  EXPECT_EQ(p1_.prefill_calls(), 1);  // only for the attempt that reserved
-  EXPECT_EQ(counters().retries_for(RetryReason::kReserveFailed), 1);
-  // RESOURCE_EXHAUSTED is the node being full, not gone: it stays up.
-  EXPECT_TRUE(PoolNode(NodeRole::kDecode, d1_.address())->up());
-}
-
-TEST_F(GenerateServiceTest, RetriesWhenTheDecodeStreamFailsBeforeTheFirstToken) {
-  DecodeScript broken = Script(" never");
-  broken.fail_after_tokens = 0;
-  d1_.SetScript(broken);
-  d1_.SetLoad(5000);
-  d2_.SetLoad(100);
-  d2_.SetScript(Script(" second"));
-  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()});
-  o.placement.policy = PlacementPolicy::kLeastLoaded;
-  StartRouter(o);
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(r.text(), " second");
-  EXPECT_EQ(p1_.prefill_calls(), 2);
-  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 1);
-}
-
-TEST_F(GenerateServiceTest, NoRetryOnceATokenWasSent) {
-  DecodeScript script = Script(" one two three four five");
-  script.fail_after_tokens = 2;
-  script.stream_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node died");
-  d1_.SetScript(script);
-  d1_.SetLoad(5000);  // picked first
-  d2_.SetScript(Script(" other"));
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  EXPECT_EQ(d1_.reserve_calls(), 1);
-  EXPECT_EQ(d2_.reserve_calls(), 0);
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  // The client hears the stage and the code; the node's own words and address stay in the log.
-  EXPECT_THAT(r.status.error_message(), HasSubstr("decoding failed (UNAVAILABLE)"));
-  EXPECT_THAT(r.status.error_message(), HasSubstr("(request id req-"));
-  EXPECT_THAT(r.status.error_message(), Not(HasSubstr("decode node died")));
-  EXPECT_THAT(r.status.error_message(), Not(HasSubstr(d1_.address())));
-  EXPECT_EQ(r.token_ids().size(), 2u);
-  EXPECT_EQ(counters().failed_after_first_token.load(), 1);
-  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 0);
-}
-
-TEST_F(GenerateServiceTest, DecodeNodeDyingMidStreamFailsTheStream) {
-  DecodeScript script;
-  script.tokens.assign(200, 1734);
-  script.token_interval = absl::Milliseconds(10);
-  d1_.SetScript(script);
-  d1_.SetLoad(5000);  // picked first
-  d2_.SetScript(Script(" other"));
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
-  std::thread killer;
-  grpc::ClientContext ctx;
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"), &ctx, [&](size_t n) {
-    if (n == 2) killer = std::thread([&] { d1_.Kill(); });
-  });
-  killer.join();
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
-  EXPECT_GE(r.token_ids().size(), 2u);
-  EXPECT_LT(r.token_ids().size(), 200u);
-  EXPECT_EQ(d2_.reserve_calls(), 0);  // no retry after tokens were sent
-  EXPECT_EQ(counters().failed_after_first_token.load(), 1);
-}
-
-TEST_F(GenerateServiceTest, DecodeNodeDyingBeforeTheFirstTokenIsRetried) {
-  p1_.SetBehavior(PrefillBehavior{.delay = absl::Milliseconds(300)});
-  d1_.SetLoad(5000);  // picked first
-  d2_.SetScript(Script(" survived"));
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
-  std::thread killer([&] {
-    WaitUntil([&] { return p1_.prefill_calls() == 1; });
-    d1_.Kill();
-  });
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  killer.join();
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(r.text(), " survived");
-  EXPECT_EQ(d2_.reserve_calls(), 1);
-  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 1);
-  // The abandoned prefill was cancelled.
-  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
-}
-
-TEST_F(GenerateServiceTest, GivesUpAfterMaxRetries) {
-  p1_.SetBehavior(
-      PrefillBehavior{.error = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full")});
-  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address()});
-  o.max_retries = 2;
-  StartRouter(o);
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(r.status.error_message(), HasSubstr("3 attempts"));
-  EXPECT_THAT(r.status.error_message(), HasSubstr("prefill failed (RESOURCE_EXHAUSTED)"));
-  EXPECT_THAT(r.status.error_message(), Not(HasSubstr(p1_.address())));
-  EXPECT_TRUE(r.responses.empty());
-  EXPECT_EQ(p1_.prefill_calls(), 3);
-  EXPECT_EQ(d1_.reserve_calls(), 3);
-  EXPECT_EQ(counters().retries_for(RetryReason::kPrefillFailed), 2);
-  EXPECT_EQ(counters().requests_failed.load(), 1);
-  // Every reservation was released.
-  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 3; }));
-}
-
-TEST_F(GenerateServiceTest, NodeInvalidArgumentIsNotRetried) {
-  DecodeScript script;
-  script.fail_at_start = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt too long here");
-  d1_.SetScript(script);
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(r.status.error_message(), HasSubstr("prompt too long here"));
-  EXPECT_EQ(d1_.reserve_calls(), 1);
-}
-
-TEST_F(GenerateServiceTest, ClientDisconnectCancelsTheDecodeNode) {
-  DecodeScript script;
-  script.tokens.assign(300, 1734);
-  script.token_interval = absl::Milliseconds(10);
-  d1_.SetScript(script);
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
-  grpc::ClientContext ctx;
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi", "gone-1"), &ctx, [&](size_t n) {
-    if (n == 3) ctx.TryCancel();
-  });
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
-  EXPECT_TRUE(WaitUntil([&] {
-    auto c = d1_.cancel_rpcs();
-    return std::find(c.begin(), c.end(), d1_.reserves()[0].request_id()) != c.end();
-  }));
-  EXPECT_TRUE(WaitUntil([&] { return counters().requests_cancelled.load() == 1; }));
-}
-
-TEST_F(GenerateServiceTest, ClientDisconnectDuringPrefillCancelsBothNodes) {
-  p1_.SetBehavior(PrefillBehavior{.hang = true});
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
-  grpc::ClientContext ctx;
-  std::thread canceller([&] {
-    WaitUntil([&] { return p1_.prefill_calls() == 1; });
-    ctx.TryCancel();
-  });
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi", "gone-2"), &ctx, [](size_t) {});
-  canceller.join();
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
-  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
-  EXPECT_TRUE(WaitUntil([&] {
-    auto c = p1_.cancel_rpcs();
-    return std::find(c.begin(), c.end(), p1_.prefills()[0].request_id()) != c.end();
-  }));
-}
-
-TEST_F(GenerateServiceTest, TheClientsDeadlineBoundsTheRequest) {
-  p1_.SetBehavior(PrefillBehavior{.hang = true});
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"), &ctx, [](size_t) {});
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
-  EXPECT_TRUE(WaitUntil([&] { return d1_.cancelled_streams() == 1; }));
-}
-
-TEST_F(GenerateServiceTest, RequestTimeoutEndsAHungRequest) {
-  p1_.SetBehavior(PrefillBehavior{.hang = true});
-  RouterOptions o = TestRouterOptions({p1_.address()}, {d1_.address()});
-  o.request_timeout_ms = 300;
-  StartRouter(o);
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
-}
-
-TEST_F(GenerateServiceTest, FirstTokenTimeoutRetriesElsewhere) {
-  p1_.SetBehavior(PrefillBehavior{.hang = true});
-  p1_.SetLoad(0);
-  p2_.SetLoad(5000);
-  d1_.SetScript(Script(" late but fine"));
-  RouterOptions o = TestRouterOptions({p1_.address(), p2_.address()}, {d1_.address()});
-  o.placement.policy = PlacementPolicy::kLeastLoaded;
-  o.first_token_timeout_ms = 300;
-  StartRouter(o);
-  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
-  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_EQ(r.text(), " late but fine");
-  EXPECT_EQ(counters().retries_for(RetryReason::kFirstTokenTimeout), 1);
-  EXPECT_TRUE(WaitUntil([&] { return p1_.cancelled_calls() == 1; }));
-  EXPECT_EQ(p2_.prefill_calls(), 1);
 }
 
 TEST_F(GenerateServiceTest, ColocatedModeGeneratesOnTheDecodeNode) {
@@ -558,7 +253,7 @@ TEST_F(GenerateServiceTest, CachedPrefixMakesTheRestShortEnoughForLocalPrefill) 
 TEST_F(GenerateServiceTest, NoPrefillNodeUpFallsBackToLocalPrefillAndCountsIt) {
   p1_.SetServing(false);
   d1_.SetScript(Script(" local"));
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  StartRouterWithNodesDown(TestRouterOptions({p1_.address()}, {d1_.address()}));
   StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.text(), " local");
@@ -589,7 +284,7 @@ TEST_F(GenerateServiceTest, NodesThatAreDownAreNotUsed) {
 
 TEST_F(GenerateServiceTest, NoDecodeNodeIsUnavailable) {
   d1_.Kill();
-  StartRouter(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  StartRouterWithNodesDown(TestRouterOptions({p1_.address()}, {d1_.address()}));
   StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(r.status.error_message(), HasSubstr("decode node"));
