@@ -13,6 +13,8 @@
 #include "absl/time/clock.h"
 #include "common/util/clock.h"
 #include "grpcpp/grpcpp.h"
+#include "router/attempt_verdict.h"
+#include "router/node_client.h"
 #include "router/output_text.h"
 #include "router/request_builder.h"
 #include "router/response_sink.h"
@@ -21,13 +23,6 @@
 #include "tandem/v1/node.pb.h"
 
 namespace tandem {
-
-// How reading one decode node stream ended.
-struct StreamOutcome {
-  bool stopped = false;   // a stop string ended the output; the router cancelled the stream
-  bool finished = false;  // the last response (finish_reason set) went to the client
-  grpc::Status status;    // the node stream's status
-};
 
 // The client side of one request, shared by its attempts.
 struct ClientStream {
@@ -106,7 +101,7 @@ struct ClientStream {
   // Reads a decode node's event stream until it ends, the output stops or the client goes away;
   // `on_first_token` runs when the first event with tokens arrives.
   template <typename OnFirstToken>
-  StreamOutcome ReadFrom(grpc::ClientReader<v1::DecodeEvent>* reader, grpc::ClientContext* ctx,
+  StreamOutcome ReadFrom(DecodeEventReader* reader, grpc::ClientContext* ctx,
                          OnFirstToken on_first_token) {
     StreamOutcome outcome;
     bool first_token = false;

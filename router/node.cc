@@ -25,7 +25,11 @@ Node::Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
   channel_ = grpc::CreateCustomChannel(address_, credentials, args);
   decode_stub_ = v1::DecodeNode::NewStub(channel_);
   prefill_stub_ = v1::PrefillNode::NewStub(channel_);
+  client_ = std::make_unique<GrpcNodeClient>(channel_, role_ == NodeRole::kDecode);
 }
+
+Node::Node(NodeRole role, std::string address, std::unique_ptr<NodeClient> client)
+    : role_(role), address_(std::move(address)), client_(std::move(client)) {}
 
 Node::Snapshot Node::snapshot() const {
   absl::MutexLock lock(&mu_);

@@ -1,6 +1,7 @@
-// One prefill or decode node as the router knows it: its gRPC channel and stubs, whether it is up,
-// its last reported load (plus what this router sent it since), its incarnation, and — for
-// prefill nodes — the block hashes of its prefix cache as told by WatchKvEvents. Thread-safe.
+// One prefill or decode node as the router knows it: its gRPC channel, stubs and NodeClient,
+// whether it is up, its last reported load (plus what this router sent it since), its
+// incarnation, and — for prefill nodes — the block hashes of its prefix cache as told by
+// WatchKvEvents. Thread-safe.
 // Held by shared_ptr: a request keeps using a node that DNS has since removed.
 #ifndef TANDEM_ROUTER_NODE_H_
 #define TANDEM_ROUTER_NODE_H_
@@ -16,6 +17,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "router/node_client.h"
 #include "tandem/v1/node.grpc.pb.h"
 
 namespace tandem {
@@ -30,12 +32,17 @@ class Node {
   Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
        std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
        grpc::ChannelArguments args = {});
+  // A node reached through `client` only, without a channel (tests of the request path): the
+  // pool's health checks and KV events, which use channel() and the stubs, cannot run on it.
+  Node(NodeRole role, std::string address, std::unique_ptr<NodeClient> client);
 
   NodeRole role() const { return role_; }
   const std::string& address() const { return address_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   v1::DecodeNode::Stub& decode() const { return *decode_stub_; }
   v1::PrefillNode::Stub& prefill() const { return *prefill_stub_; }
+  // The request path's calls.
+  NodeClient& client() const { return *client_; }
 
   struct Snapshot {
     bool up = false;
@@ -73,6 +80,7 @@ class Node {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::DecodeNode::Stub> decode_stub_;
   std::unique_ptr<v1::PrefillNode::Stub> prefill_stub_;
+  std::unique_ptr<NodeClient> client_;
 
   mutable absl::Mutex mu_;
   Snapshot state_ ABSL_GUARDED_BY(mu_);

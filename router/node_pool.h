@@ -20,6 +20,7 @@
 #include "router/dns_resolver.h"
 #include "router/kv_events_watcher.h"
 #include "router/node.h"
+#include "router/node_directory.h"
 #include "router/router_options.h"
 
 namespace tandem {
@@ -31,11 +32,11 @@ struct NodePoolCounters {
   std::atomic<int64_t> dns_failures{0};
 };
 
-class NodePool {
+class NodePool : public NodeDirectory {
  public:
   // `resolver` null: getaddrinfo.
   NodePool(NodePoolOptions options, std::shared_ptr<DnsResolver> resolver = nullptr);
-  ~NodePool();  // Stop()
+  ~NodePool() override;  // Stop()
   NodePool(const NodePool&) = delete;
   NodePool& operator=(const NodePool&) = delete;
 
@@ -45,13 +46,13 @@ class NodePool {
   void Stop();
 
   // Every known node of `role`, sorted by address.
-  std::vector<std::shared_ptr<Node>> Nodes(NodeRole role) const;
+  std::vector<std::shared_ptr<Node>> Nodes(NodeRole role) const override;
   // Those that are up.
-  std::vector<std::shared_ptr<Node>> UpNodes(NodeRole role) const;
+  std::vector<std::shared_ptr<Node>> UpNodes(NodeRole role) const override;
 
   // An RPC to `node` failed in a way that says the node is unreachable: mark it down until the
   // next health check passes.
-  void ReportFailure(const std::shared_ptr<Node>& node, const std::string& error);
+  void ReportFailure(const std::shared_ptr<Node>& node, const std::string& error) override;
 
   // One health round over every node (the background thread runs this).
   void CheckHealth();

@@ -12,6 +12,7 @@
 #include "common/kv/block_hash.h"
 #include "router/client_errors.h"
 #include "router/client_stream.h"
+#include "router/prefill_call.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -24,15 +25,6 @@ constexpr absl::Duration kCancelRpcTimeout = absl::Seconds(2);
 constexpr absl::Duration kPrefillAnswerGrace = absl::Seconds(1);
 // A decode node that reports no block size: the estimate of blocks a request takes uses this.
 constexpr int64_t kDefaultBlockSize = 16;
-
-bool RetryableCode(grpc::StatusCode code) {
-  // The node found the request itself bad: another node would too.
-  return code != grpc::StatusCode::INVALID_ARGUMENT && code != grpc::StatusCode::OUT_OF_RANGE;
-}
-
-grpc::Status WithContext(const grpc::Status& status, const std::string& what) {
-  return grpc::Status(status.error_code(), absl::StrCat(what, ": ", status.error_message()));
-}
 
 std::string NodeName(const std::shared_ptr<Node>& node) {
   return absl::StrCat(NodeRoleName(node->role()), " node ", node->address());
@@ -55,7 +47,7 @@ struct RequestRunner::AttemptResult {
   std::vector<std::shared_ptr<Node>> blame;  // not to be used again by this request if possible
 };
 
-RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodePool* pool,
+RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirectory* pool,
                              const RouterOptions& options, RouterCounters* counters,
                              RouterMetrics* metrics, Clock* clock)
     : model_(std::move(model)),
@@ -99,11 +91,7 @@ void RequestRunner::SendCancel(const std::shared_ptr<Node>& node, const std::str
     absl::MutexLock lock(&cancels_mu_);
     --cancels_in_flight_;
   };
-  if (node->role() == NodeRole::kDecode) {
-    node->decode().async()->Cancel(&call->ctx, &call->request, &call->response, std::move(done));
-  } else {
-    node->prefill().async()->Cancel(&call->ctx, &call->request, &call->response, std::move(done));
-  }
+  node->client().Cancel(&call->ctx, &call->request, &call->response, std::move(done));
 }
 
 absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
@@ -191,26 +179,40 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   return chosen;
 }
 
-std::optional<grpc::Status> RequestRunner::EndedWithTheStream(const StreamOutcome& outcome,
-                                                              const ClientStream& stream,
-                                                              const CallGuard& guard,
-                                                              const std::shared_ptr<Node>& d,
-                                                              const std::string& node_request_id) {
-  if (outcome.finished) {
-    if (outcome.stopped) {
-      ++counters_->stop_string_hits;
-      SendCancel(d, node_request_id);
-    }
-    return grpc::Status::OK;
+AttemptFacts RequestRunner::CommonFacts(const Chosen& chosen, const CallGuard& guard,
+                                        const ClientStream& stream) const {
+  AttemptFacts facts;
+  facts.kind = chosen.kind;
+  facts.decode_name = NodeName(chosen.decode);
+  if (chosen.prefill != nullptr) facts.prefill_name = NodeName(chosen.prefill);
+  facts.first_token_timeout_ms = options_.first_token_timeout_ms;
+  facts.client_gone = stream.client_gone;
+  facts.client_cancelled = guard.client_cancelled();
+  facts.timed_out = guard.timed_out();
+  facts.attempt_timed_out = guard.attempt_timed_out();
+  facts.sent_tokens = stream.sent_tokens;
+  return facts;
+}
+
+RequestRunner::AttemptResult RequestRunner::Apply(const AttemptVerdict& verdict,
+                                                  const Chosen& chosen,
+                                                  const std::string& node_request_id) {
+  if (verdict.stop_string_hit) ++counters_->stop_string_hits;
+  if (verdict.cancel_prefill) SendCancel(chosen.prefill, node_request_id);
+  if (verdict.cancel_decode) SendCancel(chosen.decode, node_request_id);
+  if (verdict.decode_unreachable) {
+    pool_->ReportFailure(chosen.decode, verdict.status.error_message());
   }
-  if (stream.client_gone || guard.client_cancelled() || guard.timed_out()) {
-    SendCancel(d, node_request_id);
-    return guard.timed_out() && !guard.client_cancelled()
-               ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                              "the request ran past its deadline")
-               : grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+  if (verdict.prefill_unreachable) {
+    pool_->ReportFailure(chosen.prefill, verdict.status.error_message());
   }
-  return std::nullopt;
+  AttemptResult result;
+  result.status = verdict.status;
+  result.retry = verdict.retry;
+  result.reason = verdict.reason;
+  if (verdict.blame_decode) result.blame.push_back(chosen.decode);
+  if (verdict.blame_prefill) result.blame.push_back(chosen.prefill);
+  return result;
 }
 
 RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chosen,
@@ -219,8 +221,6 @@ RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chose
                                                              ClientStream& stream) {
   const RouterRequest& request = stream.request;
   const std::shared_ptr<Node>& d = chosen.decode;
-  const std::shared_ptr<Node>& p = chosen.prefill;
-  AttemptResult result;
 
   // 1. Reserve on D: its first event is the handoff.
   grpc::ClientContext d_ctx;
@@ -232,169 +232,63 @@ RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chose
   *reserve.mutable_sampling() = request.node_sampling;
   reserve.set_request_id(node_request_id);
   reserve.set_lease_ms(options_.lease_ms);
-  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
-      d->decode().Reserve(&d_ctx, reserve);
+  std::unique_ptr<DecodeEventReader> reader = d->client().Reserve(&d_ctx, reserve);
   v1::DecodeEvent first;
   if (!reader->Read(&first)) {
-    grpc::Status status = reader->Finish();
-    result.status = WithContext(status, absl::StrCat(NodeName(d), ": Reserve"));
-    result.retry = RetryableCode(status.error_code());
-    result.reason =
-        guard.attempt_timed_out() ? RetryReason::kFirstTokenTimeout : RetryReason::kReserveFailed;
-    result.blame = {d};
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      pool_->ReportFailure(d, status.error_message());
-    }
-    return result;
+    const grpc::Status reserve_status = reader->Finish();
+    AttemptFacts facts = CommonFacts(chosen, guard, stream);
+    facts.reserve = ReserveEnd::kNoEvent;
+    facts.reserve_status = reserve_status;
+    return Apply(JudgeAttempt(facts), chosen, node_request_id);
   }
   if (!first.has_handoff()) {
     d_ctx.TryCancel();
     reader->Finish();
-    SendCancel(d, node_request_id);
-    result.status =
-        grpc::Status(grpc::StatusCode::INTERNAL,
-                     absl::StrCat(NodeName(d), ": Reserve's first event has no handoff"));
-    result.retry = true;
-    result.reason = RetryReason::kBadHandoff;
-    result.blame = {d};
-    return result;
+    AttemptFacts facts = CommonFacts(chosen, guard, stream);
+    facts.reserve = ReserveEnd::kNoHandoff;
+    return Apply(JudgeAttempt(facts), chosen, node_request_id);
   }
   stream.cached_tokens =
       std::max<int64_t>(stream.cached_tokens, first.handoff().num_cached_tokens());
 
-  // 2. Prefill on P, concurrently with reading D's stream. A prefill that fails before D's first
-  // token cancels D's stream so the attempt ends at once.
-  struct PrefillCall {
-    grpc::ClientContext ctx;
-    v1::PrefillRequest request;
-    v1::PrefillResponse response;
-    absl::Mutex mu;
-    bool done ABSL_GUARDED_BY(mu) = false;
-    grpc::Status status ABSL_GUARDED_BY(mu);
-    // Once set, the callback leaves D's context alone.
-    bool d_ctx_off_limits ABSL_GUARDED_BY(mu) = false;
-    bool cancelled_by_router ABSL_GUARDED_BY(mu) = false;
-  };
-  auto prefill = std::make_shared<PrefillCall>();
-  prefill->ctx.set_deadline(absl::ToChronoTime(guard.deadline()));
-  prefill->request.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-  *prefill->request.mutable_sampling() = request.node_sampling;
-  *prefill->request.mutable_handoff() = first.handoff();
-  prefill->request.set_request_id(node_request_id);
-  guard.Attach(&prefill->ctx);
-  grpc::ClientContext* d_ctx_ptr = &d_ctx;
-  p->prefill().async()->Prefill(&prefill->ctx, &prefill->request, &prefill->response,
-                                [prefill, d_ctx_ptr](grpc::Status status) {
-                                  absl::MutexLock lock(&prefill->mu);
-                                  if (!status.ok() && !prefill->d_ctx_off_limits) {
-                                    d_ctx_ptr->TryCancel();
-                                  }
-                                  prefill->status = std::move(status);
-                                  prefill->done = true;
-                                });
+  // 2. Prefill on P, concurrently with reading D's stream (a prefill that fails before D's first
+  // token cancels D's stream, so the attempt ends at once).
+  v1::PrefillRequest prefill_request;
+  prefill_request.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
+  *prefill_request.mutable_sampling() = request.node_sampling;
+  *prefill_request.mutable_handoff() = first.handoff();
+  prefill_request.set_request_id(node_request_id);
+  std::shared_ptr<PrefillCall> prefill =
+      PrefillCall::Create(std::move(prefill_request), guard.deadline());
+  guard.Attach(prefill->context());
+  prefill->Start(chosen.prefill->client(), &d_ctx);
 
   // 3. D's tokens.
-  StreamOutcome outcome = stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent&) {
+  const StreamOutcome outcome = stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent&) {
     guard.SetAttemptDeadline(absl::InfiniteFuture());
-    absl::MutexLock lock(&prefill->mu);
-    prefill->d_ctx_off_limits = true;  // a late prefill error must not cut a live stream
+    prefill->ProtectStream();
   });
 
   // 4. The prefill call ends before this attempt does.
-  bool cancel_prefill = false;
-  {
-    absl::MutexLock lock(&prefill->mu);
-    prefill->d_ctx_off_limits = true;
-    if (!prefill->done) {
-      if (!outcome.finished ||
-          !prefill->mu.AwaitWithTimeout(absl::Condition(&prefill->done), kPrefillAnswerGrace)) {
-        prefill->cancelled_by_router = true;
-        cancel_prefill = true;
-      }
-    }
+  const PrefillCall::Result prefill_result = prefill->Finish(
+      outcome.finished, kPrefillAnswerGrace,
+      std::max(guard.deadline() - clock_->Now(), absl::ZeroDuration()) + absl::Seconds(1));
+  guard.Detach(prefill->context());
+  if (prefill_result.end == PrefillEnd::kOk) {
+    stream.timer->SetNodeQueue(absl::Microseconds(prefill_result.queue_us));
   }
-  if (cancel_prefill) prefill->ctx.TryCancel();
-  grpc::Status prefill_status;
-  bool prefill_ok = false;
-  bool prefill_failed = false;
-  {
-    absl::MutexLock lock(&prefill->mu);
-    // The deadline or the cancel above ends the call; the margin guards against a lost callback.
-    prefill->mu.AwaitWithTimeout(
-        absl::Condition(&prefill->done),
-        std::max(guard.deadline() - clock_->Now(), absl::ZeroDuration()) + absl::Seconds(1));
-    prefill_status = prefill->status;
-    prefill_ok = prefill->done && prefill->status.ok();
-    if (prefill_ok) {
-      stream.timer->SetNodeQueue(absl::Microseconds(prefill->response.timings().queue_us()));
-    }
-    prefill_failed = prefill->done && !prefill->status.ok() && !prefill->cancelled_by_router;
-  }
-  guard.Detach(&prefill->ctx);
-  // A prefill that did not complete (cancelled here or by the watchdog, or failed) may still
-  // hold work on P: tell it explicitly.
-  if (!prefill_ok && (cancel_prefill || !outcome.finished)) SendCancel(p, node_request_id);
 
-  if (std::optional<grpc::Status> ended =
-          EndedWithTheStream(outcome, stream, guard, d, node_request_id)) {
-    result.status = *std::move(ended);
-    return result;
-  }
-  if (stream.sent_tokens) {
-    // Tokens reached the client: no retry, the stream fails with the node's status.
-    grpc::Status status =
-        outcome.status.ok()
-            ? grpc::Status(grpc::StatusCode::INTERNAL, "the stream ended without a finish reason")
-            : outcome.status;
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      pool_->ReportFailure(d, status.error_message());
-    }
-    result.status = WithContext(status, NodeName(d));
-    return result;
-  }
-  // Nothing reached the client: release what this attempt holds, then retry elsewhere.
-  SendCancel(d, node_request_id);
-  // The watchdog cancelled this attempt's calls: whatever they answered is not their fault.
-  if (guard.attempt_timed_out()) {
-    result.status =
-        grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                     absl::StrCat("no first token from ", NodeName(d), " (prefill on ", NodeName(p),
-                                  ") within ", options_.first_token_timeout_ms, " ms"));
-    result.retry = true;
-    result.reason = RetryReason::kFirstTokenTimeout;
-    result.blame = {d, p};
-    return result;
-  }
-  if (prefill_failed) {
-    if (prefill_status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      pool_->ReportFailure(p, prefill_status.error_message());
-    }
-    result.status = WithContext(prefill_status, absl::StrCat(NodeName(p), ": Prefill"));
-    result.retry = RetryableCode(prefill_status.error_code());
-    result.reason = RetryReason::kPrefillFailed;
-    result.blame = {p};
-    return result;
-  }
-  grpc::Status status = outcome.status.ok()
-                            ? grpc::Status(grpc::StatusCode::INTERNAL,
-                                           "the stream ended without tokens or a finish reason")
-                            : outcome.status;
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    pool_->ReportFailure(d, status.error_message());
-  }
-  result.status = WithContext(status, NodeName(d));
-  result.retry = RetryableCode(status.error_code());
-  result.reason = RetryReason::kDecodeFailed;
-  result.blame = {d};
-  return result;
+  AttemptFacts facts = CommonFacts(chosen, guard, stream);
+  facts.prefill = prefill_result.end;
+  facts.prefill_status = prefill_result.status;
+  facts.stream = outcome;
+  return Apply(JudgeAttempt(facts), chosen, node_request_id);
 }
 
 RequestRunner::AttemptResult RequestRunner::RunLocal(const Chosen& chosen,
                                                      const std::string& node_request_id,
                                                      CallGuard& guard, ClientStream& stream) {
   const RouterRequest& request = stream.request;
-  const std::shared_ptr<Node>& d = chosen.decode;
-  AttemptResult result;
   grpc::ClientContext d_ctx;
   d_ctx.set_deadline(absl::ToChronoTime(guard.deadline()));
   guard.Attach(&d_ctx);
@@ -403,40 +297,15 @@ RequestRunner::AttemptResult RequestRunner::RunLocal(const Chosen& chosen,
   generate.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
   *generate.mutable_sampling() = request.node_sampling;
   generate.set_request_id(node_request_id);
-  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader =
-      d->decode().Generate(&d_ctx, generate);
-  StreamOutcome outcome = stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent& event) {
-    guard.SetAttemptDeadline(absl::InfiniteFuture());
-    stream.timer->SetNodeQueue(absl::Microseconds(event.queue_us()));
-  });
-
-  if (std::optional<grpc::Status> ended =
-          EndedWithTheStream(outcome, stream, guard, d, node_request_id)) {
-    result.status = *std::move(ended);
-    return result;
-  }
-  grpc::Status status =
-      outcome.status.ok()
-          ? grpc::Status(grpc::StatusCode::INTERNAL, "the stream ended without a finish reason")
-          : outcome.status;
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    pool_->ReportFailure(d, status.error_message());
-  }
-  result.status = WithContext(status, absl::StrCat(NodeName(d), ": Generate"));
-  if (stream.sent_tokens) return result;
-  SendCancel(d, node_request_id);
-  if (guard.attempt_timed_out()) {
-    result.status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                 absl::StrCat("no first token from ", NodeName(d), " within ",
-                                              options_.first_token_timeout_ms, " ms"));
-    result.retry = true;
-    result.reason = RetryReason::kFirstTokenTimeout;
-  } else {
-    result.retry = RetryableCode(status.error_code());
-    result.reason = RetryReason::kDecodeFailed;
-  }
-  result.blame = {d};
-  return result;
+  std::unique_ptr<DecodeEventReader> reader = chosen.decode->client().Generate(&d_ctx, generate);
+  const StreamOutcome outcome =
+      stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent& event) {
+        guard.SetAttemptDeadline(absl::InfiniteFuture());
+        stream.timer->SetNodeQueue(absl::Microseconds(event.queue_us()));
+      });
+  AttemptFacts facts = CommonFacts(chosen, guard, stream);
+  facts.stream = outcome;
+  return Apply(JudgeAttempt(facts), chosen, node_request_id);
 }
 
 grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOptions& options,

@@ -29,7 +29,7 @@
 #include "grpcpp/support/status.h"
 #include "router/call_watchdog.h"
 #include "router/client_stream.h"
-#include "router/node_pool.h"
+#include "router/node_directory.h"
 #include "router/placement.h"
 #include "router/request_builder.h"
 #include "router/response_sink.h"
@@ -55,9 +55,9 @@ struct RunOptions {
 
 class RequestRunner {
  public:
-  // `pool`, `counters`, `metrics` and `clock` must outlive the runner. Deadlines and timers read
+  // `nodes`, `counters`, `metrics` and `clock` must outlive the runner. Deadlines and timers read
   // `clock` (gRPC deadlines on node calls too: a virtual clock is for runs without real nodes).
-  RequestRunner(std::shared_ptr<const ServedModel> model, NodePool* pool,
+  RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirectory* nodes,
                 const RouterOptions& options, RouterCounters* counters, RouterMetrics* metrics,
                 Clock* clock = Clock::Real());
   // Waits (bounded) for Cancel RPCs still in flight.
@@ -103,18 +103,17 @@ class RequestRunner {
                                  CallGuard& guard, ClientStream& stream);
   AttemptResult RunLocal(const Chosen& chosen, const std::string& node_request_id, CallGuard& guard,
                          ClientStream& stream);
-  // The attempt's ending when the node stream went to its end (OK; a stop string also cancels the
-  // decode node) or the client went away or the request expired (CANCELLED /
-  // DEADLINE_EXCEEDED; the decode node is cancelled); nullopt when the attempt failed otherwise.
-  std::optional<grpc::Status> EndedWithTheStream(const StreamOutcome& outcome,
-                                                 const ClientStream& stream, const CallGuard& guard,
-                                                 const std::shared_ptr<Node>& d,
-                                                 const std::string& node_request_id);
+  // The facts every attempt shares: the nodes' names and the request's and client's state.
+  AttemptFacts CommonFacts(const Chosen& chosen, const CallGuard& guard,
+                           const ClientStream& stream) const;
+  // Carries out JudgeAttempt's verdict: Cancel RPCs, nodes marked down, nodes to avoid.
+  AttemptResult Apply(const AttemptVerdict& verdict, const Chosen& chosen,
+                      const std::string& node_request_id);
   // Best-effort Cancel RPC; does not wait.
   void SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id);
 
   const std::shared_ptr<const ServedModel> model_;
-  NodePool* const pool_;
+  NodeDirectory* const pool_;
   const RouterOptions options_;
   RouterCounters* const counters_;
   RouterMetrics* const metrics_;

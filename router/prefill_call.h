@@ -1,0 +1,77 @@
+// One PrefillNode.Prefill call of a disaggregated attempt, running while the runner reads the
+// decode node's stream on its own thread. The call's answer arrives on a gRPC thread; this object
+// is the one place the two meet. Owns the call's context, request and response; touches the
+// decode stream's context only to cancel it, and only in kInFlight.
+//
+//   state          what it means                             moved out by
+//   kInFlight      no answer yet; a failed answer cancels    ProtectStream → kStreamLive;
+//                  D's stream, so the attempt ends at once   the answer → kAnswered
+//   kStreamLive    no answer yet; D's stream is live or      Finish's cancel → kCancelling;
+//                  ending: the answer leaves it alone        the answer → kAnswered
+//   kCancelling    the router cancelled the call: what it    the answer → kAnsweredAfterCancel
+//                  answers is not the node's fault
+//   kAnswered, kAnsweredAfterCancel: final.
+#ifndef TANDEM_ROUTER_PREFILL_CALL_H_
+#define TANDEM_ROUTER_PREFILL_CALL_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
+#include "router/attempt_verdict.h"
+#include "router/node_client.h"
+#include "tandem/v1/node.pb.h"
+
+namespace tandem {
+
+class PrefillCall : public std::enable_shared_from_this<PrefillCall> {
+ public:
+  enum class State { kInFlight, kStreamLive, kCancelling, kAnswered, kAnsweredAfterCancel };
+
+  struct Result {
+    PrefillEnd end = PrefillEnd::kNoAnswer;
+    grpc::Status status;   // the answer's status (kOk, kFailed)
+    int64_t queue_us = 0;  // the node's queue time (kOk)
+  };
+
+  // A call that ends by `deadline`; not started yet, so its context() can be handed to a
+  // watchdog first.
+  static std::shared_ptr<PrefillCall> Create(v1::PrefillRequest request, absl::Time deadline);
+
+  grpc::ClientContext* context() { return &ctx_; }
+
+  // Sends the call. `decode_ctx` (D's stream) must stay valid until ProtectStream or Finish.
+  void Start(NodeClient& client, grpc::ClientContext* decode_ctx);
+
+  // D's first token arrived: from now on a late failure must not cut the live stream.
+  void ProtectStream();
+
+  // Ends the call: once the stream went to its end (`stream_finished`) the answer gets `grace`
+  // to arrive (it races with the first token); otherwise, or after that, the call is cancelled.
+  // Then waits up to `answer_wait` for the answer (the deadline or the cancel ends the call; the
+  // wait only guards against a lost callback).
+  Result Finish(bool stream_finished, absl::Duration grace, absl::Duration answer_wait);
+
+  State state() const;
+
+ private:
+  PrefillCall(v1::PrefillRequest request, absl::Time deadline);
+  void OnAnswer(grpc::Status status);
+  bool Answered() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  grpc::ClientContext ctx_;
+  v1::PrefillRequest request_;
+  v1::PrefillResponse response_;
+  grpc::ClientContext* decode_ctx_ = nullptr;
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kInFlight;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_PREFILL_CALL_H_
