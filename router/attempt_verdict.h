@@ -33,8 +33,8 @@ enum class ReserveEnd {
 enum class PrefillEnd {
   kOk,                 // answered OK
   kFailed,             // answered with an error the router did not cause (prefill_status)
-  kCancelledByRouter,  // the router cancelled it (the stream ended first): not the node's fault
-  kNoAnswer,           // no answer came before the deadline (a lost callback)
+  kCancelledByRouter,  // the router cancelled it (the stream ended first), answered or not: not
+                       // the node's fault
 };
 
 struct AttemptFacts {

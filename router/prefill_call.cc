@@ -13,8 +13,8 @@ PrefillCall::PrefillCall(v1::PrefillRequest request, absl::Time deadline)
   ctx_.set_deadline(absl::ToChronoTime(deadline));
 }
 
-void PrefillCall::Start(NodeClient& client, grpc::ClientContext* decode_ctx) {
-  decode_ctx_ = decode_ctx;
+void PrefillCall::Start(NodeClient& client, absl::AnyInvocable<void()> cancel_decode_stream) {
+  cancel_decode_stream_ = std::move(cancel_decode_stream);
   client.Prefill(&ctx_, &request_, &response_, [self = shared_from_this()](grpc::Status status) {
     self->OnAnswer(std::move(status));
   });
@@ -25,7 +25,7 @@ void PrefillCall::OnAnswer(grpc::Status status) {
   switch (state_) {
     case State::kInFlight:
       // A prefill that fails before D's first token: D will never send one.
-      if (!status.ok()) decode_ctx_->TryCancel();
+      if (!status.ok()) cancel_decode_stream_();
       state_ = State::kAnswered;
       break;
     case State::kStreamLive:
@@ -71,12 +71,10 @@ PrefillCall::Result PrefillCall::Finish(bool stream_finished, absl::Duration gra
   if (Answered() && status_.ok()) {
     result.end = PrefillEnd::kOk;
     result.queue_us = response_.timings().queue_us();
-  } else if (state_ == State::kCancelling || state_ == State::kAnsweredAfterCancel) {
-    result.end = PrefillEnd::kCancelledByRouter;
-  } else if (Answered()) {
+  } else if (state_ == State::kAnswered) {
     result.end = PrefillEnd::kFailed;
   } else {
-    result.end = PrefillEnd::kNoAnswer;
+    result.end = PrefillEnd::kCancelledByRouter;  // Finish cancelled it: answered or not
   }
   result.status = status_;
   return result;

@@ -1,7 +1,7 @@
 // One PrefillNode.Prefill call of a disaggregated attempt, running while the runner reads the
 // decode node's stream on its own thread. The call's answer arrives on a gRPC thread; this object
 // is the one place the two meet. Owns the call's context, request and response; touches the
-// decode stream's context only to cancel it, and only in kInFlight.
+// decode stream only to cancel it, and only in kInFlight.
 //
 //   state          what it means                             moved out by
 //   kInFlight      no answer yet; a failed answer cancels    ProtectStream → kStreamLive;
@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/client_context.h"
@@ -32,7 +33,7 @@ class PrefillCall : public std::enable_shared_from_this<PrefillCall> {
   enum class State { kInFlight, kStreamLive, kCancelling, kAnswered, kAnsweredAfterCancel };
 
   struct Result {
-    PrefillEnd end = PrefillEnd::kNoAnswer;
+    PrefillEnd end = PrefillEnd::kCancelledByRouter;
     grpc::Status status;   // the answer's status (kOk, kFailed)
     int64_t queue_us = 0;  // the node's queue time (kOk)
   };
@@ -43,8 +44,9 @@ class PrefillCall : public std::enable_shared_from_this<PrefillCall> {
 
   grpc::ClientContext* context() { return &ctx_; }
 
-  // Sends the call. `decode_ctx` (D's stream) must stay valid until ProtectStream or Finish.
-  void Start(NodeClient& client, grpc::ClientContext* decode_ctx);
+  // Sends the call. `cancel_decode_stream` cancels D's stream; it is called at most once, on a
+  // gRPC thread, and never after ProtectStream or Finish began.
+  void Start(NodeClient& client, absl::AnyInvocable<void()> cancel_decode_stream);
 
   // D's first token arrived: from now on a late failure must not cut the live stream.
   void ProtectStream();
@@ -65,7 +67,7 @@ class PrefillCall : public std::enable_shared_from_this<PrefillCall> {
   grpc::ClientContext ctx_;
   v1::PrefillRequest request_;
   v1::PrefillResponse response_;
-  grpc::ClientContext* decode_ctx_ = nullptr;
+  absl::AnyInvocable<void()> cancel_decode_stream_;
 
   mutable absl::Mutex mu_;
   State state_ ABSL_GUARDED_BY(mu_) = State::kInFlight;

@@ -261,7 +261,7 @@ RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chose
   std::shared_ptr<PrefillCall> prefill =
       PrefillCall::Create(std::move(prefill_request), guard.deadline());
   guard.Attach(prefill->context());
-  prefill->Start(chosen.prefill->client(), &d_ctx);
+  prefill->Start(chosen.prefill->client(), [&d_ctx] { d_ctx.TryCancel(); });
 
   // 3. D's tokens.
   const StreamOutcome outcome = stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent&) {

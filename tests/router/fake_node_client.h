@@ -1,0 +1,218 @@
+// In-process stand-ins for the request path's dependencies (router/node_client.h,
+// router/node_directory.h): a NodeClient that plays back scripted decode streams and prefill
+// answers and records every call, and a NodeDirectory over a fixed list of nodes. They let
+// RequestRunner run without gRPC servers; cancellation that travels through a ClientContext is
+// not observable here, so those paths stay with the gRPC fakes (fake_nodes.h).
+#ifndef TANDEM_TESTS_ROUTER_FAKE_NODE_CLIENT_H_
+#define TANDEM_TESTS_ROUTER_FAKE_NODE_CLIENT_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "router/node.h"
+#include "router/node_client.h"
+#include "router/node_directory.h"
+
+namespace tandem::testing {
+
+// A decode stream that plays back its events, then ends with `end`.
+class ScriptedEventReader : public DecodeEventReader {
+ public:
+  ScriptedEventReader(std::vector<v1::DecodeEvent> events, grpc::Status end)
+      : events_(std::move(events)), end_(std::move(end)) {}
+
+  bool NextMessageSize(uint32_t* size) override {
+    if (next_ >= events_.size()) return false;
+    *size = static_cast<uint32_t>(events_[next_].ByteSizeLong());
+    return true;
+  }
+  bool Read(v1::DecodeEvent* event) override {
+    if (next_ >= events_.size()) return false;
+    *event = events_[next_++];
+    return true;
+  }
+  grpc::Status Finish() override { return end_; }
+  void WaitForInitialMetadata() override {}
+
+ private:
+  std::vector<v1::DecodeEvent> events_;
+  grpc::Status end_;
+  size_t next_ = 0;
+};
+
+// One decode stream's script: its events after the handoff (Reserve) or from the start
+// (Generate), and its ending.
+struct StreamScript {
+  std::vector<v1::DecodeEvent> events;
+  grpc::Status end;
+  // Reserve only: the first event carries no handoff (a broken node); stream ends there.
+  bool no_handoff = false;
+  // Reserve only: the stream ends before any event, with `end`.
+  bool fail_reserve = false;
+};
+
+// Events carrying `ids` one per event, the last with `finish_reason`.
+inline std::vector<v1::DecodeEvent> TokenEvents(const std::vector<int32_t>& ids,
+                                                const std::string& finish_reason = "length") {
+  std::vector<v1::DecodeEvent> events;
+  for (int32_t id : ids) {
+    v1::DecodeEvent e;
+    e.add_tokens()->set_id(id);
+    events.push_back(std::move(e));
+  }
+  if (!finish_reason.empty()) {
+    if (events.empty()) events.emplace_back();
+    events.back().set_finish_reason(finish_reason);
+  }
+  return events;
+}
+
+class FakeNodeClient : public NodeClient {
+ public:
+  // Scripts are used one per call, in order; the last one repeats.
+  void AddStream(StreamScript script) {
+    absl::MutexLock lock(&mu_);
+    streams_.push_back(std::move(script));
+  }
+  void AddPrefillAnswer(grpc::Status answer) {
+    absl::MutexLock lock(&mu_);
+    prefill_answers_.push_back(std::move(answer));
+  }
+
+  std::unique_ptr<DecodeEventReader> Reserve(grpc::ClientContext*,
+                                             const v1::ReserveRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    reserves_.push_back(request);
+    StreamScript s = NextStream();
+    if (s.fail_reserve) return std::make_unique<ScriptedEventReader>(s.events, s.end);
+    v1::DecodeEvent first;
+    if (!s.no_handoff) {
+      first.mutable_handoff()->set_request_id(static_cast<uint64_t>(reserves_.size()));
+    }
+    std::vector<v1::DecodeEvent> events = {first};
+    if (!s.no_handoff) events.insert(events.end(), s.events.begin(), s.events.end());
+    return std::make_unique<ScriptedEventReader>(std::move(events), s.end);
+  }
+  std::unique_ptr<DecodeEventReader> Generate(grpc::ClientContext*,
+                                              const v1::NodeGenerateRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    generates_.push_back(request);
+    StreamScript s = NextStream();
+    return std::make_unique<ScriptedEventReader>(s.events, s.end);
+  }
+  void Prefill(grpc::ClientContext*, const v1::PrefillRequest* request, v1::PrefillResponse*,
+               Done done) override {
+    grpc::Status answer;
+    {
+      absl::MutexLock lock(&mu_);
+      prefills_.push_back(*request);
+      if (!prefill_answers_.empty()) {
+        answer = prefill_answers_.front();
+        if (prefill_answers_.size() > 1) prefill_answers_.pop_front();
+      }
+    }
+    done(answer);
+  }
+  void Cancel(grpc::ClientContext*, const v1::CancelRequest* request, v1::CancelResponse*,
+              Done done) override {
+    {
+      absl::MutexLock lock(&mu_);
+      cancels_.push_back(request->request_id());
+    }
+    done(grpc::Status::OK);
+  }
+
+  std::vector<v1::ReserveRequest> reserves() const {
+    absl::MutexLock lock(&mu_);
+    return reserves_;
+  }
+  std::vector<v1::NodeGenerateRequest> generates() const {
+    absl::MutexLock lock(&mu_);
+    return generates_;
+  }
+  std::vector<v1::PrefillRequest> prefills() const {
+    absl::MutexLock lock(&mu_);
+    return prefills_;
+  }
+  std::vector<std::string> cancels() const {
+    absl::MutexLock lock(&mu_);
+    return cancels_;
+  }
+
+ private:
+  StreamScript NextStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (streams_.empty()) return StreamScript{.events = TokenEvents({}, "length")};
+    StreamScript s = streams_.front();
+    if (streams_.size() > 1) streams_.pop_front();
+    return s;
+  }
+
+  mutable absl::Mutex mu_;
+  std::deque<StreamScript> streams_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::Status> prefill_answers_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ReserveRequest> reserves_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::NodeGenerateRequest> generates_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::PrefillRequest> prefills_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> cancels_ ABSL_GUARDED_BY(mu_);
+};
+
+// A node backed by a FakeNodeClient, up with a load report of `free_kv_blocks` free blocks.
+struct FakeNode {
+  FakeNode(NodeRole role, const std::string& address, int32_t free_kv_blocks = 1000) {
+    auto owned = std::make_unique<FakeNodeClient>();
+    client = owned.get();
+    node = std::make_shared<Node>(role, address, std::move(owned));
+    v1::NodeLoad load;
+    load.set_role(NodeRoleName(role));
+    load.set_block_size(16);
+    load.set_num_kv_blocks(1000);
+    load.set_num_free_kv_blocks(free_kv_blocks);
+    load.set_max_context_tokens(8192);
+    node->MarkUp(load);
+  }
+  FakeNodeClient* client;
+  std::shared_ptr<Node> node;
+};
+
+class FakeNodeDirectory : public NodeDirectory {
+ public:
+  void Add(const FakeNode& n) {
+    absl::MutexLock lock(&mu_);
+    nodes_.push_back(n.node);
+  }
+  std::vector<std::shared_ptr<Node>> Nodes(NodeRole role) const override {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::shared_ptr<Node>> out;
+    for (const auto& n : nodes_) {
+      if (n->role() == role) out.push_back(n);
+    }
+    return out;
+  }
+  std::vector<std::shared_ptr<Node>> UpNodes(NodeRole role) const override {
+    std::vector<std::shared_ptr<Node>> out = Nodes(role);
+    std::erase_if(out, [](const std::shared_ptr<Node>& n) { return !n->up(); });
+    return out;
+  }
+  void ReportFailure(const std::shared_ptr<Node>& node, const std::string& error) override {
+    node->MarkDown(error);
+    absl::MutexLock lock(&mu_);
+    failures_.push_back(node->address());
+  }
+  std::vector<std::string> failures() const {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::shared_ptr<Node>> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem::testing
+
+#endif  // TANDEM_TESTS_ROUTER_FAKE_NODE_CLIENT_H_

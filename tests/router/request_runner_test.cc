@@ -1,0 +1,238 @@
+// RequestRunner in process, without gRPC servers: nodes are FakeNodeClients behind a fixed
+// NodeDirectory (fake_node_client.h). The same paths against real gRPC fakes, with cancellation
+// travelling through contexts, are in generate_service_test.cc and
+// generate_service_failures_test.cc.
+#include "router/request_runner.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/router_metrics.h"
+#include "tests/integration/test_model_dir.h"
+#include "tests/router/fake_node_client.h"
+
+namespace tandem {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::FakeNode;
+using testing::FakeNodeDirectory;
+using ::testing::HasSubstr;
+using testing::StreamScript;
+using testing::TokenEvents;
+
+class CollectingSink : public ResponseSink {
+ public:
+  bool Write(const v1::GenerateResponse& response) override {
+    responses.push_back(response);
+    return true;
+  }
+  bool ClientGone() override { return false; }
+  void Abort() override {}
+
+  std::string text() const {
+    std::string out;
+    for (const auto& r : responses) out += r.text();
+    return out;
+  }
+  std::vector<v1::GenerateResponse> responses;
+};
+
+class RequestRunnerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = LoadServedModel(TestModelDir("llama"), "");
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = new std::shared_ptr<const ServedModel>(*model);
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+
+  void SetUp() override {
+    options_.first_token_timeout_ms = 10000;
+    options_.request_timeout_ms = 20000;
+  }
+
+  void Add(const FakeNode& node) { directory_.Add(node); }
+
+  grpc::Status Run(const std::string& text, CollectingSink& sink,
+                   const std::vector<std::string>& stop = {}) {
+    RequestRunner runner(*model_, &directory_, options_, &counters_, &metrics_);
+    v1::GenerateRequest request;
+    request.set_text(text);
+    request.mutable_sampling()->set_max_tokens(16);
+    for (const std::string& s : stop) request.add_stop(s);
+    return runner.Run(request, RunOptions(), sink);
+  }
+
+  static std::vector<int32_t> Encode(const std::string& text) {
+    return (*model_)->tokenizer->Encode(text, false);
+  }
+
+  static inline std::shared_ptr<const ServedModel>* model_ = nullptr;
+  RouterOptions options_;
+  FakeNodeDirectory directory_;
+  RouterCounters counters_;
+  RouterMetrics metrics_{&counters_, nullptr};
+};
+
+TEST_F(RequestRunnerTest, ADisaggregatedRequestPrefillsOnPAndStreamsDsTokens) {
+  FakeNode p(NodeRole::kPrefill, "p:1"), d(NodeRole::kDecode, "d:1");
+  Add(p);
+  Add(d);
+  d.client->AddStream({.events = TokenEvents(Encode(" hello world"))});
+  CollectingSink sink;
+  const grpc::Status status = Run("Hi", sink);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(sink.text(), " hello world");
+  EXPECT_EQ(sink.responses.back().finish_reason(), "length");
+  ASSERT_EQ(d.client->reserves().size(), 1u);
+  ASSERT_EQ(p.client->prefills().size(), 1u);
+  // The prefill carries D's handoff and the same prompt.
+  EXPECT_EQ(p.client->prefills()[0].handoff().request_id(), 1u);
+  EXPECT_EQ(p.client->prefills()[0].prompt_token_ids_size(),
+            d.client->reserves()[0].prompt_token_ids_size());
+  EXPECT_TRUE(d.client->cancels().empty());
+  EXPECT_TRUE(p.client->cancels().empty());
+  EXPECT_EQ(counters_.disaggregated.load(), 1);
+  EXPECT_EQ(counters_.requests_ok.load(), 1);
+}
+
+TEST_F(RequestRunnerTest, AReserveThatFailsIsRetriedOnTheOtherDecodeNode) {
+  FakeNode p(NodeRole::kPrefill, "p:1");
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2");
+  Add(p);
+  Add(d1);
+  Add(d2);
+  d1.client->AddStream(
+      {.end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "refused"), .fail_reserve = true});
+  d2.client->AddStream({.events = TokenEvents(Encode(" ok"))});
+  CollectingSink sink;
+  ASSERT_TRUE(Run("Hi", sink).ok());
+  EXPECT_EQ(sink.text(), " ok");
+  EXPECT_EQ(d1.client->reserves().size(), 1u);
+  EXPECT_EQ(d2.client->reserves().size(), 1u);
+  EXPECT_THAT(directory_.failures(), ElementsAre("d:1"));
+  EXPECT_FALSE(d1.node->up());
+  EXPECT_EQ(counters_.retries_for(RetryReason::kReserveFailed), 1);
+  // The second attempt's node request id says which attempt it is.
+  EXPECT_THAT(d2.client->reserves()[0].request_id(), HasSubstr("#1"));
+}
+
+TEST_F(RequestRunnerTest, APrefillFailureReleasesTheDecodeNodeAndRetriesOnAnotherPrefillNode) {
+  FakeNode p1(NodeRole::kPrefill, "p:1"), p2(NodeRole::kPrefill, "p:2");
+  FakeNode d(NodeRole::kDecode, "d:1");
+  Add(p1);
+  Add(p2);
+  Add(d);
+  p1.client->AddPrefillAnswer(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full"));
+  // The failed prefill cut D's first stream; the second runs to its end.
+  d.client->AddStream({.end = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")});
+  d.client->AddStream({.events = TokenEvents(Encode(" second"))});
+  CollectingSink sink;
+  ASSERT_TRUE(Run("Hi", sink).ok());
+  EXPECT_EQ(sink.text(), " second");
+  EXPECT_EQ(p1.client->prefills().size(), 1u);
+  EXPECT_EQ(p2.client->prefills().size(), 1u);
+  // D's first reservation was released; P1's failed call holds nothing to cancel.
+  ASSERT_EQ(d.client->cancels().size(), 1u);
+  EXPECT_EQ(d.client->cancels()[0], d.client->reserves()[0].request_id());
+  EXPECT_EQ(counters_.retries_for(RetryReason::kPrefillFailed), 1);
+  EXPECT_TRUE(directory_.failures().empty());  // busy is not unreachable
+}
+
+TEST_F(RequestRunnerTest, AFailureAfterTokensEndsTheRequestWithoutRetry) {
+  FakeNode p(NodeRole::kPrefill, "p:1");
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2");
+  Add(p);
+  Add(d1);
+  Add(d2);
+  d1.client->AddStream({.events = TokenEvents(Encode(" partial"), ""),
+                        .end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "node died")});
+  CollectingSink sink;
+  const grpc::Status status = Run("Hi", sink);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(sink.text(), " partial");
+  EXPECT_TRUE(d2.client->reserves().empty());
+  EXPECT_EQ(counters_.failed_after_first_token.load(), 1);
+  EXPECT_THAT(directory_.failures(), ElementsAre("d:1"));
+}
+
+TEST_F(RequestRunnerTest, AStopStringEndsTheOutputAndCancelsTheDecodeNode) {
+  FakeNode p(NodeRole::kPrefill, "p:1"), d(NodeRole::kDecode, "d:1");
+  Add(p);
+  Add(d);
+  d.client->AddStream({.events = TokenEvents(Encode(" one two three four"))});
+  CollectingSink sink;
+  ASSERT_TRUE(Run("Hi", sink, {" three"}).ok());
+  EXPECT_EQ(sink.text(), " one two");
+  EXPECT_EQ(sink.responses.back().finish_reason(), "stop");
+  EXPECT_EQ(d.client->cancels().size(), 1u);
+  EXPECT_EQ(counters_.stop_string_hits.load(), 1);
+}
+
+TEST_F(RequestRunnerTest, BadInputFoundByTheNodeIsNotRetried) {
+  FakeNode p(NodeRole::kPrefill, "p:1");
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2");
+  Add(p);
+  Add(d1);
+  Add(d2);
+  d1.client->AddStream(
+      {.end = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "no"), .fail_reserve = true});
+  CollectingSink sink;
+  EXPECT_EQ(Run("Hi", sink).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(d2.client->reserves().empty());
+  EXPECT_TRUE(directory_.failures().empty());
+}
+
+TEST_F(RequestRunnerTest, ABrokenHandoffIsRetriedElsewhere) {
+  FakeNode p(NodeRole::kPrefill, "p:1");
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2");
+  Add(p);
+  Add(d1);
+  Add(d2);
+  d1.client->AddStream({.no_handoff = true});
+  d2.client->AddStream({.events = TokenEvents(Encode(" fine"))});
+  CollectingSink sink;
+  ASSERT_TRUE(Run("Hi", sink).ok());
+  EXPECT_EQ(sink.text(), " fine");
+  EXPECT_EQ(d1.client->cancels().size(), 1u);
+  EXPECT_EQ(p.client->prefills().size(), 1u);  // only the good pair got as far as prefill
+  EXPECT_EQ(counters_.retries_for(RetryReason::kBadHandoff), 1);
+}
+
+TEST_F(RequestRunnerTest, WithoutAPrefillNodeTheDecodeNodeGeneratesAlone) {
+  FakeNode d(NodeRole::kDecode, "d:1");
+  Add(d);
+  d.client->AddStream({.events = TokenEvents(Encode(" local"))});
+  CollectingSink sink;
+  ASSERT_TRUE(Run("Hi", sink).ok());
+  EXPECT_EQ(sink.text(), " local");
+  EXPECT_EQ(d.client->generates().size(), 1u);
+  EXPECT_TRUE(d.client->reserves().empty());
+  EXPECT_EQ(counters_.local_prefill_no_prefill_node.load(), 1);
+}
+
+TEST_F(RequestRunnerTest, RetriesStopAtMaxRetries) {
+  options_.max_retries = 1;
+  FakeNode p(NodeRole::kPrefill, "p:1"), d(NodeRole::kDecode, "d:1");
+  Add(p);
+  Add(d);
+  p.client->AddPrefillAnswer(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "queue full"));
+  d.client->AddStream({.end = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")});
+  CollectingSink sink;
+  const grpc::Status status = Run("Hi", sink);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("2 attempts"));
+  EXPECT_EQ(p.client->prefills().size(), 2u);
+  EXPECT_EQ(d.client->cancels().size(), 2u);
+  EXPECT_TRUE(sink.responses.empty());
+}
+
+}  // namespace
+}  // namespace tandem
