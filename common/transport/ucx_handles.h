@@ -18,20 +18,19 @@
 
 namespace tandem {
 
-struct UcpConfigRelease {
-  void operator()(ucp_config_t* config) const { ucp_config_release(config); }
+// A deleter that frees with `kFree`, one of UCX's one-argument release calls.
+template <auto kFree>
+struct UcxFree {
+  template <typename T>
+  void operator()(T* object) const {
+    kFree(object);
+  }
 };
-using UcpConfig = std::unique_ptr<ucp_config_t, UcpConfigRelease>;
 
-struct UcpContextCleanup {
-  void operator()(ucp_context_h context) const { ucp_cleanup(context); }
-};
-using UcpContext = std::unique_ptr<std::remove_pointer_t<ucp_context_h>, UcpContextCleanup>;
-
-struct UcpWorkerDestroy {
-  void operator()(ucp_worker_h worker) const { ucp_worker_destroy(worker); }
-};
-using UcpWorker = std::unique_ptr<std::remove_pointer_t<ucp_worker_h>, UcpWorkerDestroy>;
+using UcpConfig = std::unique_ptr<ucp_config_t, UcxFree<&ucp_config_release>>;
+using UcpContext = std::unique_ptr<std::remove_pointer_t<ucp_context_h>, UcxFree<&ucp_cleanup>>;
+using UcpWorker =
+    std::unique_ptr<std::remove_pointer_t<ucp_worker_h>, UcxFree<&ucp_worker_destroy>>;
 
 // A mapped memory region; unmapping needs the context it was mapped in.
 struct UcpMemUnmap {
@@ -40,24 +39,13 @@ struct UcpMemUnmap {
 };
 using UcpMemory = std::unique_ptr<std::remove_pointer_t<ucp_mem_h>, UcpMemUnmap>;
 
-// A packed remote key (ucp_rkey_pack's buffer).
-struct UcpRkeyBufferRelease {
-  void operator()(void* buffer) const { ucp_rkey_buffer_release(buffer); }
-};
-using UcpRkeyBuffer = std::unique_ptr<void, UcpRkeyBufferRelease>;
-
-// An unpacked remote key (ucp_ep_rkey_unpack).
-struct UcpRkeyDestroy {
-  void operator()(ucp_rkey_h rkey) const { ucp_rkey_destroy(rkey); }
-};
-using UcpRkey = std::unique_ptr<std::remove_pointer_t<ucp_rkey_h>, UcpRkeyDestroy>;
+// A packed remote key (ucp_rkey_pack's buffer), and an unpacked one (ucp_ep_rkey_unpack).
+using UcpRkeyBuffer = std::unique_ptr<void, UcxFree<&ucp_rkey_buffer_release>>;
+using UcpRkey = std::unique_ptr<std::remove_pointer_t<ucp_rkey_h>, UcxFree<&ucp_rkey_destroy>>;
 
 // A request a ucp_*_nbx call returned. Freeing one UCX has not completed yet hands it back to UCX:
 // the operation goes on, but its callback no longer runs.
-struct UcsRequestFree {
-  void operator()(void* request) const { ucp_request_free(request); }
-};
-using UcsRequest = std::unique_ptr<void, UcsRequestFree>;
+using UcsRequest = std::unique_ptr<void, UcxFree<&ucp_request_free>>;
 // Requests outstanding together, looked up by the raw pointer UCX's callbacks get.
 using UcsRequestSet = absl::flat_hash_set<UcsRequest>;
 
