@@ -12,8 +12,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/transport/cuda/cuda_kv_transport.h"
@@ -27,6 +31,25 @@ namespace tandem::cuda_internal {
 
 // A short printable tag of an inner transport address, for messages.
 std::string PeerTag(const std::string& address);
+
+// Polls `fences` (elements with `fence` and `queue_error`) in order without blocking; removes each
+// that passed or failed and calls on_end(element, status): the poll's error, else the error
+// queuing its copies. on_end may append elements; they are polled in the same call.
+template <typename Fence, typename OnEnd>
+void EndPassedFences(MemoryCopier& copier, std::vector<Fence>& fences, OnEnd on_end) {
+  for (size_t i = 0; i < fences.size();) {
+    absl::StatusOr<bool> passed = copier.Poll(fences[i].fence);
+    if (passed.ok() && !*passed) {
+      ++i;
+      continue;
+    }
+    Fence f = std::move(fences[i]);
+    fences.erase(fences.begin() + static_cast<ptrdiff_t>(i));
+    absl::Status s = passed.status();
+    if (s.ok()) s = f.queue_error;
+    on_end(f, s);
+  }
+}
 
 // What callers on any thread read: the pool's descriptor and base, the notice handler and the
 // counters, under one mutex.

@@ -127,20 +127,11 @@ void StagedOwner::Fill(const StagedMessage& m, uint32_t slot, absl::Status statu
 }
 
 void StagedOwner::Poll() {
-  for (size_t i = 0; i < fills_.size();) {
-    absl::StatusOr<bool> passed = ctx_.copier->Poll(fills_[i].fence);
-    if (passed.ok() && !*passed) {
-      ++i;
-      continue;
-    }
-    FillFence f = std::move(fills_[i]);
-    fills_.erase(fills_.begin() + static_cast<ptrdiff_t>(i));
-    absl::Status s = passed.status();
-    if (s.ok()) s = f.queue_error;
+  EndPassedFences(*ctx_.copier, fills_, [this](const FillFence& f, const absl::Status& s) {
     ReplyChunkDone(f.reply_address, f.transfer, f.slot, s);
     slots_.Release(f.slot);
     GrantSlots();
-  }
+  });
 }
 
 void StagedOwner::ExpireGrants(absl::Time now) {

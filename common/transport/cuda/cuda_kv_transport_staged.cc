@@ -28,36 +28,41 @@ std::optional<int> StagingRing::Take() {
   return std::nullopt;
 }
 
+StagedSend* StagedSends::Find(uint64_t transfer) {
+  auto it = sends_.find(transfer);
+  return it == sends_.end() ? nullptr : it->second.get();
+}
+
 void StagedSends::Start(Peer* peer, uint64_t number, const std::vector<KvCopy>& copies,
                         absl::Time deadline, TransferDone done) {
-  auto send = std::make_shared<StagedSend>();
-  send->transfer = next_transfer_++;
-  send->number = number;
-  send->peer = peer;
-  send->inbox = peer->inbox();
-  send->chunks = PlanStagedChunks(
+  auto owned = std::make_unique<StagedSend>();
+  StagedSend& send = *owned;
+  send.transfer = next_transfer_++;
+  send.number = number;
+  send.peer = peer;
+  send.inbox = peer->inbox();
+  send.chunks = PlanStagedChunks(
       copies, std::min<uint64_t>(ctx_.options.chunk_bytes, peer->descriptor.slot_bytes));
-  send->deadline = deadline;
-  send->done = std::move(done);
-  sends_[send->transfer] = send;
+  send.deadline = deadline;
+  send.done = std::move(done);
+  sends_[send.transfer] = std::move(owned);
   StagedMessage request;
   request.type = StagedMessageType::kRequest;
-  request.transfer = send->transfer;
-  request.chunks = static_cast<uint32_t>(send->chunks.size());
+  request.transfer = send.transfer;
+  request.chunks = static_cast<uint32_t>(send.chunks.size());
   request.time_left_ms = ToMillisCeil(deadline - ctx_.Now());
   SendToOwner(send, std::move(request));
   PumpStaging();
 }
 
-void StagedSends::SendToOwner(const std::shared_ptr<StagedSend>& send, StagedMessage m) {
-  std::weak_ptr<StagedSend> weak = send;
+void StagedSends::SendToOwner(const StagedSend& send, StagedMessage m) {
+  const uint64_t transfer = send.transfer;
   const StagedMessageType type = m.type;
-  ctx_.SendMessage(send->inbox, std::move(m), send->deadline, [this, weak, type](absl::Status s) {
+  ctx_.SendMessage(send.inbox, std::move(m), send.deadline, [this, transfer, type](absl::Status s) {
     if (s.ok()) return;
-    ctx_.loop.Post([this, weak, type, s](bool cancelled) {
-      std::shared_ptr<StagedSend> send = weak.lock();
-      if (cancelled || send == nullptr) return;
-      Finish(send,
+    ctx_.loop.Post([this, transfer, type, s](bool cancelled) {
+      if (cancelled) return;
+      Finish(transfer,
              absl::Status(s.code(),
                           absl::StrCat("cuda transport: sending a ", StagedMessageTypeName(type),
                                        " message: ", s.message())),
@@ -73,21 +78,20 @@ void StagedSends::PumpStaging() {
   bool progress = true;
   while (progress) {
     progress = false;
-    for (auto& [transfer, entry] : sends_) {
-      const std::shared_ptr<StagedSend> send = entry;  // Finish may erase `entry`
-      if (send->state != SendState::kActive || send->next_stage >= send->chunks.size()) continue;
+    for (auto& [transfer, send] : sends_) {
+      if (send->next_stage >= send->chunks.size()) continue;
       if (send->staging + send->ready.size() >= send->grants.size()) continue;
       const std::optional<int> buffer = ring_.Take();
       if (!buffer.has_value()) return;
-      if (!StageNext(send, *buffer)) return;  // sends_ changed
+      if (!StageNext(*send, *buffer)) return;  // the send ended: sends_ changed
       progress = true;
     }
   }
 }
 
-bool StagedSends::StageNext(const std::shared_ptr<StagedSend>& send, int buffer) {
-  const size_t index = send->next_stage++;
-  const StagedChunk& chunk = send->chunks[index];
+bool StagedSends::StageNext(StagedSend& send, int buffer) {
+  const size_t index = send.next_stage++;
+  const StagedChunk& chunk = send.chunks[index];
   char* dst = ctx_.staging_buffer(buffer);
   absl::Status s;
   uint64_t at = 0;
@@ -100,11 +104,11 @@ bool StagedSends::StageNext(const std::shared_ptr<StagedSend>& send, int buffer)
   if (!fence.ok()) {
     if (s.ok()) s = fence.status();
     ring_.Free(buffer);  // no fence: nothing we queued can be waited for
-    Finish(send, s, /*return_grants=*/true);
+    Finish(send.transfer, s, /*return_grants=*/true);
     return false;
   }
-  ++send->staging;
-  fences_.push_back({*fence, send, index, buffer, s});
+  ++send.staging;
+  fences_.push_back({*fence, send.transfer, index, buffer, s});
   return true;
 }
 
@@ -114,42 +118,41 @@ void StagedSends::FreeStagingBuffer(int buffer) {
 }
 
 void StagedSends::OnStaged(const StageFence& f, const absl::Status& status) {
-  StagedSend& send = *f.send;
-  --send.staging;
-  if (!status.ok() || send.state == SendState::kEnded) {
-    if (send.state == SendState::kActive) Finish(f.send, status, /*return_grants=*/true);
+  StagedSend* send = Find(f.transfer);
+  if (send != nullptr) --send->staging;
+  if (!status.ok() || send == nullptr) {
+    if (send != nullptr) Finish(f.transfer, status, /*return_grants=*/true);
     FreeStagingBuffer(f.buffer);
     return;
   }
-  send.ready.push_back({f.chunk, f.buffer});
-  SendReadyChunks(f.send);
+  send->ready.push_back({f.chunk, f.buffer});
+  SendReadyChunks(*send);
 }
 
-void StagedSends::SendReadyChunks(const std::shared_ptr<StagedSend>& send) {
-  while (send->state == SendState::kActive && !send->ready.empty() && !send->grants.empty()) {
-    const StagedSend::Ready ready = send->ready.front();
-    send->ready.pop_front();
-    const SlotGrant grant = send->grants.front();
-    send->grants.pop_front();
+void StagedSends::SendReadyChunks(StagedSend& send) {
+  while (!send.ready.empty() && !send.grants.empty()) {
+    const StagedSend::Ready ready = send.ready.front();
+    send.ready.pop_front();
+    const SlotGrant grant = send.grants.front();
+    send.grants.pop_front();
     PutChunk(send, ready, grant);
   }
 }
 
-void StagedSends::PutChunk(const std::shared_ptr<StagedSend>& send, const StagedSend::Ready& ready,
+void StagedSends::PutChunk(const StagedSend& send, const StagedSend::Ready& ready,
                            const SlotGrant& grant) {
-  const StagedChunk& chunk = send->chunks[ready.chunk];
+  const StagedChunk& chunk = send.chunks[ready.chunk];
   const KvCopy put{static_cast<uint64_t>(ready.buffer) * ctx_.options.chunk_bytes,
-                   static_cast<uint64_t>(grant.slot) * send->peer->descriptor.slot_bytes,
+                   static_cast<uint64_t>(grant.slot) * send.peer->descriptor.slot_bytes,
                    chunk.bytes};
-  std::weak_ptr<StagedSend> weak = send;
+  const uint64_t transfer = send.transfer;
   const int buffer = ready.buffer;
-  ctx_.inner->Write(send->inbox, {put}, send->deadline, [this, weak, buffer](absl::Status s) {
-    ctx_.loop.Post([this, weak, buffer, s](bool cancelled) {
+  ctx_.inner->Write(send.inbox, {put}, send.deadline, [this, transfer, buffer](absl::Status s) {
+    ctx_.loop.Post([this, transfer, buffer, s](bool cancelled) {
       if (cancelled) return;
       // The put no longer reads the buffer.
-      std::shared_ptr<StagedSend> send = weak.lock();
-      if (!s.ok() && send != nullptr) {
-        Finish(send, absl::Status(s.code(), absl::StrCat("cuda transport: put: ", s.message())),
+      if (!s.ok()) {
+        Finish(transfer, absl::Status(s.code(), absl::StrCat("cuda transport: put: ", s.message())),
                /*return_grants=*/true);
       }
       FreeStagingBuffer(buffer);
@@ -157,24 +160,21 @@ void StagedSends::PutChunk(const std::shared_ptr<StagedSend>& send, const Staged
   });
   StagedMessage m;
   m.type = StagedMessageType::kChunk;
-  m.transfer = send->transfer;
+  m.transfer = send.transfer;
   m.grants = {grant};
   for (const KvCopy& piece : chunk.pieces) m.segments.push_back({piece.dst_offset, piece.bytes});
   SendToOwner(send, std::move(m));
   ctx_.published.Count([](CudaKvTransportStats& s) { ++s.chunks_sent; });
 }
 
-void StagedSends::Finish(const std::shared_ptr<StagedSend>& send, const absl::Status& status,
-                         bool return_grants) {
-  if (send->state == SendState::kEnded) return;
-  send->state = SendState::kEnded;
-  sends_.erase(send->transfer);
+void StagedSends::Finish(uint64_t transfer, const absl::Status& status, bool return_grants) {
+  auto node = sends_.extract(transfer);
+  if (node.empty()) return;  // ended already
+  const std::unique_ptr<StagedSend> send = std::move(node.mapped());
   if (return_grants) {
     for (const SlotGrant& g : send->grants) ReturnGrant(send->inbox, g);
   }
-  send->grants.clear();
-  std::deque<StagedSend::Ready> ready;
-  ready.swap(send->ready);
+  const std::deque<StagedSend::Ready> ready = std::move(send->ready);
   TransferDone done = std::move(send->done);
   peers_.WriteEnded(send->peer, send->number);
   done(status);
@@ -192,48 +192,37 @@ void StagedSends::ReturnGrant(const KvTarget& inbox, const SlotGrant& g) {
 }
 
 void StagedSends::OnGrant(const StagedMessage& m) {
-  auto it = sends_.find(m.transfer);
-  if (it == sends_.end()) {
+  StagedSend* send = Find(m.transfer);
+  if (send == nullptr) {
     // The send ended: give the slots back.
     const KvTarget owner = peers_.InboxOf(m.reply_address);
     for (const SlotGrant& g : m.grants) ReturnGrant(owner, g);
     return;
   }
-  std::shared_ptr<StagedSend> send = it->second;
   for (const SlotGrant& g : m.grants) send->grants.push_back(g);
-  SendReadyChunks(send);
+  SendReadyChunks(*send);
   PumpStaging();
 }
 
 void StagedSends::OnChunkDone(const StagedMessage& m) {
-  auto it = sends_.find(m.transfer);
-  if (it == sends_.end()) return;  // ended already
-  std::shared_ptr<StagedSend> send = it->second;
+  StagedSend* send = Find(m.transfer);
+  if (send == nullptr) return;  // ended already
   if (!m.status.ok()) {
-    Finish(send,
+    Finish(m.transfer,
            absl::Status(m.status.code(), absl::StrCat("cuda transport: the owner refused a chunk: ",
                                                       m.status.message())),
            /*return_grants=*/true);
     return;
   }
   if (++send->acknowledged == send->chunks.size()) {
-    Finish(send, absl::OkStatus(), /*return_grants=*/true);
+    Finish(m.transfer, absl::OkStatus(), /*return_grants=*/true);
   }
 }
 
 void StagedSends::Poll() {
-  for (size_t i = 0; i < fences_.size();) {
-    absl::StatusOr<bool> passed = ctx_.copier->Poll(fences_[i].fence);
-    if (passed.ok() && !*passed) {
-      ++i;
-      continue;
-    }
-    StageFence f = std::move(fences_[i]);
-    fences_.erase(fences_.begin() + static_cast<ptrdiff_t>(i));
-    absl::Status s = passed.status();
-    if (s.ok()) s = f.queue_error;
-    OnStaged(f, s);  // may append fences; `i` now names the next one
-  }
+  // OnStaged may append fences; they are polled in this round too.
+  EndPassedFences(*ctx_.copier, fences_,
+                  [this](const StageFence& f, const absl::Status& s) { OnStaged(f, s); });
 }
 
 absl::Time StagedSends::NextDeadline() const {
@@ -243,12 +232,14 @@ absl::Time StagedSends::NextDeadline() const {
 }
 
 void StagedSends::ExpireDeadlines(absl::Time now) {
-  std::vector<std::shared_ptr<StagedSend>> expired;
+  std::vector<uint64_t> expired;
   for (const auto& [transfer, send] : sends_) {
-    if (now >= send->deadline) expired.push_back(send);
+    if (now >= send->deadline) expired.push_back(transfer);
   }
-  for (const auto& send : expired) {
-    Finish(send,
+  for (uint64_t transfer : expired) {
+    const StagedSend* send = Find(transfer);
+    if (send == nullptr) continue;  // ended meanwhile
+    Finish(transfer,
            absl::DeadlineExceededError(absl::StrCat("cuda transport: staged write to ",
                                                     send->peer->tag, " ran past its deadline")),
            /*return_grants=*/true);
@@ -256,9 +247,9 @@ void StagedSends::ExpireDeadlines(absl::Time now) {
 }
 
 void StagedSends::CancelAll(const absl::Status& status) {
-  std::vector<std::shared_ptr<StagedSend>> sends;
-  for (const auto& [transfer, send] : sends_) sends.push_back(send);
-  for (const auto& send : sends) Finish(send, status, /*return_grants=*/false);
+  std::vector<uint64_t> transfers;
+  for (const auto& [transfer, send] : sends_) transfers.push_back(transfer);
+  for (uint64_t transfer : transfers) Finish(transfer, status, /*return_grants=*/false);
 }
 
 }  // namespace tandem::cuda_internal

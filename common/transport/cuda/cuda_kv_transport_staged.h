@@ -5,15 +5,12 @@
 // the sends, their staging fences and the staging ring; touches the copier, the inner transport
 // (puts, messages), the peers' write numbering and the counters.
 //
-// A send (SendState; the one transition in StagedSends::Finish):
-//
-//   state    | meaning                                          | moves out when
-//   ---------+--------------------------------------------------+-------------------------------
-//   kActive  | in the table: takes grants and acknowledgements, | every chunk acknowledged, an
-//            | stages and puts chunks                           |   error, its deadline, shutdown
-//            |                                                  |   -> kEnded (done runs once)
-//   kEnded   | out of the table; staging fences and puts still  | never (freed with the last
-//            | in flight give their buffers back as they end    |   fence or callback holding it)
+// A send is owned by the table (unique_ptr, by transfer number) while it is active: it takes
+// grants and acknowledgements, stages and puts chunks. Finish() is its one end (every chunk
+// acknowledged, an error, its deadline, shutdown): `done` runs once and the send is destroyed.
+// What arrives later for it (a staging fence, a put's or a message's outcome, a grant, an
+// acknowledgement) finds no send under its transfer number and only gives its buffer or grant
+// back.
 //
 // Each chunk of an active send moves through the counters below, in order:
 //   planned (index >= next_stage) -> staging (`staging`: a StageFence holds its buffer)
@@ -53,8 +50,6 @@ class StagingRing {
   std::vector<bool> free_;
 };
 
-enum class SendState { kActive, kEnded };
-
 // One staged Write.
 struct StagedSend {
   struct Ready {
@@ -62,7 +57,6 @@ struct StagedSend {
     int buffer;
   };
 
-  SendState state = SendState::kActive;
   uint64_t transfer = 0;  // this writer's number for it in messages
   uint64_t number = 0;    // the write's number at its peer
   Peer* peer = nullptr;
@@ -107,36 +101,36 @@ class StagedSends {
   // A device-to-host copy of one chunk into a staging buffer.
   struct StageFence {
     uint64_t fence;
-    std::shared_ptr<StagedSend> send;
+    uint64_t transfer;
     size_t chunk;
     int buffer;
     absl::Status queue_error;  // an error queuing its copies
   };
 
+  // The active send of `transfer`; null when it ended.
+  StagedSend* Find(uint64_t transfer);
   // Sends a writer-to-owner message for `send`; a failure fails the send.
-  void SendToOwner(const std::shared_ptr<StagedSend>& send, StagedMessage m);
+  void SendToOwner(const StagedSend& send, StagedMessage m);
   // Starts staging copies into free buffers, one chunk per send per round, for sends holding a
   // grant no staged chunk has claimed yet.
   void PumpStaging();
   // Queues `send`'s next chunk into `buffer`. False when that failed and ended the send.
-  bool StageNext(const std::shared_ptr<StagedSend>& send, int buffer);
+  bool StageNext(StagedSend& send, int buffer);
   void FreeStagingBuffer(int buffer);
   // A chunk finished staging (`status`: how).
   void OnStaged(const StageFence& f, const absl::Status& status);
   // Puts staged chunks into granted slots and tells the owner.
-  void SendReadyChunks(const std::shared_ptr<StagedSend>& send);
-  void PutChunk(const std::shared_ptr<StagedSend>& send, const StagedSend::Ready& ready,
-                const SlotGrant& grant);
-  // Ends `send` once (kActive -> kEnded): reports, gives unused grants back when
-  // `return_grants`, frees the staging buffers of its ready chunks.
-  void Finish(const std::shared_ptr<StagedSend>& send, const absl::Status& status,
-              bool return_grants);
+  void SendReadyChunks(StagedSend& send);
+  void PutChunk(const StagedSend& send, const StagedSend::Ready& ready, const SlotGrant& grant);
+  // Ends the send of `transfer` (no-op when it ended): reports, gives unused grants back when
+  // `return_grants`, frees the staging buffers of its ready chunks, destroys it.
+  void Finish(uint64_t transfer, const absl::Status& status, bool return_grants);
   void ReturnGrant(const KvTarget& inbox, const SlotGrant& g);
 
   TransportContext& ctx_;
   PeerTable& peers_;
   StagingRing ring_;
-  std::map<uint64_t, std::shared_ptr<StagedSend>> sends_;  // active only, by transfer
+  std::map<uint64_t, std::unique_ptr<StagedSend>> sends_;  // active only, by transfer
   uint64_t next_transfer_ = 1;
   std::vector<StageFence> fences_;
 };
