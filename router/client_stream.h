@@ -14,6 +14,7 @@
 #include "common/util/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "router/attempt_verdict.h"
+#include "router/node.h"
 #include "router/node_client.h"
 #include "router/output_text.h"
 #include "router/request_builder.h"
@@ -98,16 +99,17 @@ struct ClientStream {
     return Write(response) ? EventResult::kContinue : EventResult::kClientGone;
   }
 
-  // Reads a decode node's event stream until it ends, the output stops or the client goes away;
-  // `on_first_token` runs when the first event with tokens arrives.
+  // Reads decode node `from`'s event stream until it ends, the output stops or the client goes
+  // away; `on_first_token` runs when the first event with tokens arrives.
   template <typename OnFirstToken>
-  StreamOutcome ReadFrom(DecodeEventReader* reader, grpc::ClientContext* ctx,
+  StreamOutcome ReadFrom(DecodeEventReader* reader, grpc::ClientContext* ctx, Node& from,
                          OnFirstToken on_first_token) {
     StreamOutcome outcome;
     bool first_token = false;
     EventResult r = EventResult::kContinue;
     v1::DecodeEvent event;
     while (r == EventResult::kContinue && reader->Read(&event)) {
+      from.NoteProgress(clock->Now());  // busy, not dead (node_pool.h)
       if (event.tokens_size() > 0 && !first_token) {
         first_token = true;
         on_first_token(event);

@@ -92,6 +92,10 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                {"N", "re-resolve the DNS names this often (default 5000)"});
   flags.Number("health-interval-ms", &o->pool.health_interval_ms,
                {"N", "health check + GetLoad of every node this often (default 500)"});
+  flags.Number("node-down-after-ms", &o->pool.node_down_after_ms,
+               {"N",
+                "a node whose health checks only time out (busy, not refusing) stays up until "
+                "they have failed this long with no progress on its streams (default 10000)"});
   flags.Section("Placement");
   flags.Custom("mode",
                {"disaggregated|colocated",
@@ -162,6 +166,7 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   }
   if (o.pool.dns_refresh_ms < 1) return "--dns-refresh-ms must be >= 1";
   if (o.pool.health_interval_ms < 1) return "--health-interval-ms must be >= 1";
+  if (o.pool.node_down_after_ms < 0) return "--node-down-after-ms must be >= 0";
   if (o.placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
   if (o.max_retries < 0) return "--max-retries must be >= 0";
   if (o.lease_ms < 1) return "--lease-ms must be >= 1";

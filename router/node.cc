@@ -52,6 +52,7 @@ bool Node::MarkUp(const v1::NodeLoad& load) {
   state_.pending_requests = 0;
   state_.pending_tokens = 0;
   state_.pending_blocks = 0;
+  slow_since_ = absl::InfiniteFuture();
   if (restarted) {
     cached_blocks_.clear();
     kv_incarnation_ = 0;
@@ -65,7 +66,26 @@ bool Node::MarkDown(const std::string& error) {
   state_.up = false;
   state_.checked = true;
   state_.last_error = error;
+  slow_since_ = absl::InfiniteFuture();
   return was_up;
+}
+
+absl::Time Node::NoteSlowCheck(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  if (slow_since_ == absl::InfiniteFuture()) slow_since_ = now;
+  return slow_since_;
+}
+
+void Node::NoteProgress(absl::Time now) {
+  const int64_t ns = absl::ToUnixNanos(now);
+  int64_t seen = last_progress_ns_.load(std::memory_order_relaxed);
+  while (seen < ns && !last_progress_ns_.compare_exchange_weak(seen, ns)) {
+  }
+}
+
+absl::Time Node::last_progress() const {
+  const int64_t ns = last_progress_ns_.load(std::memory_order_relaxed);
+  return ns == INT64_MIN ? absl::InfinitePast() : absl::FromUnixNanos(ns);
 }
 
 void Node::AddPending(int64_t tokens, int64_t blocks) {

@@ -6,6 +6,7 @@
 #ifndef TANDEM_ROUTER_NODE_H_
 #define TANDEM_ROUTER_NODE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -14,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -62,6 +64,14 @@ class Node {
   bool MarkUp(const v1::NodeLoad& load);
   // A check or an RPC failed. Returns true if the node was up.
   bool MarkDown(const std::string& error);
+  // A health check ran out of time at `now` (busy, or hung: not known yet). Returns when the
+  // checks began failing this way; a passing check or MarkDown starts the count over.
+  absl::Time NoteSlowCheck(absl::Time now);
+  // One of this node's streams delivered an event, or a call on it completed, at `now`.
+  // Lock-free: called for every token event.
+  void NoteProgress(absl::Time now);
+  // The last NoteProgress (InfinitePast when none).
+  absl::Time last_progress() const;
   // This router placed a request here (counts until the next load report).
   void AddPending(int64_t tokens, int64_t blocks);
 
@@ -88,6 +98,8 @@ class Node {
   int32_t kv_block_size_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t kv_incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_set<uint64_t> cached_blocks_ ABSL_GUARDED_BY(mu_);
+  absl::Time slow_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::atomic<int64_t> last_progress_ns_{INT64_MIN};
 };
 
 }  // namespace tandem

@@ -17,8 +17,9 @@ int RoleIndex(NodeRole role) { return role == NodeRole::kPrefill ? 0 : 1; }
 
 }  // namespace
 
-NodePool::NodePool(NodePoolOptions options, std::shared_ptr<DnsResolver> resolver)
+NodePool::NodePool(NodePoolOptions options, std::shared_ptr<DnsResolver> resolver, Clock* clock)
     : options_(std::move(options)),
+      clock_(clock),
       resolver_(resolver != nullptr ? std::move(resolver)
                                     : std::make_shared<GetAddrInfoResolver>()) {}
 
@@ -165,6 +166,8 @@ void NodePool::Probe(const std::vector<std::shared_ptr<Node>>& nodes) {
           }
         }
       }
+    } else if (r.slow && node->up() && !SlowLongEnoughToBeDown(*node)) {
+      ++counters_.slow_checks;
     } else if (node->MarkDown(r.error)) {
       ++counters_.marked_down;
       spdlog::warn("{} node {} marked down: {}", NodeRoleName(node->role()), node->address(),
@@ -174,6 +177,18 @@ void NodePool::Probe(const std::vector<std::shared_ptr<Node>>& nodes) {
                    r.error);
     }
   }
+}
+
+bool NodePool::SlowLongEnoughToBeDown(Node& node) {
+  const absl::Time now = clock_->Now();
+  const absl::Time since = node.NoteSlowCheck(now);
+  const absl::Duration window = absl::Milliseconds(options_.node_down_after_ms);
+  if (now == since) {
+    spdlog::info("{} node {}: a health check timed out; it stays up while its streams progress",
+                 NodeRoleName(node.role()), node.address());
+  }
+  // Down only when checks have failed for the whole window and its streams did not move in it.
+  return now - since >= window && now - node.last_progress() >= window;
 }
 
 void NodePool::CheckHealth() {

@@ -1,7 +1,9 @@
 // The prefill and decode nodes of a cluster: a static list per role, or DNS names re-resolved
 // every dns_refresh_ms (nodes appear and disappear with the name's addresses). A background
 // health round every health_interval_ms (gRPC health Check + GetLoad) marks each node up or
-// down; a node that fails an RPC is marked down at once and is used again once a check passes.
+// down; a node that fails an RPC with UNAVAILABLE is marked down at once and is used again once a
+// check passes. Busy is not dead: checks that only time out leave a node up until they have
+// failed for node_down_after_ms with no progress on its streams.
 // Restarts (a new incarnation) are noticed and counted. Thread-safe.
 #ifndef TANDEM_ROUTER_NODE_POOL_H_
 #define TANDEM_ROUTER_NODE_POOL_H_
@@ -17,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/util/clock.h"
 #include "router/dns_resolver.h"
 #include "router/kv_events_watcher.h"
 #include "router/node.h"
@@ -30,12 +33,16 @@ struct NodePoolCounters {
   std::atomic<int64_t> marked_up{0};
   std::atomic<int64_t> incarnation_changes{0};
   std::atomic<int64_t> dns_failures{0};
+  // Health checks that ran out of time on a node left up (busy, not dead).
+  std::atomic<int64_t> slow_checks{0};
 };
 
 class NodePool : public NodeDirectory {
  public:
-  // `resolver` null: getaddrinfo.
-  NodePool(NodePoolOptions options, std::shared_ptr<DnsResolver> resolver = nullptr);
+  // `resolver` null: getaddrinfo. `clock` (must outlive the pool) times slow checks and
+  // progress.
+  NodePool(NodePoolOptions options, std::shared_ptr<DnsResolver> resolver = nullptr,
+           Clock* clock = Clock::Real());
   ~NodePool() override;  // Stop()
   NodePool(const NodePool&) = delete;
   NodePool& operator=(const NodePool&) = delete;
@@ -68,6 +75,9 @@ class NodePool : public NodeDirectory {
   std::vector<std::shared_ptr<Node>> UpdateMembers(NodeRole role, const std::string& source,
                                                    const std::vector<std::string>& addresses);
   void Probe(const std::vector<std::shared_ptr<Node>>& nodes);
+  // A check of `node`, which is up, timed out: true once checks have failed for
+  // node_down_after_ms and its streams made no progress in that time either.
+  bool SlowLongEnoughToBeDown(Node& node);
   void HealthLoop();
   void DnsLoop();
 
@@ -78,6 +88,7 @@ class NodePool : public NodeDirectory {
   };
 
   const NodePoolOptions options_;
+  Clock* const clock_;
   // The channel credentials every node's channel uses (TLS per options_.node_tls), made once.
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
   grpc::ChannelArguments channel_args_;

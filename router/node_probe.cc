@@ -165,7 +165,10 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
     };
     // The deadlines end every call; the extra second only guards against a lost callback.
     if (!round->mu.AwaitWithTimeout(absl::Condition(&all_done), timeout + absl::Seconds(1))) {
-      for (ProbeResult& r : results) r.error = "health check did not complete";
+      for (ProbeResult& r : results) {
+        r.error = "health check did not complete";
+        r.slow = true;
+      }
       for (auto& probe : round->probes) {
         probe->health_ctx.TryCancel();
         probe->load_ctx.TryCancel();
@@ -178,6 +181,7 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
     ProbeResult& r = results[i];
     if (!probe.health_status.ok()) {
       r.error = absl::StrCat("health check: ", StatusText(probe.health_status));
+      r.slow = probe.health_status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
       continue;
     }
     const int serving = ParseHealthCheckResponse(BufferBytes(probe.health_response));
@@ -187,6 +191,7 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
     }
     if (!probe.load_status.ok()) {
       r.error = absl::StrCat("GetLoad: ", StatusText(probe.load_status));
+      r.slow = probe.load_status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
       if (probe.load_status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         absl::StrAppend(&r.error, " (not a ", NodeRoleName(probe.node->role()), " node?)");
       }

@@ -17,6 +17,9 @@ namespace tandem {
 
 struct ProbeResult {
   bool ok = false;
+  // Not ok only because a call ran out of time: the node may be busy rather than dead. A refused
+  // connection, NOT_SERVING or a wrong role is never slow.
+  bool slow = false;
   v1::NodeLoad load;  // when ok
   std::string error;  // when not ok
 };

@@ -264,10 +264,11 @@ RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chose
   prefill->Start(chosen.prefill->client(), [&d_ctx] { d_ctx.TryCancel(); });
 
   // 3. D's tokens.
-  const StreamOutcome outcome = stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent&) {
-    guard.SetAttemptDeadline(absl::InfiniteFuture());
-    prefill->ProtectStream();
-  });
+  const StreamOutcome outcome =
+      stream.ReadFrom(reader.get(), &d_ctx, *d, [&](const v1::DecodeEvent&) {
+        guard.SetAttemptDeadline(absl::InfiniteFuture());
+        prefill->ProtectStream();
+      });
 
   // 4. The prefill call ends before this attempt does.
   const PrefillCall::Result prefill_result = prefill->Finish(
@@ -275,6 +276,7 @@ RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chose
       std::max(guard.deadline() - clock_->Now(), absl::ZeroDuration()) + absl::Seconds(1));
   guard.Detach(prefill->context());
   if (prefill_result.end == PrefillEnd::kOk) {
+    chosen.prefill->NoteProgress(clock_->Now());
     stream.timer->SetNodeQueue(absl::Microseconds(prefill_result.queue_us));
   }
 
@@ -299,7 +301,7 @@ RequestRunner::AttemptResult RequestRunner::RunLocal(const Chosen& chosen,
   generate.set_request_id(node_request_id);
   std::unique_ptr<DecodeEventReader> reader = chosen.decode->client().Generate(&d_ctx, generate);
   const StreamOutcome outcome =
-      stream.ReadFrom(reader.get(), &d_ctx, [&](const v1::DecodeEvent& event) {
+      stream.ReadFrom(reader.get(), &d_ctx, *chosen.decode, [&](const v1::DecodeEvent& event) {
         guard.SetAttemptDeadline(absl::InfiniteFuture());
         stream.timer->SetNodeQueue(absl::Microseconds(event.queue_us()));
       });

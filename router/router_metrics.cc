@@ -119,6 +119,10 @@ class RouterDecisions final : public prometheus::Collectable {
       out.push_back(Family("tandem_router_nodes", "Nodes the router knows, by role and health.",
                            MetricType::Gauge, std::move(nodes)));
       const NodePoolCounters& pc = pool_->counters();
+      out.push_back(Family("tandem_router_node_slow_checks_total",
+                           "Health checks that timed out on a node left up because it was busy, "
+                           "not dead (its streams made progress, or not for long enough).",
+                           MetricType::Counter, {Value(v(pc.slow_checks))}));
       out.push_back(Family("tandem_router_node_marked_down_total",
                            "Times a node was marked down (failed health check or call).",
                            MetricType::Counter, {Value(v(pc.marked_down))}));

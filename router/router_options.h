@@ -24,6 +24,10 @@ struct NodePoolOptions {
   int64_t dns_refresh_ms = 5000;
   // Health service Check + GetLoad every this often; each has this long to answer.
   int64_t health_interval_ms = 500;
+  // Busy is not dead: a node whose checks only run out of time stays up until they have failed
+  // for this long with no progress on its streams in that time. A refused connection,
+  // NOT_SERVING or an RPC that fails UNAVAILABLE marks it down at once.
+  int64_t node_down_after_ms = 10000;
   // Follow the prefill nodes' WatchKvEvents streams (prefix-aware placement needs them).
   bool watch_kv_events = false;
   // How the router dials nodes: TLS (mTLS with a client certificate) when it names a CA.

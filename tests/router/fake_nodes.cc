@@ -128,6 +128,12 @@ class FakeDecodeNode::Service final : public v1::DecodeNode::Service {
 
   grpc::Status GetLoad(grpc::ServerContext*, const v1::LoadRequest*,
                        v1::NodeLoad* response) override {
+    absl::Duration delay;
+    {
+      absl::MutexLock lock(&mu);
+      delay = load_delay_;
+    }
+    absl::SleepFor(delay);
     absl::MutexLock lock(&mu);
     *response = load_;
     response->set_incarnation(owner_->incarnation());
@@ -190,6 +196,7 @@ class FakeDecodeNode::Service final : public v1::DecodeNode::Service {
   }
 
   FakeDecodeNode* const owner_;
+  absl::Duration load_delay_ ABSL_GUARDED_BY(mu);
   mutable absl::Mutex mu;
   absl::CondVar cv;
   DecodeScript script ABSL_GUARDED_BY(mu);
@@ -235,6 +242,11 @@ void FakeDecodeNode::SetLoad(int32_t free_kv_blocks, int64_t queued_tokens, int3
   service_->load_.set_num_free_kv_blocks(free_kv_blocks);
   service_->load_.set_num_queued_tokens(queued_tokens);
   service_->load_.set_num_running(running);
+}
+
+void FakeDecodeNode::SetLoadDelay(absl::Duration delay) {
+  absl::MutexLock lock(&service_->mu);
+  service_->load_delay_ = delay;
 }
 
 void FakeDecodeNode::SetServing(bool serving) {

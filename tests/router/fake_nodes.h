@@ -50,6 +50,8 @@ class FakeDecodeNode {
 
   void SetScript(DecodeScript script);
   void SetLoad(int32_t free_kv_blocks, int64_t queued_tokens = 0, int32_t running = 0);
+  // GetLoad answers after `delay` (a busy node whose checks time out).
+  void SetLoadDelay(absl::Duration delay);
   // The health service's answer (SERVING or NOT_SERVING).
   void SetServing(bool serving);
   // Stops the server at once: in-flight calls end, new ones fail.

@@ -140,6 +140,55 @@ TEST(NodePoolTest, NotServingGoesDownAndComesBack) {
   EXPECT_EQ(pool.UpNodes(NodeRole::kDecode).size(), 1u);
 }
 
+TEST(NodePoolTest, BusyIsNotDeadWhileItsStreamsProgress) {
+  FakeDecodeNode d;
+  NodePoolOptions options = StaticOptions({}, {d.address()});
+  options.health_interval_ms = 100;  // each check has 100 ms
+  options.node_down_after_ms = 1000;
+  ManualClock clock;
+  NodePool pool(options, nullptr, &clock);
+  ASSERT_TRUE(pool.Start().ok());
+  std::shared_ptr<Node> node = pool.Nodes(NodeRole::kDecode)[0];
+  ASSERT_TRUE(node->up());
+
+  d.SetLoadDelay(absl::Milliseconds(400));
+  pool.CheckHealth();  // times out: slow, still up
+  EXPECT_TRUE(node->up());
+  EXPECT_GE(pool.counters().slow_checks.load(), 1);
+  // Its streams deliver tokens: checks failing for longer than the window do not matter.
+  node->NoteProgress(clock.Now());
+  clock.AdvanceSeconds(0.9);
+  node->NoteProgress(clock.Now());
+  clock.AdvanceSeconds(0.9);
+  pool.CheckHealth();
+  EXPECT_TRUE(node->up());
+  EXPECT_EQ(pool.counters().marked_down.load(), 0);
+  // The streams stall too, for the whole window: now it is down.
+  clock.AdvanceSeconds(1.1);
+  pool.CheckHealth();
+  EXPECT_FALSE(node->up());
+  EXPECT_THAT(node->snapshot().last_error, HasSubstr("DEADLINE_EXCEEDED"));
+  // It answers again: up, and the slow count starts over.
+  d.SetLoadDelay(absl::ZeroDuration());
+  ASSERT_TRUE(FakeDecodeNode::WaitUntil([&] {
+    pool.CheckHealth();
+    return node->up();
+  }));
+}
+
+TEST(NodePoolTest, ARefusedConnectionIsDownAtOnce) {
+  FakeDecodeNode d;
+  NodePoolOptions options = StaticOptions({}, {d.address()});
+  options.node_down_after_ms = 60000;
+  NodePool pool(options);
+  ASSERT_TRUE(pool.Start().ok());
+  std::shared_ptr<Node> node = pool.Nodes(NodeRole::kDecode)[0];
+  node->NoteProgress(absl::Now());
+  d.Kill();
+  pool.CheckHealth();
+  EXPECT_FALSE(node->up());  // dead, not slow: no waiting for node_down_after_ms
+}
+
 TEST(NodePoolTest, AFailedRpcMarksDownUntilTheNextCheckPasses) {
   FakeDecodeNode d;
   NodePool pool(StaticOptions({}, {d.address()}));
