@@ -45,7 +45,13 @@ grpc::Status GenerateService::Generate(grpc::ServerContext* context,
   // The router's id, in the response headers: error messages and the router's logs name it.
   options.request_id = MakeRequestId();
   context->AddInitialMetadata("x-request-id", options.request_id);
-  return runner_->Run(*request, options, sink);
+  grpc::Status status = runner_->Run(*request, options, sink);
+  if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // gRPC's retry pushback: a client with a retry policy waits this long.
+    context->AddTrailingMetadata("grpc-retry-pushback-ms",
+                                 std::to_string(RequestRunner::kRetryAfterSeconds * 1000));
+  }
+  return status;
 }
 
 }  // namespace tandem

@@ -72,9 +72,17 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
   flags.String("metrics-listen", &o->metrics_listen,
                {"HOST:PORT", "Prometheus /metrics address (default 127.0.0.1:0; \"\" = off)"});
   flags.Number("max-concurrent-requests", &o->max_concurrent_requests,
+               {"N", "requests running at once; the next ones wait in the queue (default 4096)"});
+  flags.Number("max-queued-requests", &o->max_queued_requests,
                {"N",
-                "requests in flight beyond N are refused with gRPC RESOURCE_EXHAUSTED / HTTP 429 "
-                "(default 4096)"});
+                "requests waiting for a slot; beyond N they are refused at once with gRPC "
+                "RESOURCE_EXHAUSTED / HTTP 429 + Retry-After (default 4096)"});
+  flags.Number("max-queued-prompt-tokens", &o->max_queued_prompt_tokens,
+               {"N", "prompt tokens of the waiting requests, at most (default 16777216)"});
+  flags.Number("queue-timeout-ms", &o->queue_timeout_ms,
+               {"N",
+                "a request waits at most N ms for a slot (within its deadline), then gets 429 "
+                "(default 30000)"});
   flags.String("ready-file", &o->ready_file,
                {"PATH",
                 "once serving, write {\"grpc\": \"127.0.0.1:PORT\", \"http\": ..., \"metrics\": "
@@ -178,6 +186,9 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   if (o.http_threads < 1) return "--http-threads must be >= 1";
   if (o.max_body_bytes < 1024) return "--max-body-bytes must be >= 1024";
   if (o.max_concurrent_requests < 1) return "--max-concurrent-requests must be >= 1";
+  if (o.max_queued_requests < 0) return "--max-queued-requests must be >= 0";
+  if (o.max_queued_prompt_tokens < 0) return "--max-queued-prompt-tokens must be >= 0";
+  if (o.queue_timeout_ms < 0) return "--queue-timeout-ms must be >= 0";
   return "";
 }
 

@@ -57,7 +57,15 @@ RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirec
       metrics_(metrics),
       clock_(clock),
       placer_(options.placement),
-      watchdog_(kWatchdogInterval, clock) {}
+      watchdog_(kWatchdogInterval, clock),
+      admission_(
+          AdmissionOptions{
+              .max_running = options.max_concurrent_requests,
+              .max_queued_requests = options.max_queued_requests,
+              .max_queued_prompt_tokens = options.max_queued_prompt_tokens,
+              .max_wait = absl::Milliseconds(options.queue_timeout_ms),
+          },
+          clock) {}
 
 RequestRunner::~RequestRunner() {
   absl::MutexLock lock(&cancels_mu_);
@@ -314,15 +322,12 @@ grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOpt
                                 ResponseSink& sink) {
   ++counters_->requests;
   RequestTimer timer(clock_->Now());
-  if (in_flight_.fetch_add(1) >= options_.max_concurrent_requests) {
-    in_flight_.fetch_sub(1);
-    ++counters_->requests_refused;
-    metrics_->RequestRefused(options.api, grpc::StatusCode::RESOURCE_EXHAUSTED);
-    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat("the router is serving ", options_.max_concurrent_requests,
-                                     " requests (--max-concurrent-requests); retry later"));
-  }
+  in_flight_.fetch_add(1);
   absl::Cleanup leave = [&] { in_flight_.fetch_sub(1); };
+  // The router's --request-timeout-ms and the client's own deadline, from arrival: the wait for a
+  // slot counts.
+  const absl::Time deadline =
+      std::min(clock_->Now() + absl::Milliseconds(options_.request_timeout_ms), options.deadline);
   absl::StatusOr<RouterRequest> built =
       BuildRequest(request, *model_, options.unset_max_tokens_fills_context);
   if (!built.ok()) {
@@ -335,19 +340,62 @@ grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOpt
   if (!built->client_request_id.empty()) {
     spdlog::debug("{}: the client calls it {}", built->request_id, built->client_request_id);
   }
+  if (std::optional<grpc::Status> refused = Admit(*built, deadline, options.api, sink)) {
+    return *refused;
+  }
+  absl::Cleanup release = [&] { admission_.Release(); };
   metrics_->RequestStarted();
   ClientStream stream(&sink, *built, *model_->tokenizer, &timer, metrics_, clock_);
-  grpc::Status status = RunBuilt(stream, options.deadline);
+  grpc::Status status = RunBuilt(stream, deadline);
   metrics_->RequestFinished(options.api, status.error_code(), timer, clock_->Now(),
                             static_cast<int64_t>(built->prompt.size()), stream.completion_tokens,
                             stream.cached_tokens);
   return status;
 }
 
-grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time client_deadline) {
+std::optional<grpc::Status> RequestRunner::Admit(const RouterRequest& request, absl::Time deadline,
+                                                 RequestApi api, ResponseSink& sink) {
+  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  const bool must_wait = admission_.running() >= options_.max_concurrent_requests;
+  const Admission admission =
+      admission_.Admit(prompt_tokens, deadline, [&sink] { return sink.ClientGone(); });
+  if (must_wait && admission != Admission::kQueueFull) ++counters_->queued;
+  std::string why;
+  switch (admission) {
+    case Admission::kAdmitted:
+      return std::nullopt;
+    case Admission::kCancelled:
+      ++counters_->requests_cancelled;
+      metrics_->RequestRefused(api, grpc::StatusCode::CANCELLED);
+      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
+    case Admission::kQueueFull:
+      why = absl::StrCat("the router is running ", options_.max_concurrent_requests,
+                         " requests and its queue is full (--max-queued-requests ",
+                         options_.max_queued_requests, ", --max-queued-prompt-tokens ",
+                         options_.max_queued_prompt_tokens, ")");
+      break;
+    case Admission::kTimedOut:
+      if (clock_->Now() >= deadline) {
+        ++counters_->requests_failed;
+        metrics_->RequestRefused(api, grpc::StatusCode::DEADLINE_EXCEEDED);
+        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            WithRequestId("the request ran past its deadline waiting for a slot",
+                                          request.request_id));
+      }
+      ++counters_->queue_timeouts;
+      why = absl::StrCat("no slot freed within ", options_.queue_timeout_ms,
+                         " ms (--queue-timeout-ms) among the ", options_.max_concurrent_requests,
+                         " running requests");
+      break;
+  }
+  ++counters_->requests_refused;
+  metrics_->RequestRefused(api, grpc::StatusCode::RESOURCE_EXHAUSTED);
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      WithRequestId(absl::StrCat(why, "; retry later"), request.request_id));
+}
+
+grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time deadline) {
   const RouterRequest& req = stream.request;
-  absl::Time deadline = clock_->Now() + absl::Milliseconds(options_.request_timeout_ms);
-  deadline = std::min(deadline, client_deadline);
   auto guard = std::make_shared<CallGuard>(stream.sink, deadline);
   watchdog_.Add(guard);
   absl::Cleanup unwatch = [&] { watchdog_.Remove(guard); };

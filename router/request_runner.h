@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "common/util/clock.h"
 #include "grpcpp/support/status.h"
+#include "router/admission_queue.h"
 #include "router/call_watchdog.h"
 #include "router/client_stream.h"
 #include "router/node_directory.h"
@@ -68,10 +69,12 @@ class RequestRunner {
   // Runs `request` to its end on the calling thread (blocking), writing responses to `sink`.
   // OK: the last response (finish_reason and usage set) was written. Errors carry gRPC codes:
   // INVALID_ARGUMENT / OUT_OF_RANGE for bad input (nothing was written), NOT_FOUND for a model
-  // this router does not serve, RESOURCE_EXHAUSTED when the router is at
-  // --max-concurrent-requests, UNAVAILABLE when no node can take it, CANCELLED when the client
-  // went away, DEADLINE_EXCEEDED, and the node's status otherwise. An error may follow responses
-  // already written (a node failed after the first token).
+  // this router does not serve, RESOURCE_EXHAUSTED when no slot is
+  // to be had (below), UNAVAILABLE when no node can take it, CANCELLED when the client
+  // went away, DEADLINE_EXCEEDED, and the node's status otherwise.
+  // RESOURCE_EXHAUSTED: the admission queue was full or the wait for a slot ran out; the API
+  // layers add Retry-After (HTTP) or grpc-retry-pushback-ms (gRPC) of kRetryAfterSeconds. An error
+  // may follow responses already written (a node failed after the first token).
   grpc::Status Run(const v1::GenerateRequest& request, const RunOptions& options,
                    ResponseSink& sink);
 
@@ -84,15 +87,24 @@ class RequestRunner {
   }
 
   const ServedModel& model() const { return *model_; }
-  // Requests inside Run right now.
+  // Requests inside Run right now (running or waiting for a slot).
   int64_t in_flight() const { return in_flight_.load(); }
+  const AdmissionQueue& admission() const { return admission_; }
+
+  // What a client refused for load is told to wait before it tries again.
+  static constexpr int kRetryAfterSeconds = 1;
 
  private:
   struct Chosen;
   struct AttemptResult;
 
-  // Deadline, placement, attempts and retries of a validated request.
-  grpc::Status RunBuilt(ClientStream& stream, absl::Time client_deadline);
+  // Waits for a slot (AdmissionQueue). Returns the status to end the request with when it does
+  // not get one; nullopt once it runs (the caller releases the slot).
+  std::optional<grpc::Status> Admit(const RouterRequest& request, absl::Time deadline,
+                                    RequestApi api, ResponseSink& sink);
+  // Placement, attempts and retries of a validated, admitted request that must end by
+  // `deadline`.
+  grpc::Status RunBuilt(ClientStream& stream, absl::Time deadline);
   // Waits, in a queue of at most --max-kv-waiting-requests and for at most --kv-wait-timeout-ms
   // (and the request's deadline), until some decode node reports room for the prompt's KV.
   // Returns the status to end the request with when it does not get room; nullopt to go on.
@@ -120,6 +132,7 @@ class RequestRunner {
   Clock* const clock_;
   const Placer placer_;
   CallWatchdog watchdog_;
+  AdmissionQueue admission_;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> waiting_for_kv_{0};
 

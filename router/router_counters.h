@@ -44,7 +44,7 @@ struct RouterCounters {
   std::atomic<int64_t> requests{0};
   std::atomic<int64_t> requests_ok{0};
   std::atomic<int64_t> requests_invalid{0};    // INVALID_ARGUMENT before placement
-  std::atomic<int64_t> requests_refused{0};    // over --max-concurrent-requests
+  std::atomic<int64_t> requests_refused{0};    // the admission queue was full, or its wait ran out
   std::atomic<int64_t> requests_cancelled{0};  // the client went away
   std::atomic<int64_t> requests_failed{0};     // any other error
   std::atomic<int64_t> failed_after_first_token{0};
@@ -53,6 +53,10 @@ struct RouterCounters {
   // (--kv-wait-timeout-ms or the queue full).
   std::atomic<int64_t> kv_waits{0};
   std::atomic<int64_t> kv_wait_refusals{0};
+  // Requests that waited in the admission queue (all --max-concurrent-requests slots taken), and
+  // those whose wait ran out (--queue-timeout-ms).
+  std::atomic<int64_t> queued{0};
+  std::atomic<int64_t> queue_timeouts{0};
 
   // Placement of attempts.
   std::atomic<int64_t> disaggregated{0};
@@ -81,6 +85,8 @@ struct RouterCounters {
         {"no_node_available", no_node_available.load()},
         {"kv_waits", kv_waits.load()},
         {"kv_wait_refusals", kv_wait_refusals.load()},
+        {"queued", queued.load()},
+        {"queue_timeouts", queue_timeouts.load()},
         {"placements{kind=disaggregated}", disaggregated.load()},
         {"placements{kind=local_prefill,reason=short_prompt}", local_prefill_short_prompt.load()},
         {"placements{kind=local_prefill,reason=no_prefill_node}",

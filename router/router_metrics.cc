@@ -89,6 +89,14 @@ class RouterDecisions final : public prometheus::Collectable {
     out.push_back(Family("tandem_router_no_node_available_total",
                          "Requests that found no usable node to place on.", MetricType::Counter,
                          {Value(v(c_->no_node_available))}));
+    out.push_back(Family("tandem_router_queued_total",
+                         "Requests that waited in the router's admission queue (every "
+                         "--max-concurrent-requests slot taken).",
+                         MetricType::Counter, {Value(v(c_->queued))}));
+    out.push_back(Family("tandem_router_queue_timeouts_total",
+                         "Requests refused (429) after waiting --queue-timeout-ms in the admission "
+                         "queue.",
+                         MetricType::Counter, {Value(v(c_->queue_timeouts))}));
     out.push_back(Family("tandem_router_kv_waits_total",
                          "Requests that waited at the router because no decode node reported "
                          "room for their prompt's KV.",

@@ -50,8 +50,15 @@ struct RouterOptions {
   TlsServerFiles tls;
   // Prometheus /metrics ("": off).
   std::string metrics_listen = "127.0.0.1:0";
-  // Requests in flight beyond this are refused (gRPC RESOURCE_EXHAUSTED, HTTP 429).
+  // Admission (router/admission_queue.h): at most max_concurrent_requests run at once; the next
+  // ones wait in arrival order, at most max_queued_requests of them holding at most
+  // max_queued_prompt_tokens prompt tokens, each for at most queue_timeout_ms (within its
+  // deadline). A full queue or a wait that runs out: gRPC RESOURCE_EXHAUSTED, HTTP 429 with
+  // Retry-After.
   int64_t max_concurrent_requests = 4096;
+  int64_t max_queued_requests = 4096;
+  int64_t max_queued_prompt_tokens = int64_t{16} << 20;
+  int64_t queue_timeout_ms = 30000;
   std::string ready_file;  // "": none
   NodePoolOptions pool;
   PlacementOptions placement;

@@ -685,14 +685,36 @@ TEST_F(HttpServerTest, OverTheConcurrencyLimitIs429WithRetryAfter) {
   d_.SetScript(script);
   HttpServerOptions options;
   options.retry_after_seconds = 3;
-  StartServer(options, true, [](RouterOptions& o) { o.max_concurrent_requests = 1; });
+  StartServer(options, true, [](RouterOptions& o) {
+    o.max_concurrent_requests = 1;
+    o.max_queued_requests = 0;  // no queue: refused at once
+  });
   Client first = Connect();
   first.Send(http::verb::post, "/v1/completions", R"({"prompt": "Hold", "stream": true})");
   first.ReadEvents(1);
   Client second = Connect();
   Response r = second.Post("/v1/completions", R"({"prompt": "Me too"})");
-  ExpectError(r, 429, "");
+  ExpectError(r, 429, "", "queue is full");
   EXPECT_EQ(Header(r, http::field::retry_after), "3");
+  first.Close();
+}
+
+TEST_F(HttpServerTest, AWaitForASlotThatRunsOutIs429) {
+  DecodeScript script = Script(" x y");
+  script.hang = true;
+  script.fail_after_tokens = 1;
+  d_.SetScript(script);
+  StartServer({}, true, [](RouterOptions& o) {
+    o.max_concurrent_requests = 1;
+    o.queue_timeout_ms = 200;
+  });
+  Client first = Connect();
+  first.Send(http::verb::post, "/v1/completions", R"({"prompt": "Hold", "stream": true})");
+  first.ReadEvents(1);
+  Client second = Connect();
+  Response r = second.Post("/v1/completions", R"({"prompt": "Me too"})");
+  ExpectError(r, 429, "", "no slot freed within 200 ms");
+  EXPECT_EQ(Header(r, http::field::retry_after), "1");
   first.Close();
 }
 
