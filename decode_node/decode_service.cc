@@ -10,9 +10,9 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
-#include "common/handoff/handoff_codec.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -262,11 +262,13 @@ grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest
   return grpc::Status::OK;
 }
 
-grpc::Status DecodeService::GetLoad(grpc::ServerContext*, const v1::LoadRequest*,
-                                    v1::NodeLoad* response) {
+grpc::ServerUnaryReactor* DecodeService::GetLoad(grpc::CallbackServerContext* context,
+                                                 const v1::LoadRequest*, v1::NodeLoad* response) {
   FillNodeLoad(*engine_, "decode", transport_->incarnation(), options_.model_name, response);
   response->set_num_held_kv_blocks(engine_->Stats().num_quarantined_blocks);
-  return grpc::Status::OK;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::Status DecodeService::ConnectKv(grpc::ServerContext*, const v1::ConnectKvRequest* request,

@@ -3,7 +3,9 @@
 //
 // Each streaming call runs on its own gRPC thread and only posts to the engine and reads the
 // request's events; a client that goes away (or a call deadline) cancels the request in the
-// engine, which frees (or quarantines, while a writer may still write) its blocks.
+// engine, which frees (or quarantines, while a writer may still write) its blocks. GetLoad, the
+// router's liveness probe, is a callback-API method: it takes no sync-pool thread, reads the
+// engine's published stats and answers at once, however many streams hold the pool.
 //
 // A Reserve call: refuse what this node does not take -> StartReserve (submit, bind the router's
 // id) -> AwaitReservation (AwaitOrCancel: blocks, the client going away or reserve_wait_timeout
@@ -62,7 +64,8 @@ struct DecodeServiceOptions {
   Clock* clock = Clock::Real();
 };
 
-class DecodeService final : public v1::DecodeNode::Service {
+class DecodeService final
+    : public v1::DecodeNode::WithCallbackMethod_GetLoad<v1::DecodeNode::Service> {
  public:
   // `engine` and `transport` are borrowed. Installs the transport's notice handler.
   DecodeService(Engine* engine, KvTransport* transport, DecodeServiceOptions options);
@@ -73,8 +76,9 @@ class DecodeService final : public v1::DecodeNode::Service {
                         grpc::ServerWriter<v1::DecodeEvent>* writer) override;
   grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                       v1::CancelResponse* response) override;
-  grpc::Status GetLoad(grpc::ServerContext* context, const v1::LoadRequest* request,
-                       v1::NodeLoad* response) override;
+  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
+                                    const v1::LoadRequest* request,
+                                    v1::NodeLoad* response) override;
   grpc::Status ConnectKv(grpc::ServerContext* context, const v1::ConnectKvRequest* request,
                          v1::ConnectKvResponse* response) override;
 

@@ -10,11 +10,11 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/handoff/handoff_codec.h"
+#include "common/handoff/kv_block_writer.h"
 #include "common/serving/await_or_cancel.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
-#include "common/handoff/handoff_codec.h"
-#include "common/handoff/kv_block_writer.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -253,11 +253,13 @@ grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelReques
   return grpc::Status::OK;
 }
 
-grpc::Status PrefillService::GetLoad(grpc::ServerContext*, const v1::LoadRequest*,
-                                     v1::NodeLoad* response) {
+grpc::ServerUnaryReactor* PrefillService::GetLoad(grpc::CallbackServerContext* context,
+                                                  const v1::LoadRequest*, v1::NodeLoad* response) {
   FillNodeLoad(*engine_, "prefill", transport_->incarnation(), options_.model_name, response);
   response->set_num_held_kv_blocks(engine_->Stats().num_export_held_blocks);
-  return grpc::Status::OK;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::Status PrefillService::WatchKvEvents(grpc::ServerContext* context,

@@ -7,6 +7,8 @@
 // the writer, submit) -> Await (AwaitOrCancel: the writer's result; the client going away or the
 // handoff's deadline cancels the request once) -> Respond (the proto and the success metrics). Each
 // step returns what it produced or a Failure (the metrics' KvTransferFailure and the status).
+// GetLoad, the router's liveness probe, is a callback-API method: it takes no sync-pool thread,
+// reads the engine's published stats and answers at once, however many calls hold the pool.
 //
 // Owns: the router-id table of this node's calls. Touches: the engine (Submit, Cancel, load), the
 // KV transport through KvBlockWriter (never directly but for its name and incarnation), the
@@ -48,7 +50,8 @@ struct PrefillServiceOptions {
   Clock* clock = Clock::Real();
 };
 
-class PrefillService final : public v1::PrefillNode::Service {
+class PrefillService final
+    : public v1::PrefillNode::WithCallbackMethod_GetLoad<v1::PrefillNode::Service> {
  public:
   // `engine` and `transport` are borrowed.
   PrefillService(Engine* engine, KvTransport* transport, PrefillServiceOptions options);
@@ -57,8 +60,9 @@ class PrefillService final : public v1::PrefillNode::Service {
                        v1::PrefillResponse* response) override;
   grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                       v1::CancelResponse* response) override;
-  grpc::Status GetLoad(grpc::ServerContext* context, const v1::LoadRequest* request,
-                       v1::NodeLoad* response) override;
+  grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
+                                    const v1::LoadRequest* request,
+                                    v1::NodeLoad* response) override;
   grpc::Status WatchKvEvents(grpc::ServerContext* context, const v1::WatchKvEventsRequest* request,
                              grpc::ServerWriter<v1::KvEvents>* writer) override;
 

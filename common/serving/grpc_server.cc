@@ -10,13 +10,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "nlohmann/json.hpp"
 
 namespace tandem {
 
 absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
                                               const std::vector<grpc::Service*>& services,
-                                              const TlsServerFiles& tls) {
+                                              const TlsServerFiles& tls,
+                                              const GrpcServerOptions& options) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos || colon == 0) {
     return absl::InvalidArgumentError(
@@ -32,6 +34,11 @@ absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(listen, *credentials, &port);
   builder.SetMaxReceiveMessageSize(64 << 20);
+  if (options.max_sync_threads > 0) {
+    grpc::ResourceQuota quota("tandem-sync-threads");
+    quota.SetMaxThreads(options.max_sync_threads);
+    builder.SetResourceQuota(quota);
+  }
   for (grpc::Service* service : services) builder.RegisterService(service);
   RunningServer running;
   running.server = builder.BuildAndStart();

@@ -1,5 +1,10 @@
 // Starting a process's gRPC server (with the standard health service), announcing it through a
 // ready file, and waiting for SIGINT/SIGTERM: what tandem-router, -prefill and -decode share.
+//
+// Threads: a sync-API method (a node's streams, Prefill, Cancel) holds one thread of gRPC's sync
+// pool for the whole call. Callback-API methods never take one: gRPC's default health service
+// (grpc.health.v1.Health: Check and Watch are callback methods in the gRPC this builds against,
+// 1.51) and the nodes' GetLoad. So liveness answers however many streams hold sync threads.
 #ifndef TANDEM_COMMON_SERVING_GRPC_SERVER_H_
 #define TANDEM_COMMON_SERVING_GRPC_SERVER_H_
 
@@ -15,6 +20,13 @@
 
 namespace tandem {
 
+struct GrpcServerOptions {
+  // At most this many threads serve sync-API calls at once (gRPC's ResourceQuota thread cap: one
+  // of them keeps polling, so this many - 1 calls run); a sync call beyond that is refused with
+  // RESOURCE_EXHAUSTED. 0: no cap (gRPC's default, a thread per call).
+  int max_sync_threads = 0;
+};
+
 struct RunningServer {
   std::unique_ptr<grpc::Server> server;
   std::string address;  // host:port actually bound (port 0 resolved)
@@ -25,7 +37,8 @@ struct RunningServer {
 // CA) when `tls` names a certificate.
 absl::StatusOr<RunningServer> StartGrpcServer(const std::string& listen,
                                               const std::vector<grpc::Service*>& services,
-                                              const TlsServerFiles& tls = {});
+                                              const TlsServerFiles& tls = {},
+                                              const GrpcServerOptions& options = {});
 
 // Blocks SIGINT and SIGTERM in the calling thread (call first thing in main, so that every
 // thread started later inherits the mask).

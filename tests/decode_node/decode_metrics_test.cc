@@ -9,9 +9,9 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/engine/engine.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/metrics/prometheus_text.h"
 #include "common/serving/grpc_server.h"
-#include "common/handoff/handoff_codec.h"
 #include "common/transport/local_transport.h"
 #include "decode_node/decode_service.h"
 #include "gtest/gtest.h"
@@ -20,10 +20,13 @@
 #include "tests/common/engine/fake_backend.h"
 #include "tests/common/serving/metrics_scrape.h"
 #include "tests/common/serving/promtool_check.h"
+#include "tests/decode_node/decode_test_node.h"
 
 namespace tandem {
 namespace {
 
+using ::tandem::testing::DecodeNode;
+using ::tandem::testing::ReserveCall;
 using ::tandem::testing::Scrape;
 
 double Ended(const PrometheusText& scrape, const std::string& outcome) {
@@ -54,69 +57,6 @@ TEST(DecodeMetricsTest, CountsKnownEvents) {
   EXPECT_DOUBLE_EQ(*scrape.Value("tandem_decode_queue_seconds_sum", {{"path", "generate"}}), 0.004);
   EXPECT_STREQ(ReservationOutcomeName(ReservationOutcome::kLeaseExpired), "lease_expired");
 }
-
-struct DecodeNode {
-  DecodeNode() : backend(kVocab, 32, 4), pool(backend.kv_layout().total_bytes()) {
-    EXPECT_TRUE(transport.RegisterPool(pool.data(), pool.size()).ok());
-    EngineOptions options;
-    options.kv_write_grace = absl::Seconds(30);  // quarantined blocks stay visible
-    options.on_step = [this](const EngineStepStats& s) { metrics.engine_metrics().ObserveStep(s); };
-    auto created = Engine::Create(&backend, options);
-    EXPECT_TRUE(created.ok()) << created.status();
-    engine = *std::move(created);
-    engine->Start();
-    metrics.SetEngine(engine.get());
-    service =
-        std::make_unique<DecodeService>(engine.get(), &transport,
-                                        DecodeServiceOptions{.model_name = "m",
-                                                             .default_lease = absl::Seconds(30),
-                                                             .max_lease = absl::Seconds(60),
-                                                             .metrics = &metrics});
-    auto started = StartGrpcServer("127.0.0.1:0", {service.get()});
-    EXPECT_TRUE(started.ok()) << started.status();
-    server = std::move(*started);
-    stub = v1::DecodeNode::NewStub(
-        grpc::CreateChannel(server.address, grpc::InsecureChannelCredentials()));
-  }
-  ~DecodeNode() {
-    server.server->Shutdown(std::chrono::system_clock::now());
-    engine->Stop();
-  }
-
-  FakeBackend backend;
-  std::vector<char> pool;
-  LocalTransport transport;
-  DecodeMetrics metrics;
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<DecodeService> service;
-  RunningServer server;
-  std::unique_ptr<v1::DecodeNode::Stub> stub;
-};
-
-// One Reserve call, read event by event.
-struct ReserveCall {
-  ReserveCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens,
-              int64_t lease_ms = 0) {
-    v1::ReserveRequest request;
-    request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
-    request.mutable_sampling()->set_temperature(0);
-    request.mutable_sampling()->set_max_tokens(max_tokens);
-    request.mutable_sampling()->set_ignore_eos(true);
-    request.set_lease_ms(lease_ms);
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    reader = node.stub->Reserve(&context, request);
-  }
-  // Reads to the end; returns the call's status.
-  grpc::Status Finish() {
-    v1::DecodeEvent event;
-    while (reader->Read(&event)) events.push_back(event);
-    return reader->Finish();
-  }
-
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader;
-  std::vector<v1::DecodeEvent> events;
-};
 
 // Puts the prompt's KV into the reserved blocks, as a prefill node's writes would (FakeBackend
 // keeps its KV in its own slot store; the decode engine waits for the completion meanwhile).

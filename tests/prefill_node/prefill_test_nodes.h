@@ -12,9 +12,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/engine/engine.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/serving/grpc_server.h"
 #include "common/transport/handoff_auth.h"
-#include "common/handoff/handoff_codec.h"
 #include "common/transport/handoff_gate.h"
 #include "common/transport/local_transport.h"
 #include "grpcpp/grpcpp.h"
@@ -80,7 +80,8 @@ struct FakeDecodeNode {
 };
 
 struct PrefillNode {
-  explicit PrefillNode(LocalTransportOptions transport_options = {})
+  explicit PrefillNode(LocalTransportOptions transport_options = {},
+                       const GrpcServerOptions& server_options = {})
       : backend(kVocab, 32, 4),
         pool(backend.kv_layout().total_bytes()),
         transport(transport_options) {
@@ -97,11 +98,11 @@ struct PrefillNode {
         engine.get(), &transport,
         PrefillServiceOptions{
             .model_name = "m", .metrics = &metrics, .handoff_gate = &gate, .handoff_auth = auth});
-    auto started = StartGrpcServer("127.0.0.1:0", {service.get()});
+    auto started = StartGrpcServer("127.0.0.1:0", {service.get()}, {}, server_options);
     EXPECT_TRUE(started.ok()) << started.status();
     server = std::move(*started);
-    stub = v1::PrefillNode::NewStub(
-        grpc::CreateChannel(server.address, grpc::InsecureChannelCredentials()));
+    channel = grpc::CreateChannel(server.address, grpc::InsecureChannelCredentials());
+    stub = v1::PrefillNode::NewStub(channel);
   }
   ~PrefillNode() {
     server.server->Shutdown();
@@ -130,6 +131,7 @@ struct PrefillNode {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<PrefillService> service;
   RunningServer server;
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::PrefillNode::Stub> stub;
 };
 

@@ -1,0 +1,92 @@
+// A real DecodeService on loopback gRPC over LocalTransport and a FakeBackend engine (32 blocks of
+// 4 tokens, quarantined blocks kept 30 s), its metrics wired; and one Reserve call read event by
+// event.
+#ifndef TANDEM_TESTS_DECODE_NODE_DECODE_TEST_NODE_H_
+#define TANDEM_TESTS_DECODE_NODE_DECODE_TEST_NODE_H_
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "common/engine/engine.h"
+#include "common/serving/grpc_server.h"
+#include "common/transport/local_transport.h"
+#include "decode_node/decode_metrics.h"
+#include "decode_node/decode_service.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tandem/v1/node.grpc.pb.h"
+#include "tests/common/engine/engine_test_util.h"
+#include "tests/common/engine/fake_backend.h"
+
+namespace tandem::testing {
+
+struct DecodeNode {
+  explicit DecodeNode(const GrpcServerOptions& server_options = {})
+      : backend(kVocab, 32, 4), pool(backend.kv_layout().total_bytes()) {
+    EXPECT_TRUE(transport.RegisterPool(pool.data(), pool.size()).ok());
+    EngineOptions options;
+    options.kv_write_grace = absl::Seconds(30);  // quarantined blocks stay visible
+    options.on_step = [this](const EngineStepStats& s) { metrics.engine_metrics().ObserveStep(s); };
+    auto created = Engine::Create(&backend, options);
+    EXPECT_TRUE(created.ok()) << created.status();
+    engine = *std::move(created);
+    engine->Start();
+    metrics.SetEngine(engine.get());
+    service =
+        std::make_unique<DecodeService>(engine.get(), &transport,
+                                        DecodeServiceOptions{.model_name = "m",
+                                                             .default_lease = absl::Seconds(30),
+                                                             .max_lease = absl::Seconds(60),
+                                                             .metrics = &metrics});
+    auto started = StartGrpcServer("127.0.0.1:0", {service.get()}, {}, server_options);
+    EXPECT_TRUE(started.ok()) << started.status();
+    server = std::move(*started);
+    channel = grpc::CreateChannel(server.address, grpc::InsecureChannelCredentials());
+    stub = v1::DecodeNode::NewStub(channel);
+  }
+  ~DecodeNode() {
+    server.server->Shutdown(std::chrono::system_clock::now());
+    engine->Stop();
+  }
+
+  FakeBackend backend;
+  std::vector<char> pool;
+  LocalTransport transport;
+  DecodeMetrics metrics;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<DecodeService> service;
+  RunningServer server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::DecodeNode::Stub> stub;
+};
+
+// One Reserve call, read event by event.
+struct ReserveCall {
+  ReserveCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens,
+              int64_t lease_ms = 0) {
+    v1::ReserveRequest request;
+    request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
+    request.mutable_sampling()->set_temperature(0);
+    request.mutable_sampling()->set_max_tokens(max_tokens);
+    request.mutable_sampling()->set_ignore_eos(true);
+    request.set_lease_ms(lease_ms);
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    reader = node.stub->Reserve(&context, request);
+  }
+  // Reads to the end; returns the call's status.
+  grpc::Status Finish() {
+    v1::DecodeEvent event;
+    while (reader->Read(&event)) events.push_back(event);
+    return reader->Finish();
+  }
+
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader;
+  std::vector<v1::DecodeEvent> events;
+};
+
+}  // namespace tandem::testing
+
+#endif  // TANDEM_TESTS_DECODE_NODE_DECODE_TEST_NODE_H_

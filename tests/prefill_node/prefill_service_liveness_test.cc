@@ -1,0 +1,72 @@
+// PrefillService's liveness while its sync pool is spent: with the server's sync threads capped and
+// every one but the poller held by a WatchKvEvents stream (open until its client goes away), a
+// further sync call is turned away (RESOURCE_EXHAUSTED), yet GetLoad (a callback-API method) and
+// grpc.health.v1.Health/Check (gRPC's callback-based default health service) answer within the
+// router's 500 ms probe deadline, Check turning NOT_SERVING when the health service is told to (as
+// a drain does).
+#include <memory>
+#include <vector>
+
+#include "common/serving/grpc_server.h"
+#include "gtest/gtest.h"
+#include "tests/common/serving/liveness_probe.h"
+#include "tests/prefill_node/prefill_test_nodes.h"
+
+namespace tandem {
+namespace {
+
+using ::tandem::testing::LivenessAnswer;
+using ::tandem::testing::PrefillNode;
+
+constexpr int kSyncThreads = 4;
+constexpr absl::Duration kProbeDeadline = absl::Milliseconds(500);  // router --health-interval-ms
+
+// One WatchKvEvents stream, holding its sync thread once its first event has arrived.
+struct WatchCall {
+  explicit WatchCall(PrefillNode& node)
+      : reader(node.stub->WatchKvEvents(&context, v1::WatchKvEventsRequest())) {}
+
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::KvEvents>> reader;
+};
+
+TEST(PrefillServiceLivenessTest, AnswersLoadAndHealthWhileEverySyncThreadIsHeld) {
+  PrefillNode node({}, GrpcServerOptions{.max_sync_threads = kSyncThreads});
+  std::vector<std::unique_ptr<WatchCall>> held;
+  for (int i = 0; i < kSyncThreads - 1; ++i) {
+    held.push_back(std::make_unique<WatchCall>(node));
+    v1::KvEvents first;
+    ASSERT_TRUE(held.back()->reader->Read(&first)) << "stream " << i;
+    ASSERT_TRUE(first.reset()) << "stream " << i;
+  }
+  EXPECT_EQ(testing::SyncCall(*node.stub, kProbeDeadline).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << "the sync pool still had a thread: the probes below prove nothing";
+
+  for (int round = 0; round < 10; ++round) {
+    LivenessAnswer answer = testing::ProbeLiveness(node.channel, *node.stub, kProbeDeadline);
+    ASSERT_TRUE(answer.health_status.ok()) << answer.health_status.error_message();
+    EXPECT_EQ(answer.serving_status, testing::kHealthServing);
+    ASSERT_TRUE(answer.load_status.ok()) << answer.load_status.error_message();
+    EXPECT_EQ(answer.load.role(), "prefill");
+    EXPECT_EQ(answer.load.incarnation(), node.transport.incarnation());
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+
+  node.server.server->GetHealthCheckService()->SetServingStatus(false);
+  LivenessAnswer answer = testing::ProbeLiveness(node.channel, *node.stub, kProbeDeadline);
+  ASSERT_TRUE(answer.health_status.ok()) << answer.health_status.error_message();
+  EXPECT_EQ(answer.serving_status, testing::kHealthNotServing);
+  EXPECT_TRUE(answer.load_status.ok()) << answer.load_status.error_message();
+
+  for (std::unique_ptr<WatchCall>& call : held) {
+    call->context.TryCancel();
+    v1::KvEvents events;
+    while (call->reader->Read(&events)) {
+    }
+    EXPECT_EQ(call->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+}
+
+}  // namespace
+}  // namespace tandem
