@@ -1,10 +1,15 @@
+// The engine's public calls, its loop and its step (engine.h). The thread-safe calls only post
+// commands to the inbox; the engine thread drains it and runs Step: build the batch, run the
+// backend, consume the samples. Touches the scheduler, the backend and the stats; requests' tokens
+// and ends go through engine_lifecycle.cc.
 #include "common/engine/engine.h"
 
 #include <algorithm>
+#include <span>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
-#include "common/engine/kv_exporter.h"
 #include "common/sampling/rng.h"
 #include "common/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -19,10 +24,6 @@ int32_t MaxContextTokens(const ModelConfig& config, const KvLayout& layout) {
     limit = std::min<int64_t>(limit, config.max_position_embeddings);
   }
   return static_cast<int32_t>(std::min<int64_t>(limit, INT32_MAX));
-}
-
-bool Contains(const std::vector<int>& ids, TokenId token) {
-  return std::find(ids.begin(), ids.end(), token) != ids.end();
 }
 
 // Splits a scheduled step into prefill and decode work (before it runs: the chunks' sequences are
@@ -123,9 +124,7 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request) {
   RETURN_IF_ERROR(ValidateRequest(request));
   std::unique_ptr<Sequence> seq = MakeSequence(request);
   const RequestId id = seq->id;
-  absl::MutexLock lock(&mu_);
-  if (stop_requested_) return absl::UnavailableError("engine is stopped");
-  inbox_.push_back(Pending{std::move(seq), std::move(request.on_event)});
+  RETURN_IF_ERROR(PostRequest(engine_command::Submit{std::move(seq), std::move(request.on_event)}));
   return id;
 }
 
@@ -141,41 +140,40 @@ absl::StatusOr<RequestId> Engine::Reserve(GenerateRequest request, absl::Duratio
   RETURN_IF_ERROR(ValidateRequest(request));
   std::unique_ptr<Sequence> seq = MakeSequence(request);
   const RequestId id = seq->id;
-  absl::MutexLock lock(&mu_);
-  if (stop_requested_) return absl::UnavailableError("engine is stopped");
-  reserve_inbox_.push_back(PendingReservation{std::move(seq), std::move(request.on_event),
-                                              std::move(on_reserved), lease});
+  RETURN_IF_ERROR(PostRequest(engine_command::Reserve{std::move(seq), std::move(request.on_event),
+                                                      std::move(on_reserved), lease}));
   return id;
 }
 
+void Engine::Cancel(RequestId id) { Post(engine_command::Cancel{id}); }
+
 void Engine::CompleteImport(ImportedPrefill prefill) {
-  absl::MutexLock lock(&mu_);
-  import_inbox_.push_back(std::move(prefill));
+  Post(engine_command::Import{std::move(prefill)});
 }
 
 void Engine::AbortImport(RequestId id, absl::Status reason) {
-  absl::MutexLock lock(&mu_);
-  aborted_import_inbox_.push_back(AbortedImport{id, std::move(reason)});
+  Post(engine_command::AbortImport{id, std::move(reason)});
 }
 
-void Engine::ReleaseExportedBlocks(RequestId id) {
+void Engine::ReleaseExportedBlocks(RequestId id) { Post(engine_command::Release{id}); }
+
+absl::Status Engine::PostRequest(EngineCommand command) {
   absl::MutexLock lock(&mu_);
-  release_inbox_.push_back(id);
+  if (stop_requested_) return absl::UnavailableError("engine is stopped");
+  inbox_.push_back(std::move(command));
+  return absl::OkStatus();
 }
+
+void Engine::Post(EngineCommand command) {
+  absl::MutexLock lock(&mu_);
+  inbox_.push_back(std::move(command));
+}
+
+bool Engine::InboxReady() const { return stop_requested_ || !inbox_.empty(); }
 
 std::vector<uint64_t> Engine::CachedBlockHashes() const {
   absl::MutexLock lock(&stats_mu_);
   return cached_hashes_;
-}
-
-void Engine::Cancel(RequestId id) {
-  absl::MutexLock lock(&mu_);
-  cancel_inbox_.push_back(id);
-}
-
-bool Engine::InboxReady() const {
-  return stop_requested_ || !inbox_.empty() || !cancel_inbox_.empty() || !reserve_inbox_.empty() ||
-         !import_inbox_.empty() || !aborted_import_inbox_.empty() || !release_inbox_.empty();
 }
 
 void Engine::Start() {
@@ -194,20 +192,13 @@ void Engine::Stop() {
     stop_requested_ = true;
   }
   if (thread_.joinable()) thread_.join();
-  // Nothing runs the loop any more: end whatever is left so that every waiter wakes up.
+  // Nothing runs the loop any more: end whatever is left so that every waiter wakes up. No writer
+  // writes into a stopped node's blocks.
   DrainInbox();
   const absl::Status stopped = absl::UnavailableError("engine stopped");
-  while (!pending_reservations_.empty()) {
-    PendingReservation pending = std::move(pending_reservations_.front());
-    pending_reservations_.pop_front();
-    EndPendingReservation(pending, FinishReason::kAborted, stopped);
-  }
-  while (!awaiting_kv_.empty()) {
-    EndAwaiting(awaiting_kv_.begin()->first, FinishReason::kAborted, stopped,
-                /*writer_stopped=*/true);
-  }
-  for (RequestId id : scheduler_.UnfinishedIds()) {
-    FinishWithoutToken(id, FinishReason::kAborted, stopped);
+  for (RequestId id : UnfinishedIds()) {
+    EndRequest(id, FinishReason::kAborted, stopped,
+               UnfinishedBlockFate(id, /*writer_stopped=*/true));
   }
   ReleaseQuarantine(/*release_all=*/true);
   PublishStats();
@@ -256,95 +247,60 @@ absl::Status Engine::RunUntilIdle() {
 }
 
 void Engine::DrainInbox() {
-  std::vector<Pending> submitted;
-  std::vector<RequestId> cancelled;
-  std::vector<PendingReservation> reservations;
-  std::vector<ImportedPrefill> imports;
-  std::vector<AbortedImport> aborted_imports;
-  std::vector<RequestId> releases;
+  std::vector<EngineCommand> commands;
   {
     absl::MutexLock lock(&mu_);
-    submitted.swap(inbox_);
-    cancelled.swap(cancel_inbox_);
-    reservations.swap(reserve_inbox_);
-    imports.swap(import_inbox_);
-    aborted_imports.swap(aborted_import_inbox_);
-    releases.swap(release_inbox_);
+    commands.swap(inbox_);
   }
-  for (Pending& pending : submitted) {
-    const RequestId id = pending.seq->id;
-    if (pending.on_event) callbacks_.emplace(id, std::move(pending.on_event));
-    scheduler_.Add(std::move(pending.seq));
+  for (EngineCommand& command : commands) {
+    std::visit([this](auto& c) { Apply(c); }, command);
   }
-  for (PendingReservation& pending : reservations) {
-    pending.seq->arrival_nanos = clock_->NowNanos();
-    pending_reservations_.push_back(std::move(pending));
-  }
-  for (ImportedPrefill& prefill : imports) ApplyImport(prefill);
-  for (const AbortedImport& aborted : aborted_imports) ApplyAbortedImport(aborted);
-  for (RequestId id : releases) {
-    auto it = export_held_.find(id);
-    if (it == export_held_.end()) continue;
-    block_manager_.Free(&it->second);
-    export_held_.erase(it);
-  }
-  for (RequestId id : cancelled) {
-    auto pending = std::find_if(pending_reservations_.begin(), pending_reservations_.end(),
-                                [id](const PendingReservation& p) { return p.seq->id == id; });
-    if (pending != pending_reservations_.end()) {
-      PendingReservation taken = std::move(*pending);
-      pending_reservations_.erase(pending);
-      EndPendingReservation(taken, FinishReason::kAborted,
-                            absl::CancelledError(absl::StrCat("request ", id, " was cancelled")));
-      continue;
-    }
-    if (awaiting_kv_.contains(id)) {
-      EndAwaiting(id, FinishReason::kAborted, absl::OkStatus(), /*writer_stopped=*/false);
-      continue;
-    }
-    FinishWithoutToken(id, FinishReason::kAborted, absl::OkStatus());
-  }
-  if (!submitted.empty() || !cancelled.empty() || !reservations.empty() || !imports.empty() ||
-      !aborted_imports.empty() || !releases.empty()) {
-    PublishStats();
-  }
+  if (!commands.empty()) PublishStats();
 }
 
-FinishReason Engine::CheckStop(const Sequence& seq) const {
-  if (seq.num_output_tokens() >= seq.params.max_tokens || seq.num_tokens() >= max_context_tokens_) {
-    return FinishReason::kLength;
-  }
-  const TokenId last = seq.tokens.back();
-  if (!seq.params.ignore_eos && Contains(backend_->config().eos_token_ids, last)) {
-    return FinishReason::kStop;
-  }
-  if (std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), last) !=
-      seq.params.stop_token_ids.end()) {
-    return FinishReason::kStop;
-  }
-  return FinishReason::kNone;
-}
-
+// schedule -> build the batch -> run the backend -> consume the samples.
 absl::Status Engine::Step() {
   const int64_t started = clock_->NowNanos();
   scheduler_.Schedule(&step_);
   if (step_.empty()) {
+    absl::Status status;
     if (step_.preempted.empty()) {
       // Nothing can run and nothing was freed: the queue head can never fit. Submit's checks
       // should make this unreachable; fail the head rather than spin.
-      const std::vector<RequestId> ids = scheduler_.UnfinishedIds();
-      absl::Status status = absl::ResourceExhaustedError(
-          absl::StrCat("request ", ids.front(), " cannot be scheduled: the KV pool is too small"));
-      FinishWithoutToken(ids.front(), FinishReason::kError, status);
-      PublishStats();
-      return status;
+      const RequestId head = scheduler_.UnfinishedIds().front();
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("request ", head, " cannot be scheduled: the KV pool is too small"));
+      EndRequest(head, FinishReason::kError, status, UnfinishedBlockFate(head, false));
     }
     PublishStats();
-    return absl::OkStatus();
+    return status;
   }
+  const BatchPlan plan = BuildBatch();
+  EngineStepStats step_stats;
+  if (options_.on_step) step_stats = DescribeStep(step_);
+  ++num_steps_;
+  num_batched_tokens_ += step_.num_batched_tokens;
 
+  const absl::Status status = RunBackend(plan);
+  if (status.ok()) {
+    ConsumeSamples(plan);
+  } else {
+    spdlog::warn("engine: backend '{}' failed a step of {} sequences: {}", backend_->name(),
+                 step_.chunks.size(), status.ToString());
+    for (const ScheduledChunk& chunk : step_.chunks) {
+      const RequestId id = chunk.seq->id;  // alive until its own EndRequest
+      EndRequest(id, FinishReason::kError, status, UnfinishedBlockFate(id, false));
+    }
+  }
+  PublishStats();
+  step_stats.ok = status.ok();
+  ReportStep(step_stats, started);
+  return status;
+}
+
+Engine::BatchPlan Engine::BuildBatch() {
+  BatchPlan plan;
   items_.clear();
-  size_t num_logits = 0;
   for (const ScheduledChunk& chunk : step_.chunks) {
     const Sequence& seq = *chunk.seq;
     ForwardItem item;
@@ -353,62 +309,53 @@ absl::Status Engine::Step() {
     item.block_table = seq.block_table.blocks;
     item.want_logits = chunk.want_logits;
     items_.push_back(item);
-    if (chunk.want_logits) ++num_logits;
+    if (chunk.want_logits) ++plan.num_logits;
   }
-  const size_t vocab = static_cast<size_t>(vocab_size_);
-  if (logits_.size() < num_logits * vocab) logits_.resize(num_logits * vocab);
-  EngineStepStats step_stats;
-  if (options_.on_step) step_stats = DescribeStep(step_);
-  ++num_steps_;
-  num_batched_tokens_ += step_.num_batched_tokens;
+  const size_t logits_size = plan.num_logits * static_cast<size_t>(vocab_size_);
+  if (logits_.size() < logits_size) logits_.resize(logits_size);
 
   // Sample on the device when the backend can and no row needs what only the host sampler does
   // (penalties, min-p, logprobs): then no logits cross to the host.
-  bool on_device = backend_->CanSampleOnDevice() && num_logits > 0;
+  plan.sample_on_device = backend_->CanSampleOnDevice() && plan.num_logits > 0;
   device_rows_.clear();
   for (const ScheduledChunk& chunk : step_.chunks) {
-    if (!on_device) break;
+    if (!plan.sample_on_device) break;
     if (!chunk.want_logits) continue;
     const SamplingParams& p = chunk.seq->params;
     if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f ||
         p.min_p > 0.0f || p.logprobs >= 0) {
-      on_device = false;
+      plan.sample_on_device = false;
       break;
     }
     device_rows_.push_back(
         {p.temperature, p.top_k, p.top_p, chunk.seq->rng.seed(), chunk.seq->rng.counter()});
   }
-  absl::Status status;
-  if (on_device) {
-    device_tokens_.resize(num_logits);
-    status = backend_->ForwardAndSample(ForwardBatch{items_}, device_rows_, device_tokens_);
-  } else {
-    status = backend_->Forward(ForwardBatch{items_},
-                               LogitsOutput{std::span<float>(logits_.data(), num_logits * vocab)});
+  return plan;
+}
+
+absl::Status Engine::RunBackend(const BatchPlan& plan) {
+  if (plan.sample_on_device) {
+    device_tokens_.resize(plan.num_logits);
+    return backend_->ForwardAndSample(ForwardBatch{items_}, device_rows_, device_tokens_);
   }
-  if (!status.ok()) {
-    spdlog::warn("engine: backend '{}' failed a step of {} sequences: {}", backend_->name(),
-                 step_.chunks.size(), status.ToString());
-    std::vector<RequestId> ids;
-    for (const ScheduledChunk& chunk : step_.chunks) ids.push_back(chunk.seq->id);
-    for (RequestId id : ids) FinishWithoutToken(id, FinishReason::kError, status);
-    PublishStats();
-    step_stats.ok = false;
-    ReportStep(step_stats, started);
-    return status;
-  }
+  const size_t logits_size = plan.num_logits * static_cast<size_t>(vocab_size_);
+  return backend_->Forward(ForwardBatch{items_},
+                           LogitsOutput{std::span<float>(logits_.data(), logits_size)});
+}
+
+void Engine::ConsumeSamples(const BatchPlan& plan) {
   scheduler_.CompleteStep(step_);
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (chunk.seq->kv_exporter != nullptr && !chunk.want_logits) {
       ExportBlocks(chunk.seq, /*prompt_done=*/false);
     }
   }
-
+  const size_t vocab = static_cast<size_t>(vocab_size_);
   size_t row = 0;
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (!chunk.want_logits) continue;
     Sequence* seq = chunk.seq;
-    if (on_device) {
+    if (plan.sample_on_device) {
       sample_.token = device_tokens_[row];
       if (!seq->params.greedy()) seq->rng.set_counter(seq->rng.counter() + 1);  // one draw
     } else {
@@ -416,76 +363,14 @@ absl::Status Engine::Step() {
       sampler_.Sample(logits, seq->params, seq->prompt(), seq->output(), &seq->rng, &sample_);
     }
     ++row;
-    seq->tokens.push_back(sample_.token);
-    ++num_generated_tokens_;
-    GenerationEvent event;
-    if (seq->first_token_nanos < 0) {
-      seq->first_token_nanos = clock_->NowNanos();
-      event.queue_nanos = seq->first_scheduled_nanos - seq->arrival_nanos;
-    }
-    event.request_id = seq->id;
-    event.token = sample_.token;
-    if (seq->params.logprobs >= 0) {
-      event.logprob = sample_.logprob;
-      event.top_logprobs = sample_.top_logprobs;
-    }
-    event.usage = seq->usage();
-    if (seq->kv_exporter != nullptr) {
-      FinishExport(seq, event);  // `seq` is gone
-      Deliver(event);
-      continue;
-    }
-    event.finish_reason = CheckStop(*seq);
-    event.finished = event.finish_reason != FinishReason::kNone;
-    if (event.finished) {
-      scheduler_.Finish(seq->id, event.finish_reason);  // frees the blocks; `seq` is gone
-      ++num_finished_requests_;
-    }
-    Deliver(event);
+    EmitToken(seq, sample_);  // may end the request: `seq` is gone then
   }
-  PublishStats();
-  ReportStep(step_stats, started);
-  return absl::OkStatus();
 }
 
 void Engine::ReportStep(EngineStepStats& stats, int64_t started_nanos) {
   if (!options_.on_step) return;
   stats.duration_nanos = clock_->NowNanos() - started_nanos;
   options_.on_step(stats);
-}
-
-void Engine::FinishWithoutToken(RequestId id, FinishReason reason, const absl::Status& status) {
-  Sequence* live = scheduler_.Find(id);
-  if (live == nullptr) return;  // already finished, or never existed
-  const bool exporting = live->kv_exporter != nullptr;
-  std::unique_ptr<Sequence> seq = scheduler_.Finish(id, reason, /*keep_blocks=*/exporting);
-  ++num_finished_requests_;
-  if (exporting) {
-    // Writes of blocks already handed out may be in flight: the exporter releases them.
-    if (!seq->block_table.empty()) export_held_[id] = std::move(seq->block_table);
-    seq->kv_exporter->OnAborted(
-        id, status.ok() ? absl::CancelledError(absl::StrCat("request ", id, " was cancelled"))
-                        : status);
-  }
-  GenerationEvent event;
-  event.request_id = id;
-  event.finished = true;
-  event.finish_reason = reason;
-  event.usage = seq->usage();
-  event.status = status;
-  Deliver(event);
-}
-
-void Engine::Deliver(const GenerationEvent& event) {
-  auto it = callbacks_.find(event.request_id);
-  if (it == callbacks_.end()) return;
-  if (!event.finished) {
-    it->second(event);
-    return;
-  }
-  EventCallback callback = std::move(it->second);
-  callbacks_.erase(it);
-  callback(event);
 }
 
 void Engine::PublishStats() {

@@ -1,14 +1,36 @@
 // One node's generation loop: requests in, tokens out, one engine thread driving a Backend.
 //
-// Thread model (llama.cpp server's queue pattern): Submit() and Cancel() may be called from any
-// thread; they validate and post to an inbox, nothing more. One engine thread (Start()/Stop(), or
-// the caller of RunUntilIdle()) drains the inbox and runs steps:
-//   schedule (Scheduler) -> build ForwardBatch -> Backend::Forward -> sample (Sampler) ->
-//   append tokens, check stop conditions -> deliver events (GenerationEvent via the request's
-//   callback, on the engine thread).
+// Thread model (llama.cpp server's queue pattern): the thread-safe calls (Submit, Cancel, Reserve,
+// CompleteImport, AbortImport, ReleaseExportedBlocks) validate and post one command each to the
+// inbox (engine_commands.h), nothing more. One engine thread (Start()/Stop(), or the caller of
+// RunUntilIdle()) applies the commands in arrival order and runs steps (engine.cc, Step):
+//   build the batch (Scheduler -> ForwardBatch) -> run the backend -> consume the samples
+//   (Sampler -> EmitToken: append, deliver, check stop).
 // Stop conditions, checked after each token in vLLM's order: max_tokens or the context limit
 // (min(max_position_embeddings, KV pool capacity) tokens) -> "length"; then the model's EOS ids
 // (config.eos_token_ids, unless ignore_eos) or stop_token_ids -> "stop".
+//
+// A request's states. Only the engine thread moves a request; tokens go out only through
+// EmitToken, and a request ends only in EndRequest (engine_lifecycle.cc), which counts it, sends
+// its final event and frees, quarantines or holds its blocks.
+//
+//   state        | lives in                    | moved on by                           | blocks
+//   -------------+-----------------------------+---------------------------------------+---------
+//   posted       | inbox_ (Submit, Reserve)    | DrainInbox: to waiting or reserving   | none
+//   waiting      | scheduler_, waiting queue   | Schedule: to running                  | none
+//   running      | scheduler_, running         | Schedule: preempted, to waiting;      | its own
+//                |                             | Step: stop, length, prefill done,     |
+//                |                             | backend error: ended                  |
+//   reserving    | pending_reservations_       | AdmitReservations: to awaiting KV     | none
+//   awaiting KV  | awaiting_kv_                | Import: to prefilled (or ended by its | its own
+//                |                             | first token); AbortImport, a bad      |
+//                |                             | first token, lease expiry: ended      |
+//   prefilled    | scheduler_, prefilled queue | Schedule: to running                  | its own
+//   ended        | -                           | -                                     | below
+// Cancel and Stop end a request in any state but posted and ended. The blocks of an ended request
+// go to quarantine_ when it ended awaiting KV while a writer may still write them (Cancel, lease
+// expiry), until an Import or AbortImport for it or the lease deadline plus kv_write_grace; to
+// export_held_ when it was prefill-only, until ReleaseExportedBlocks; else back to the pool.
 #ifndef TANDEM_COMMON_ENGINE_ENGINE_H_
 #define TANDEM_COMMON_ENGINE_ENGINE_H_
 
@@ -28,6 +50,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/backend/backend.h"
+#include "common/engine/engine_commands.h"
 #include "common/engine/request.h"
 #include "common/engine/scheduler.h"
 #include "common/engine/sequence.h"
@@ -96,8 +119,6 @@ struct EngineStats {
   // The prefix cache's content changes whenever this does (see CachedBlockHashes()).
   uint64_t kv_cache_version = 0;
 };
-
-using ReservedCallback = std::function<void(absl::StatusOr<KvReservation>)>;
 
 class Engine {
  public:
@@ -168,62 +189,93 @@ class Engine {
   const EngineOptions& options() const { return options_; }
 
  private:
-  struct Pending {
-    std::unique_ptr<Sequence> seq;
-    EventCallback on_event;
-  };
+  // Decode node: a reservation waiting for free blocks (its event callback is in callbacks_).
   struct PendingReservation {
     std::unique_ptr<Sequence> seq;
-    EventCallback on_event;
     ReservedCallback on_reserved;
     absl::Duration lease;
-  };
-  struct AbortedImport {
-    RequestId id;
-    absl::Status reason;
   };
   // Blocks of a reservation that ended without a completion: writes may still land in them.
   struct QuarantinedBlocks {
     BlockTable table;
     int64_t release_at_nanos;
   };
+  // What happens to an ending request's blocks (EndRequest).
+  enum class BlockFate {
+    kFree,
+    kQuarantine,     // a writer may still write them: to quarantine_
+    kHoldForExport,  // an exporter may still read them: to export_held_
+  };
+  // An ending request, taken out of wherever it lived, with what it still owes its caller.
+  struct TakenRequest {
+    std::unique_ptr<Sequence> seq;
+    ReservedCallback on_reserved;  // set for a reservation that never got blocks
+  };
+  // How the step's batch runs: rows of logits, and whether they are sampled on the device.
+  struct BatchPlan {
+    size_t num_logits = 0;
+    bool sample_on_device = false;
+  };
 
   Engine(Backend* backend, const EngineOptions& options, Clock* clock);
 
+  // --- Any thread (engine.cc). ---
   absl::Status ValidateRequest(const GenerateRequest& request) const;
   std::unique_ptr<Sequence> MakeSequence(GenerateRequest& request);
+  // Queues a new request's command; Unavailable after Stop().
+  absl::Status PostRequest(EngineCommand command);
+  void Post(EngineCommand command);
   bool InboxReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- The engine thread's loop and step (engine.cc). ---
   void Loop();
+  // Applies the inbox's commands in arrival order.
+  void DrainInbox();
+  absl::Status Step();
+  BatchPlan BuildBatch();
+  absl::Status RunBackend(const BatchPlan& plan);
+  void ConsumeSamples(const BatchPlan& plan);
+  void PublishStats();
+  // Calls options_.on_step with the step's duration filled in.
+  void ReportStep(EngineStepStats& stats, int64_t started_nanos);
+
+  // --- A request's life (engine_lifecycle.cc). ---
+  void Apply(engine_command::Submit& command);
+  void Apply(engine_command::Cancel& command);
+  // Appends `token` to `seq` and delivers it; ends the request when the token stops it (a
+  // prefill-only request: always, kPrefillDone). True when it ended (`seq` is gone then).
+  bool EmitToken(Sequence* seq, const SampleResult& token);
+  // The one way a request ends, from any state: takes it out, counts it, does `blocks` with its
+  // blocks, tells its reservation callback or exporter, and delivers the final event: `last` with
+  // request id, finish reason, usage and `status` filled in (`last` carries the token that ended
+  // the request, if one did). Unknown or already ended ids are ignored.
+  void EndRequest(RequestId id, FinishReason reason, const absl::Status& status, BlockFate blocks,
+                  GenerationEvent last = {});
+  // The fate of the blocks of a request ended from outside (cancel, stop, failure): an exporter
+  // may read them, a writer may write them unless `writer_stopped`; else they are free.
+  BlockFate UnfinishedBlockFate(RequestId id, bool writer_stopped);
+  TakenRequest TakeRequest(RequestId id, FinishReason reason);
+  void DisposeBlocks(RequestId id, Sequence& seq, BlockFate fate);
+  // Every request not ended: reservations (FIFO), awaiting KV (by id), then the scheduler's.
+  std::vector<RequestId> UnfinishedIds() const;
+  FinishReason CheckStop(const Sequence& seq) const;
+  void Deliver(const GenerationEvent& event);
+
+  // --- The prefill/decode handoff (engine_kv_handoff.cc). ---
+  void Apply(engine_command::Reserve& command);
+  void Apply(engine_command::Import& command);
+  void Apply(engine_command::AbortImport& command);
+  void Apply(engine_command::Release& command);
   // Engine-thread work that needs no backend step: reservations, leases, quarantine.
   bool HasTimedWork() const;
   void RunHousekeeping();
   void AdmitReservations();
-  // Ends a reservation that never got blocks: on_reserved gets `status`, then a final event.
-  void EndPendingReservation(PendingReservation& pending, FinishReason reason,
-                             const absl::Status& status);
   void ExpireLeases();
   void ReleaseQuarantine(bool release_all);
-  void ApplyImport(ImportedPrefill& prefill);
-  void ApplyAbortedImport(const AbortedImport& aborted);
-  // Ends an awaiting-KV request: final event, and its blocks to quarantine (or freed at once when
-  // the writer is known to have stopped).
-  void EndAwaiting(RequestId id, FinishReason reason, const absl::Status& status,
-                   bool writer_stopped);
+  // Frees `id`'s quarantined blocks, if any: its writer is known to have stopped.
+  bool FreeQuarantined(RequestId id);
   // Prefill node: hands newly final blocks of an exporting sequence to its exporter.
   void ExportBlocks(Sequence* seq, bool prompt_done);
-  // Ends a prefill-only sequence whose first token was just sampled.
-  void FinishExport(Sequence* seq, GenerationEvent& event);
-
-  // Engine-thread work.
-  void DrainInbox();
-  absl::Status Step();
-  FinishReason CheckStop(const Sequence& seq) const;
-  // Ends `id` with `reason`, delivering a final event without a token.
-  void FinishWithoutToken(RequestId id, FinishReason reason, const absl::Status& status);
-  void Deliver(const GenerationEvent& event);
-  void PublishStats();
-  // Calls options_.on_step with the step's duration filled in.
-  void ReportStep(EngineStepStats& stats, int64_t started_nanos);
 
   Backend* const backend_;
   const EngineOptions options_;
@@ -233,12 +285,7 @@ class Engine {
   std::atomic<RequestId> next_id_{1};
 
   mutable absl::Mutex mu_;
-  std::vector<Pending> inbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<RequestId> cancel_inbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<PendingReservation> reserve_inbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<ImportedPrefill> import_inbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<AbortedImport> aborted_import_inbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<RequestId> release_inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<EngineCommand> inbox_ ABSL_GUARDED_BY(mu_);  // arrival order
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool thread_started_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

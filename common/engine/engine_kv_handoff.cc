@@ -1,6 +1,10 @@
-// The engine's side of the prefill/decode handoff (engine.h): reservations under leases, imported
-// prefills, quarantine of blocks a writer may still write, and a prefill node's KV export.
+// The engine's side of the prefill/decode handoff (engine.h): the Reserve, Import, AbortImport and
+// Release commands, reservations under leases, quarantine of blocks a writer may still write, and
+// a prefill node's KV export. Engine thread only; touches pending_reservations_, awaiting_kv_,
+// quarantine_ and export_held_, and ends requests only through EndRequest (engine_lifecycle.cc).
 #include <algorithm>
+#include <optional>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,19 +14,58 @@
 
 namespace tandem {
 
-void Engine::EndPendingReservation(PendingReservation& pending, FinishReason reason,
-                                   const absl::Status& status) {
-  ++num_finished_requests_;
-  if (pending.on_reserved) pending.on_reserved(status);
-  if (!pending.on_event) return;
-  GenerationEvent event;
-  event.request_id = pending.seq->id;
-  event.finished = true;
-  event.finish_reason = reason;
-  event.usage = pending.seq->usage();
-  event.status =
-      reason == FinishReason::kAborted && absl::IsCancelled(status) ? absl::OkStatus() : status;
-  pending.on_event(event);
+void Engine::Apply(engine_command::Reserve& command) {
+  command.seq->arrival_nanos = clock_->NowNanos();
+  if (command.on_event) callbacks_.emplace(command.seq->id, std::move(command.on_event));
+  pending_reservations_.push_back(
+      PendingReservation{std::move(command.seq), std::move(command.on_reserved), command.lease});
+}
+
+void Engine::Apply(engine_command::Import& command) {
+  ImportedPrefill& prefill = command.prefill;
+  const RequestId id = prefill.request_id;
+  // The request ended already; the completion proves its writes are finished.
+  if (FreeQuarantined(id)) return;
+  auto it = awaiting_kv_.find(id);
+  if (it == awaiting_kv_.end()) {
+    spdlog::warn("engine: completion for unknown request {} ignored", id);
+    return;
+  }
+  if (prefill.first_token < 0 || prefill.first_token >= vocab_size_) {
+    EndRequest(
+        id, FinishReason::kError,
+        absl::DataLossError(absl::StrCat("request ", id, ": the prefill node sent first token ",
+                                         prefill.first_token, ", outside the vocabulary")),
+        BlockFate::kFree);
+    return;
+  }
+  Sequence* seq = it->second.get();
+  ++num_imported_requests_;
+  seq->num_computed_tokens = seq->num_prompt_tokens;
+  block_manager_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
+  seq->rng.set_counter(prefill.rng_counter);
+  // The first token is delivered, then checked for stop: one that stops frees the blocks.
+  if (EmitToken(seq, SampleResult{prefill.first_token, prefill.logprob,
+                                  std::move(prefill.top_logprobs)})) {
+    return;
+  }
+  scheduler_.AddPrefilled(std::move(awaiting_kv_.extract(id).mapped()));
+}
+
+void Engine::Apply(engine_command::AbortImport& command) {
+  if (FreeQuarantined(command.id)) return;
+  if (!awaiting_kv_.contains(command.id)) return;
+  absl::Status status = command.reason.ok()
+                            ? absl::AbortedError("the prefill node stopped writing the KV")
+                            : std::move(command.reason);
+  EndRequest(command.id, FinishReason::kError, status, BlockFate::kFree);
+}
+
+void Engine::Apply(engine_command::Release& command) {
+  auto it = export_held_.find(command.id);
+  if (it == export_held_.end()) return;
+  block_manager_.Free(&it->second);
+  export_held_.erase(it);
 }
 
 bool Engine::HasTimedWork() const {
@@ -57,7 +100,6 @@ void Engine::AdmitReservations() {
     reservation.block_ids = seq->block_table.blocks;
     reservation.num_cached_tokens = *cached;
     reservation.lease_deadline_nanos = seq->lease_deadline_nanos;
-    if (pending.on_event) callbacks_.emplace(seq->id, std::move(pending.on_event));
     awaiting_kv_.emplace(seq->id, std::move(pending.seq));
     if (pending.on_reserved) pending.on_reserved(std::move(reservation));
   }
@@ -71,10 +113,10 @@ void Engine::ExpireLeases() {
   }
   for (RequestId id : expired) {
     ++num_expired_leases_;
-    EndAwaiting(id, FinishReason::kError,
-                absl::DeadlineExceededError(absl::StrCat(
-                    "request ", id, ": the prompt's KV did not arrive before the lease ran out")),
-                /*writer_stopped=*/false);
+    EndRequest(id, FinishReason::kError,
+               absl::DeadlineExceededError(absl::StrCat(
+                   "request ", id, ": the prompt's KV did not arrive before the lease ran out")),
+               BlockFate::kQuarantine);
   }
 }
 
@@ -90,96 +132,12 @@ void Engine::ReleaseQuarantine(bool release_all) {
   }
 }
 
-void Engine::EndAwaiting(RequestId id, FinishReason reason, const absl::Status& status,
-                         bool writer_stopped) {
-  auto it = awaiting_kv_.find(id);
-  if (it == awaiting_kv_.end()) return;
-  std::unique_ptr<Sequence> seq = std::move(it->second);
-  awaiting_kv_.erase(it);
-  if (writer_stopped) {
-    block_manager_.Free(&seq->block_table);
-  } else {
-    // A writer may still be putting bytes into these blocks: keep them out of use until it says
-    // it stopped, or until writes that started before the lease deadline have surely landed.
-    const int64_t release_at = std::max(seq->lease_deadline_nanos, clock_->NowNanos()) +
-                               absl::ToInt64Nanoseconds(options_.kv_write_grace);
-    quarantine_.emplace(id, QuarantinedBlocks{std::move(seq->block_table), release_at});
-  }
-  ++num_finished_requests_;
-  seq->status = SequenceStatus::kFinished;
-  seq->finish_reason = reason;
-  GenerationEvent event;
-  event.request_id = id;
-  event.finished = true;
-  event.finish_reason = reason;
-  event.usage = seq->usage();
-  event.status = status;
-  Deliver(event);
-}
-
-void Engine::ApplyImport(ImportedPrefill& prefill) {
-  const RequestId id = prefill.request_id;
-  if (auto q = quarantine_.find(id); q != quarantine_.end()) {
-    // The request ended already; the completion proves its writes are finished.
-    block_manager_.Free(&q->second.table);
-    quarantine_.erase(q);
-    return;
-  }
-  auto it = awaiting_kv_.find(id);
-  if (it == awaiting_kv_.end()) {
-    spdlog::warn("engine: completion for unknown request {} ignored", id);
-    return;
-  }
-  if (prefill.first_token < 0 || prefill.first_token >= vocab_size_) {
-    EndAwaiting(
-        id, FinishReason::kError,
-        absl::DataLossError(absl::StrCat("request ", id, ": the prefill node sent first token ",
-                                         prefill.first_token, ", outside the vocabulary")),
-        /*writer_stopped=*/true);
-    return;
-  }
-  std::unique_ptr<Sequence> seq = std::move(it->second);
-  awaiting_kv_.erase(it);
-  ++num_imported_requests_;
-  const int64_t now = clock_->NowNanos();
-  seq->num_computed_tokens = seq->num_prompt_tokens;
-  block_manager_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
-  seq->rng.set_counter(prefill.rng_counter);
-  seq->tokens.push_back(prefill.first_token);
-  seq->first_token_nanos = now;
-  ++num_generated_tokens_;
-
-  GenerationEvent event;
-  event.request_id = id;
-  event.token = prefill.first_token;
-  event.queue_nanos = seq->first_scheduled_nanos - seq->arrival_nanos;
-  if (seq->params.logprobs >= 0) {
-    event.logprob = prefill.logprob;
-    event.top_logprobs = std::move(prefill.top_logprobs);
-  }
-  event.usage = seq->usage();
-  event.finish_reason = CheckStop(*seq);
-  event.finished = event.finish_reason != FinishReason::kNone;
-  if (event.finished) {
-    block_manager_.Free(&seq->block_table);
-    ++num_finished_requests_;
-  } else {
-    scheduler_.AddPrefilled(std::move(seq));
-  }
-  Deliver(event);
-}
-
-void Engine::ApplyAbortedImport(const AbortedImport& aborted) {
-  if (auto q = quarantine_.find(aborted.id); q != quarantine_.end()) {
-    block_manager_.Free(&q->second.table);
-    quarantine_.erase(q);
-    return;
-  }
-  if (!awaiting_kv_.contains(aborted.id)) return;
-  absl::Status status = aborted.reason.ok()
-                            ? absl::AbortedError("the prefill node stopped writing the KV")
-                            : aborted.reason;
-  EndAwaiting(aborted.id, FinishReason::kError, status, /*writer_stopped=*/true);
+bool Engine::FreeQuarantined(RequestId id) {
+  auto it = quarantine_.find(id);
+  if (it == quarantine_.end()) return false;
+  block_manager_.Free(&it->second.table);
+  quarantine_.erase(it);
+  return true;
 }
 
 void Engine::ExportBlocks(Sequence* seq, bool prompt_done) {
@@ -193,19 +151,6 @@ void Engine::ExportBlocks(Sequence* seq, bool prompt_done) {
   seq->kv_exporter->OnBlocksReady(
       seq->id, first,
       std::span<const int32_t>(seq->block_table.blocks).subspan(first, ready - first));
-}
-
-void Engine::FinishExport(Sequence* seq, GenerationEvent& event) {
-  ExportBlocks(seq, /*prompt_done=*/true);
-  const uint64_t rng_counter = seq->rng.counter();
-  const RequestId id = seq->id;
-  event.finished = true;
-  event.finish_reason = FinishReason::kPrefillDone;
-  std::unique_ptr<Sequence> done =
-      scheduler_.Finish(id, FinishReason::kPrefillDone, /*keep_blocks=*/true);
-  ++num_finished_requests_;
-  export_held_[id] = std::move(done->block_table);
-  done->kv_exporter->OnPrefillDone(event, rng_counter);
 }
 
 }  // namespace tandem

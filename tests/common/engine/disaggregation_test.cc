@@ -241,6 +241,53 @@ TEST(DisaggregationTest, LateCompletionAfterCancelFreesTheBlocks) {
   EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
 }
 
+// The inbox applies commands in arrival order: a cancel that arrives before the completion ends
+// the request without its first token (its blocks quarantined), and the completion that follows
+// in the same turn frees them; a completion that arrives first delivers the token, then the cancel
+// ends the running request.
+TEST(DisaggregationTest, CancelAndCompletionInOneTurnApplyInArrivalOrder) {
+  FakeBackend backend(kVocab, 16, 4);
+  auto engine = MakeEngine(&backend);
+  RequestStream cancelled_first;
+  auto a = ReserveNow(*engine, GreedyRequest(MakePrompt(8, 1), 4), &cancelled_first);
+  RequestStream completed_first;
+  auto b = ReserveNow(*engine, GreedyRequest(MakePrompt(8, 2), 4), &completed_first);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(b.ok());
+  engine->Cancel(a->request_id);
+  engine->CompleteImport(ImportedPrefill{.request_id = a->request_id, .first_token = 3});
+  engine->CompleteImport(ImportedPrefill{.request_id = b->request_id, .first_token = 3});
+  engine->Cancel(b->request_id);
+  ASSERT_TRUE(engine->RunUntilIdle().ok());
+  GenerationResult ra = cancelled_first.Wait();
+  EXPECT_EQ(ra.finish_reason, FinishReason::kAborted);
+  EXPECT_EQ(ra.tokens.size(), 0u);
+  GenerationResult rb = completed_first.Wait();
+  EXPECT_EQ(rb.finish_reason, FinishReason::kAborted);
+  EXPECT_EQ(rb.tokens, std::vector<TokenId>{3});
+  EXPECT_EQ(engine->Stats().num_quarantined_blocks, 0);
+  EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
+  EXPECT_EQ(engine->Stats().num_finished_requests, 2);
+}
+
+// Likewise a cancel that arrives before the writer's abort: the request ends as cancelled, and the
+// abort frees the blocks the cancel quarantined.
+TEST(DisaggregationTest, CancelBeforeWriterAbortEndsAsCancelled) {
+  FakeBackend backend(kVocab, 16, 4);
+  auto engine = MakeEngine(&backend);
+  RequestStream stream;
+  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(8, 1), 4), &stream);
+  ASSERT_TRUE(reservation.ok());
+  engine->Cancel(reservation->request_id);
+  engine->AbortImport(reservation->request_id, absl::UnavailableError("prefill node died"));
+  ASSERT_TRUE(engine->RunUntilIdle().ok());
+  GenerationResult r = stream.Wait();
+  EXPECT_EQ(r.finish_reason, FinishReason::kAborted);
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(engine->Stats().num_quarantined_blocks, 0);
+  EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
+}
+
 TEST(DisaggregationTest, WriterAbortFailsTheRequestAndFreesAtOnce) {
   FakeBackend backend(kVocab, 16, 4);
   auto engine = MakeEngine(&backend);
