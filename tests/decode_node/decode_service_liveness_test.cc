@@ -20,7 +20,6 @@ using ::tandem::testing::LivenessAnswer;
 using ::tandem::testing::ReserveCall;
 
 constexpr int kSyncThreads = 4;
-constexpr absl::Duration kProbeDeadline = absl::Milliseconds(500);  // router --health-interval-ms
 
 TEST(DecodeServiceLivenessTest, AnswersLoadAndHealthWhileEverySyncThreadIsHeld) {
   DecodeNode node(GrpcServerOptions{.max_sync_threads = kSyncThreads});
@@ -32,27 +31,11 @@ TEST(DecodeServiceLivenessTest, AnswersLoadAndHealthWhileEverySyncThreadIsHeld) 
     ASSERT_TRUE(held.back()->reader->Read(&first)) << "stream " << i;
     ASSERT_TRUE(first.has_handoff()) << "stream " << i;
   }
-  EXPECT_EQ(testing::SyncCall(*node.stub, kProbeDeadline).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED)
-      << "the sync pool still had a thread: the probes below prove nothing";
 
-  LivenessAnswer answer;
-  for (int round = 0; round < 10; ++round) {
-    answer = testing::ProbeLiveness(node.channel, *node.stub, kProbeDeadline);
-    ASSERT_TRUE(answer.health_status.ok()) << answer.health_status.error_message();
-    EXPECT_EQ(answer.serving_status, testing::kHealthServing);
-    ASSERT_TRUE(answer.load_status.ok()) << answer.load_status.error_message();
-    EXPECT_EQ(answer.load.role(), "decode");
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  const LivenessAnswer answer = testing::ExpectLiveWithoutSyncThreads(
+      *node.server.server, node.channel, *node.stub, "decode");
   // The load is the engine's, published while the streams wait.
   EXPECT_EQ(answer.load.num_awaiting_kv(), kSyncThreads - 1);
-
-  node.server.server->GetHealthCheckService()->SetServingStatus(false);
-  answer = testing::ProbeLiveness(node.channel, *node.stub, kProbeDeadline);
-  ASSERT_TRUE(answer.health_status.ok()) << answer.health_status.error_message();
-  EXPECT_EQ(answer.serving_status, testing::kHealthNotServing);
-  EXPECT_TRUE(answer.load_status.ok()) << answer.load_status.error_message();
 
   for (std::unique_ptr<ReserveCall>& call : held) {
     call->context.TryCancel();

@@ -19,9 +19,8 @@ using ::tandem::testing::LivenessAnswer;
 using ::tandem::testing::PrefillNode;
 
 constexpr int kSyncThreads = 4;
-constexpr absl::Duration kProbeDeadline = absl::Milliseconds(500);  // router --health-interval-ms
 
-// One WatchKvEvents stream, holding its sync thread once its first event has arrived.
+// One WatchKvEvents stream; it holds its sync thread once its first event has arrived.
 struct WatchCall {
   explicit WatchCall(PrefillNode& node)
       : reader(node.stub->WatchKvEvents(&context, v1::WatchKvEventsRequest())) {}
@@ -39,25 +38,10 @@ TEST(PrefillServiceLivenessTest, AnswersLoadAndHealthWhileEverySyncThreadIsHeld)
     ASSERT_TRUE(held.back()->reader->Read(&first)) << "stream " << i;
     ASSERT_TRUE(first.reset()) << "stream " << i;
   }
-  EXPECT_EQ(testing::SyncCall(*node.stub, kProbeDeadline).error_code(),
-            grpc::StatusCode::RESOURCE_EXHAUSTED)
-      << "the sync pool still had a thread: the probes below prove nothing";
 
-  for (int round = 0; round < 10; ++round) {
-    LivenessAnswer answer = testing::ProbeLiveness(node.channel, *node.stub, kProbeDeadline);
-    ASSERT_TRUE(answer.health_status.ok()) << answer.health_status.error_message();
-    EXPECT_EQ(answer.serving_status, testing::kHealthServing);
-    ASSERT_TRUE(answer.load_status.ok()) << answer.load_status.error_message();
-    EXPECT_EQ(answer.load.role(), "prefill");
-    EXPECT_EQ(answer.load.incarnation(), node.transport.incarnation());
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-
-  node.server.server->GetHealthCheckService()->SetServingStatus(false);
-  LivenessAnswer answer = testing::ProbeLiveness(node.channel, *node.stub, kProbeDeadline);
-  ASSERT_TRUE(answer.health_status.ok()) << answer.health_status.error_message();
-  EXPECT_EQ(answer.serving_status, testing::kHealthNotServing);
-  EXPECT_TRUE(answer.load_status.ok()) << answer.load_status.error_message();
+  const LivenessAnswer answer = testing::ExpectLiveWithoutSyncThreads(
+      *node.server.server, node.channel, *node.stub, "prefill");
+  EXPECT_EQ(answer.load.incarnation(), node.transport.incarnation());
 
   for (std::unique_ptr<WatchCall>& call : held) {
     call->context.TryCancel();

@@ -1,12 +1,13 @@
 // For node service tests: the router's liveness probe of one node as a blocking call, each RPC
 // with its own deadline, over the node's channel: grpc.health.v1.Health/Check on the whole server
-// (raw bytes, as router/node_probe.cc sends and parses them) and the node's GetLoad. Also a sync
-// call (Cancel of an unknown id) that shows whether the node's sync thread pool has a thread.
+// (raw bytes, as router/node_probe.cc sends and parses them) and the node's GetLoad; and the
+// checks of a node whose sync thread pool the test has spent.
 #ifndef TANDEM_TESTS_COMMON_SERVING_LIVENESS_PROBE_H_
 #define TANDEM_TESTS_COMMON_SERVING_LIVENESS_PROBE_H_
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -15,6 +16,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
 #include "tandem/v1/node.pb.h"
 
 namespace tandem::testing {
@@ -83,6 +85,35 @@ grpc::Status SyncCall(NodeStub& stub, absl::Duration deadline) {
   request.set_request_id("liveness-probe-unknown-id");
   v1::CancelResponse response;
   return stub.Cancel(WithDeadline(&context, deadline), request, &response);
+}
+
+// For a node whose every sync thread the test holds: expects a sync call to be refused
+// (RESOURCE_EXHAUSTED), then 10 probes 20 ms apart each to answer within the router's default
+// 500 ms deadline, SERVING with a load of `role`; then tells the health service NOT_SERVING (as
+// DrainGrpcServer does) and expects a probe to say so. Returns the last SERVING probe's answer.
+template <typename NodeStub>
+LivenessAnswer ExpectLiveWithoutSyncThreads(grpc::Server& server,
+                                            const std::shared_ptr<grpc::Channel>& channel,
+                                            NodeStub& stub, std::string_view role) {
+  constexpr absl::Duration kDeadline = absl::Milliseconds(500);  // router --health-interval-ms
+  EXPECT_EQ(SyncCall(stub, kDeadline).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << "the sync pool still had a thread: the probes prove nothing";
+  LivenessAnswer serving;
+  for (int round = 0; round < 10; ++round) {
+    serving = ProbeLiveness(channel, stub, kDeadline);
+    EXPECT_TRUE(serving.health_status.ok())
+        << round << ": " << serving.health_status.error_message();
+    EXPECT_EQ(serving.serving_status, kHealthServing) << round;
+    EXPECT_TRUE(serving.load_status.ok()) << round << ": " << serving.load_status.error_message();
+    EXPECT_EQ(serving.load.role(), role) << round;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  server.GetHealthCheckService()->SetServingStatus(false);
+  const LivenessAnswer draining = ProbeLiveness(channel, stub, kDeadline);
+  EXPECT_TRUE(draining.health_status.ok()) << draining.health_status.error_message();
+  EXPECT_EQ(draining.serving_status, kHealthNotServing);
+  EXPECT_TRUE(draining.load_status.ok()) << draining.load_status.error_message();
+  return serving;
 }
 
 }  // namespace tandem::testing
