@@ -270,7 +270,8 @@ absl::Status Engine::Step() {
       const RequestId head = scheduler_.UnfinishedIds().front();
       status = absl::ResourceExhaustedError(
           absl::StrCat("request ", head, " cannot be scheduled: the KV pool is too small"));
-      EndRequest(head, FinishReason::kError, status, UnfinishedBlockFate(head, false));
+      EndRequest(head, FinishReason::kError, status,
+                 UnfinishedBlockFate(head, /*writer_stopped=*/false));
     }
     PublishStats();
     return status;
@@ -289,7 +290,8 @@ absl::Status Engine::Step() {
                  step_.chunks.size(), status.ToString());
     for (const ScheduledChunk& chunk : step_.chunks) {
       const RequestId id = chunk.seq->id;  // alive until its own EndRequest
-      EndRequest(id, FinishReason::kError, status, UnfinishedBlockFate(id, false));
+      EndRequest(id, FinishReason::kError, status,
+                 UnfinishedBlockFate(id, /*writer_stopped=*/false));
     }
   }
   PublishStats();

@@ -241,51 +241,56 @@ TEST(DisaggregationTest, LateCompletionAfterCancelFreesTheBlocks) {
   EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
 }
 
+// A decode engine of 16 blocks of 4 tokens with one 8-token request reserved, awaiting its KV.
+class DisaggregationOneReservationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto reservation = ReserveNow(*engine_, GreedyRequest(MakePrompt(8, 1), 4), &stream_);
+    ASSERT_TRUE(reservation.ok()) << reservation.status();
+    id_ = reservation->request_id;
+  }
+
+  FakeBackend backend_{kVocab, 16, 4};
+  std::unique_ptr<Engine> engine_ = MakeEngine(&backend_);
+  RequestStream stream_;
+  RequestId id_ = 0;
+};
+
 // The inbox applies commands in arrival order: a cancel that arrives before the completion ends
 // the request without its first token (its blocks quarantined), and the completion that follows
 // in the same turn frees them; a completion that arrives first delivers the token, then the cancel
 // ends the running request.
-TEST(DisaggregationTest, CancelAndCompletionInOneTurnApplyInArrivalOrder) {
-  FakeBackend backend(kVocab, 16, 4);
-  auto engine = MakeEngine(&backend);
-  RequestStream cancelled_first;
-  auto a = ReserveNow(*engine, GreedyRequest(MakePrompt(8, 1), 4), &cancelled_first);
+TEST_F(DisaggregationOneReservationTest, CancelAndCompletionInOneTurnApplyInArrivalOrder) {
   RequestStream completed_first;
-  auto b = ReserveNow(*engine, GreedyRequest(MakePrompt(8, 2), 4), &completed_first);
-  ASSERT_TRUE(a.ok());
-  ASSERT_TRUE(b.ok());
-  engine->Cancel(a->request_id);
-  engine->CompleteImport(ImportedPrefill{.request_id = a->request_id, .first_token = 3});
-  engine->CompleteImport(ImportedPrefill{.request_id = b->request_id, .first_token = 3});
-  engine->Cancel(b->request_id);
-  ASSERT_TRUE(engine->RunUntilIdle().ok());
-  GenerationResult ra = cancelled_first.Wait();
-  EXPECT_EQ(ra.finish_reason, FinishReason::kAborted);
-  EXPECT_EQ(ra.tokens.size(), 0u);
-  GenerationResult rb = completed_first.Wait();
-  EXPECT_EQ(rb.finish_reason, FinishReason::kAborted);
-  EXPECT_EQ(rb.tokens, std::vector<TokenId>{3});
-  EXPECT_EQ(engine->Stats().num_quarantined_blocks, 0);
-  EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
-  EXPECT_EQ(engine->Stats().num_finished_requests, 2);
+  auto other = ReserveNow(*engine_, GreedyRequest(MakePrompt(8, 2), 4), &completed_first);
+  ASSERT_TRUE(other.ok());
+  engine_->Cancel(id_);
+  engine_->CompleteImport(ImportedPrefill{.request_id = id_, .first_token = 3});
+  engine_->CompleteImport(ImportedPrefill{.request_id = other->request_id, .first_token = 3});
+  engine_->Cancel(other->request_id);
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  GenerationResult cancelled = stream_.Wait();
+  EXPECT_EQ(cancelled.finish_reason, FinishReason::kAborted);
+  EXPECT_EQ(cancelled.tokens.size(), 0u);
+  GenerationResult completed = completed_first.Wait();
+  EXPECT_EQ(completed.finish_reason, FinishReason::kAborted);
+  EXPECT_EQ(completed.tokens, std::vector<TokenId>{3});
+  EXPECT_EQ(engine_->Stats().num_quarantined_blocks, 0);
+  EXPECT_EQ(engine_->Stats().num_free_kv_blocks, 16);
+  EXPECT_EQ(engine_->Stats().num_finished_requests, 2);
 }
 
 // Likewise a cancel that arrives before the writer's abort: the request ends as cancelled, and the
 // abort frees the blocks the cancel quarantined.
-TEST(DisaggregationTest, CancelBeforeWriterAbortEndsAsCancelled) {
-  FakeBackend backend(kVocab, 16, 4);
-  auto engine = MakeEngine(&backend);
-  RequestStream stream;
-  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(8, 1), 4), &stream);
-  ASSERT_TRUE(reservation.ok());
-  engine->Cancel(reservation->request_id);
-  engine->AbortImport(reservation->request_id, absl::UnavailableError("prefill node died"));
-  ASSERT_TRUE(engine->RunUntilIdle().ok());
-  GenerationResult r = stream.Wait();
+TEST_F(DisaggregationOneReservationTest, CancelBeforeWriterAbortEndsAsCancelled) {
+  engine_->Cancel(id_);
+  engine_->AbortImport(id_, absl::UnavailableError("prefill node died"));
+  ASSERT_TRUE(engine_->RunUntilIdle().ok());
+  GenerationResult r = stream_.Wait();
   EXPECT_EQ(r.finish_reason, FinishReason::kAborted);
   EXPECT_TRUE(r.status.ok()) << r.status;
-  EXPECT_EQ(engine->Stats().num_quarantined_blocks, 0);
-  EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
+  EXPECT_EQ(engine_->Stats().num_quarantined_blocks, 0);
+  EXPECT_EQ(engine_->Stats().num_free_kv_blocks, 16);
 }
 
 TEST(DisaggregationTest, WriterAbortFailsTheRequestAndFreesAtOnce) {
