@@ -1,20 +1,11 @@
 #include "router/admission_queue.h"
 
-#include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace tandem {
-namespace {
 
-// How often a waiter looks at its client and the clock.
-constexpr absl::Duration kPoll = absl::Milliseconds(10);
-
-}  // namespace
-
-AdmissionQueue::AdmissionQueue(AdmissionOptions options, Clock* clock)
-    : options_(options), clock_(clock) {}
-
-Admission AdmissionQueue::Admit(int64_t prompt_tokens, absl::Time deadline,
-                                const std::function<bool()>& client_gone) {
+Admission AdmissionQueue::Admit(int64_t prompt_tokens, Admitted admitted, uint64_t* ticket) {
   absl::MutexLock lock(&mu_);
   if (running_ < options_.max_running && queue_.empty()) {
     ++running_;
@@ -26,36 +17,40 @@ Admission AdmissionQueue::Admit(int64_t prompt_tokens, absl::Time deadline,
        queued_prompt_tokens_ + prompt_tokens > options_.max_queued_prompt_tokens)) {
     return Admission::kQueueFull;
   }
-  Waiter waiter{.prompt_tokens = prompt_tokens};
-  auto it = queue_.insert(queue_.end(), &waiter);
+  *ticket = next_ticket_++;
+  auto it = queue_.insert(
+      queue_.end(),
+      Waiter{.ticket = *ticket, .prompt_tokens = prompt_tokens, .admitted = std::move(admitted)});
+  by_ticket_[*ticket] = it;
   queued_prompt_tokens_ += prompt_tokens;
-  const absl::Time give_up = std::min(deadline, clock_->Now() + options_.max_wait);
-  while (true) {
-    mu_.AwaitWithTimeout(absl::Condition(&waiter.admitted), kPoll);
-    if (waiter.admitted) return Admission::kAdmitted;
-    const bool gone = client_gone();
-    if (gone || clock_->Now() >= give_up) {
-      queue_.erase(it);
-      queued_prompt_tokens_ -= prompt_tokens;
-      return gone ? Admission::kCancelled : Admission::kTimedOut;
-    }
-  }
+  return Admission::kQueued;
+}
+
+bool AdmissionQueue::Leave(uint64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  auto found = by_ticket_.find(ticket);
+  if (found == by_ticket_.end()) return false;
+  queued_prompt_tokens_ -= found->second->prompt_tokens;
+  queue_.erase(found->second);
+  by_ticket_.erase(found);
+  return true;
 }
 
 void AdmissionQueue::Release() {
-  absl::MutexLock lock(&mu_);
-  --running_;
-  AdmitWaitersLocked();
-}
-
-void AdmissionQueue::AdmitWaitersLocked() {
-  while (running_ < options_.max_running && !queue_.empty()) {
-    Waiter* next = queue_.front();
-    queue_.pop_front();
-    queued_prompt_tokens_ -= next->prompt_tokens;
-    next->admitted = true;
-    ++running_;
+  std::vector<Admitted> admitted;
+  {
+    absl::MutexLock lock(&mu_);
+    --running_;
+    while (running_ < options_.max_running && !queue_.empty()) {
+      Waiter& next = queue_.front();
+      queued_prompt_tokens_ -= next.prompt_tokens;
+      by_ticket_.erase(next.ticket);
+      admitted.push_back(std::move(next.admitted));
+      queue_.pop_front();
+      ++running_;
+    }
   }
+  for (Admitted& run : admitted) run();
 }
 
 int64_t AdmissionQueue::running() const {

@@ -1,23 +1,21 @@
 // The router's admission: at most max_running requests run at once; the next ones wait here, in
-// arrival order, bounded by count (max_queued_requests), by the prompt tokens they hold
-// (max_queued_prompt_tokens) and by time (max_wait, and each request's own deadline). When the
-// queue is full a request is refused at once: the caller answers gRPC RESOURCE_EXHAUSTED / HTTP 429
-// with a Retry-After. Thread-safe; waiting blocks the caller's thread.
-//
-// A waiter's state: queued → admitted (Release or Admit handed it a slot) or gone (it timed out
-// or its client left, and took itself out of the queue). Only the queue's owner of the lock moves
-// it, so a waiter that times out at the moment it is admitted keeps the slot it was given.
+// arrival order, bounded by count (max_queued_requests) and by the prompt tokens they hold
+// (max_queued_prompt_tokens). When the queue is full a request is refused at once: the caller
+// answers gRPC RESOURCE_EXHAUSTED / HTTP 429 with a Retry-After. Waiting costs no thread: a
+// queued request's callback runs when a slot is handed to it. How long a request may wait
+// (max_wait, its deadline, its client) is the caller's to watch; it leaves with Leave.
+// Thread-safe.
 #ifndef TANDEM_ROUTER_ADMISSION_QUEUE_H_
 #define TANDEM_ROUTER_ADMISSION_QUEUE_H_
 
 #include <cstdint>
-#include <functional>
 #include <list>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/util/clock.h"
 
 namespace tandem {
 
@@ -30,21 +28,23 @@ struct AdmissionOptions {
 
 enum class Admission {
   kAdmitted,   // runs now; call Release when it ends
+  kQueued,     // waits; its callback runs when it gets a slot, unless it Leaves first
   kQueueFull,  // refused at once: the queue holds max_queued_requests or _prompt_tokens
-  kTimedOut,   // waited max_wait (or until its deadline) without a slot
-  kCancelled,  // its client left while it waited
 };
 
 class AdmissionQueue {
  public:
-  // `clock` must outlive the queue.
-  AdmissionQueue(AdmissionOptions options, Clock* clock);
+  using Admitted = absl::AnyInvocable<void()>;
 
-  // Admits a request of `prompt_tokens`, waiting while every slot is taken. `client_gone` is
-  // polled (every 10 ms) while it waits; `deadline` is the request's own.
-  Admission Admit(int64_t prompt_tokens, absl::Time deadline,
-                  const std::function<bool()>& client_gone);
-  // A request Admit admitted ended: its slot goes to the longest waiter.
+  explicit AdmissionQueue(AdmissionOptions options) : options_(options) {}
+
+  // Admits a request of `prompt_tokens` or queues it: then `admitted` runs (once, on the thread
+  // of the Release that frees the slot, with no lock held) and `*ticket` names the waiter.
+  Admission Admit(int64_t prompt_tokens, Admitted admitted, uint64_t* ticket);
+  // Takes a waiter out of the queue (it timed out, its client left). False when it was admitted
+  // already: its callback runs or ran, and it owns a slot.
+  bool Leave(uint64_t ticket);
+  // A request that was admitted ended: its slot goes to the longest waiter.
   void Release();
 
   int64_t running() const;
@@ -54,17 +54,18 @@ class AdmissionQueue {
 
  private:
   struct Waiter {
+    uint64_t ticket = 0;
     int64_t prompt_tokens = 0;
-    bool admitted = false;
+    Admitted admitted;
   };
-  void AdmitWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AdmissionOptions options_;
-  Clock* const clock_;
   mutable absl::Mutex mu_;
   int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t queued_prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
-  std::list<Waiter*> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  std::list<Waiter> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::list<Waiter>::iterator> by_ticket_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
 #include "router/call_watchdog.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace tandem {
@@ -52,25 +53,50 @@ void CallGuard::Close() {
   closed_ = true;
 }
 
-void CallGuard::Poll(absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  if (closed_) return;
-  if (!client_cancelled_ && sink_ != nullptr && sink_->ClientGone()) {
+void CallGuard::Cancel() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_ || client_cancelled_) return;
     client_cancelled_ = true;
     CancelAttachedLocked();
   }
-  if (!timed_out_ && now >= deadline_) {
-    timed_out_ = true;
-    CancelAttachedLocked();
+  if (waker_ != nullptr) waker_();
+}
+
+void CallGuard::WakeAt(absl::Time when) {
+  absl::MutexLock lock(&mu_);
+  wake_at_ = std::min(wake_at_, when);
+}
+
+void CallGuard::Poll(absl::Time now) {
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+    if (!client_cancelled_ && sink_ != nullptr && sink_->ClientGone()) {
+      client_cancelled_ = true;
+      CancelAttachedLocked();
+      wake = true;
+    }
+    if (!timed_out_ && now >= deadline_) {
+      timed_out_ = true;
+      CancelAttachedLocked();
+      wake = true;
+    }
+    if (timed_out_ && !sink_aborted_ && now >= deadline_ + kSinkAbortGrace && sink_ != nullptr) {
+      sink_aborted_ = true;
+      sink_->Abort();
+    }
+    if (!attempt_timed_out_ && now >= attempt_deadline_) {
+      attempt_timed_out_ = true;
+      CancelAttachedLocked();
+    }
+    if (now >= wake_at_) {
+      wake_at_ = absl::InfiniteFuture();
+      wake = true;
+    }
   }
-  if (timed_out_ && !sink_aborted_ && now >= deadline_ + kSinkAbortGrace && sink_ != nullptr) {
-    sink_aborted_ = true;
-    sink_->Abort();
-  }
-  if (!attempt_timed_out_ && now >= attempt_deadline_) {
-    attempt_timed_out_ = true;
-    CancelAttachedLocked();
-  }
+  if (wake && waker_ != nullptr) waker_();
 }
 
 CallWatchdog::CallWatchdog(absl::Duration interval, Clock* clock)
@@ -95,6 +121,15 @@ void CallWatchdog::Remove(const std::shared_ptr<CallGuard>& guard) {
   guard->Close();
   absl::MutexLock lock(&mu_);
   guards_.erase(guard);
+}
+
+void CallWatchdog::CancelAll() {
+  std::vector<std::shared_ptr<CallGuard>> guards;
+  {
+    absl::MutexLock lock(&mu_);
+    guards.assign(guards_.begin(), guards_.end());
+  }
+  for (const auto& guard : guards) guard->Cancel();
 }
 
 void CallWatchdog::Run() {

@@ -1,6 +1,5 @@
-// Bounds every request the router serves. The sync gRPC server gives a handler no callback when
-// its client goes away, and a blocked Read on a node's stream cannot watch anything else, so one
-// thread polls every active request:
+// Bounds every request the router serves, and is the clock of requests that wait (for a slot,
+// for KV room, for a prefill's answer) without a thread. One thread polls every active request:
 //   - the client cancelled or disconnected (ResponseSink::ClientGone): cancel the request's
 //     node calls, so the nodes see their streams cancelled;
 //   - the attempt passed its first-token deadline: cancel its node calls (the handler retries);
@@ -15,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/util/clock.h"
@@ -41,6 +41,16 @@ class CallGuard {
   bool attempt_timed_out() const;
   absl::Time deadline() const { return deadline_; }
 
+  // Wakes the request's flow (request_flow.h), which waits without a thread: `wake` runs on the
+  // watchdog's thread, with no lock held, at the first Poll at or after the time WakeAt set
+  // (then not again until the next WakeAt), and whenever the client goes or the deadline passes.
+  // Set before the guard is watched.
+  void SetWaker(absl::AnyInvocable<void()> wake) { waker_ = std::move(wake); }
+  void WakeAt(absl::Time when);
+
+  // Ends the request as if its client went away (the router is shutting down).
+  void Cancel();
+
   // Checks the conditions above at `now`; the watchdog calls this.
   void Poll(absl::Time now);
   // The handler is returning: the sink must not be touched any more.
@@ -59,6 +69,8 @@ class CallGuard {
   bool sink_aborted_ ABSL_GUARDED_BY(mu_) = false;
   bool attempt_timed_out_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::AnyInvocable<void()> waker_;  // set before the guard is watched
 };
 
 class CallWatchdog {
@@ -71,6 +83,8 @@ class CallWatchdog {
 
   void Add(std::shared_ptr<CallGuard> guard);
   void Remove(const std::shared_ptr<CallGuard>& guard);
+  // Cancels every watched request (CallGuard::Cancel).
+  void CancelAll();
 
  private:
   void Run();

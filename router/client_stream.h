@@ -1,21 +1,18 @@
 // The client side of one request, shared by its attempts: turns the decode node's events into
 // responses for the client's ResponseSink (UTF-8-safe incremental text, stop strings, usage,
-// the prompt ids on the first response), times the tokens (RouterMetrics), and reads a node's
-// stream until it ends, the output stops or the client goes away.
+// the prompt ids on the first response) and times the tokens written (RouterMetrics). It does no
+// I/O: the request's flow (request_flow.h) reads the node and writes the client.
 #ifndef TANDEM_ROUTER_CLIENT_STREAM_H_
 #define TANDEM_ROUTER_CLIENT_STREAM_H_
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
 #include "common/util/clock.h"
-#include "grpcpp/grpcpp.h"
-#include "router/attempt_verdict.h"
-#include "router/node.h"
-#include "router/node_client.h"
 #include "router/output_text.h"
 #include "router/request_builder.h"
 #include "router/response_sink.h"
@@ -36,25 +33,16 @@ struct ClientStream {
         metrics(m),
         clock(c) {}
 
-  enum class EventResult { kContinue, kFinished, kStopped, kClientGone };
-
-  bool Write(v1::GenerateResponse& response) {
-    // The client's own id is echoed when it sent one; otherwise the router's.
+  // The client's own id is echoed when it sent one, otherwise the router's; the first response
+  // carries the prompt's ids.
+  v1::GenerateResponse Stamped(v1::GenerateResponse response) {
     response.set_request_id(request.client_request_id.empty() ? request.request_id
                                                               : request.client_request_id);
     if (!first_response_sent) {
       first_response_sent = true;
       response.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
     }
-    const bool written = sink->Write(response);
-    if (response.tokens_size() > 0) {
-      metrics->TokensWritten(*timer, response.tokens_size(), clock->Now());
-    }
-    if (!written) {
-      client_gone = true;
-      return false;
-    }
-    return true;
+    return response;
   }
 
   void SetUsage(v1::GenerateResponse& response) const {
@@ -64,8 +52,20 @@ struct ClientStream {
     usage->set_cached_tokens(static_cast<int32_t>(cached_tokens));
   }
 
-  // One event of a decode node's stream → at most one response to the client.
-  EventResult OnEvent(const v1::DecodeEvent& event) {
+  // What one decode event means for the client.
+  enum class EventResult {
+    kContinue,  // more to come
+    kFinished,  // the last response (finish_reason set); the node ends its stream next
+    kStopped,   // a stop string ended the output; the node's stream is to be cancelled
+  };
+  struct EventStep {
+    EventResult result = EventResult::kContinue;
+    std::optional<v1::GenerateResponse> response;  // to write to the client, stamped
+  };
+
+  // One event of a decode node's stream → at most one response for the client. No I/O.
+  EventStep OnEvent(const v1::DecodeEvent& event) {
+    EventStep step;
     v1::GenerateResponse response;
     if (event.has_usage()) {
       cached_tokens = std::max<int64_t>(cached_tokens, event.usage().cached_tokens());
@@ -74,17 +74,18 @@ struct ClientStream {
       std::vector<TokenId> ids;
       ids.reserve(event.tokens_size());
       for (const v1::Token& t : event.tokens()) ids.push_back(t.id());
-      OutputText::Step step = output.Add(ids);
-      for (size_t i = 0; i < step.tokens_used; ++i) *response.add_tokens() = event.tokens(i);
-      completion_tokens += static_cast<int64_t>(step.tokens_used);
-      if (step.tokens_used > 0) sent_tokens = true;
-      response.set_text(std::move(step.text));
-      if (step.stopped) {
+      OutputText::Step text = output.Add(ids);
+      for (size_t i = 0; i < text.tokens_used; ++i) *response.add_tokens() = event.tokens(i);
+      completion_tokens += static_cast<int64_t>(text.tokens_used);
+      if (text.tokens_used > 0) sent_tokens = true;
+      response.set_text(std::move(text.text));
+      if (text.stopped) {
         response.set_finish_reason("stop");
         SetUsage(response);
         finished = true;
-        Write(response);
-        return EventResult::kStopped;
+        step.result = EventResult::kStopped;
+        step.response = Stamped(std::move(response));
+        return step;
       }
     }
     if (!event.finish_reason().empty()) {
@@ -92,44 +93,22 @@ struct ClientStream {
       response.set_finish_reason(output.stopped() ? "stop" : event.finish_reason());
       SetUsage(response);
       finished = true;
-      Write(response);
-      return EventResult::kFinished;
+      step.result = EventResult::kFinished;
+      step.response = Stamped(std::move(response));
+      return step;
     }
-    if (response.tokens_size() == 0 && response.text().empty()) return EventResult::kContinue;
-    return Write(response) ? EventResult::kContinue : EventResult::kClientGone;
+    if (response.tokens_size() > 0 || !response.text().empty()) {
+      step.response = Stamped(std::move(response));
+    }
+    return step;
   }
 
-  // Reads decode node `from`'s event stream until it ends, the output stops or the client goes
-  // away; `on_first_token` runs when the first event with tokens arrives.
-  template <typename OnFirstToken>
-  StreamOutcome ReadFrom(DecodeEventReader* reader, grpc::ClientContext* ctx, Node& from,
-                         OnFirstToken on_first_token) {
-    StreamOutcome outcome;
-    bool first_token = false;
-    EventResult r = EventResult::kContinue;
-    v1::DecodeEvent event;
-    while (r == EventResult::kContinue && reader->Read(&event)) {
-      from.NoteProgress(clock->Now());  // busy, not dead (node_pool.h)
-      if (event.tokens_size() > 0 && !first_token) {
-        first_token = true;
-        on_first_token(event);
-      }
-      r = OnEvent(event);
+  // A response OnEvent made was written (`ok`), or the client is gone.
+  void Written(const v1::GenerateResponse& response, bool ok) {
+    if (response.tokens_size() > 0) {
+      metrics->TokensWritten(*timer, response.tokens_size(), clock->Now());
     }
-    if (r == EventResult::kStopped) {
-      outcome.stopped = true;
-      outcome.finished = true;
-      ctx->TryCancel();
-    } else if (r == EventResult::kClientGone) {
-      ctx->TryCancel();
-    } else if (r == EventResult::kFinished) {
-      outcome.finished = true;
-      // The node ends its stream right after the last event: drain it for Finish().
-      while (reader->Read(&event)) {
-      }
-    }
-    outcome.status = reader->Finish();
-    return outcome;
+    if (!ok) client_gone = true;
   }
 
   ResponseSink* const sink;

@@ -1,7 +1,10 @@
-// The public Generation service (tandem/v1/generate.proto) on the router: each Generate call runs
-// through the RequestRunner with the call's server stream as its ResponseSink.
+// The public Generation service (tandem/v1/generate.proto) on the router, on gRPC's callback API:
+// each Generate call is a write reactor that is the request's ResponseSink and starts it on the
+// RequestRunner; no thread waits on a call.
 #ifndef TANDEM_ROUTER_GENERATE_SERVICE_H_
 #define TANDEM_ROUTER_GENERATE_SERVICE_H_
+
+#include <memory>
 
 #include "router/api_keys.h"
 #include "router/request_runner.h"
@@ -9,15 +12,15 @@
 
 namespace tandem {
 
-class GenerateService final : public v1::Generation::Service {
+class GenerateService final : public v1::Generation::CallbackService {
  public:
   // `runner` must outlive the service.
   // `keys` null or empty: no authentication.
   GenerateService(RequestRunner* runner, std::shared_ptr<const ApiKeys> keys)
       : runner_(runner), keys_(std::move(keys)) {}
 
-  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
-                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
 
  private:
   RequestRunner* const runner_;

@@ -3,8 +3,9 @@
 // process without gRPC servers. Health checks, load reports and KV events stay on the stubs: they
 // belong to the node pool, not to a request.
 //
-// Every call takes a grpc::ClientContext the caller owns and may cancel (TryCancel) from any
-// thread; the call ends soon after with CANCELLED.
+// Every call is asynchronous (gRPC's callback API: no thread waits on a call) and takes a
+// grpc::ClientContext the caller owns, keeps alive until the call's end is reported, and may
+// cancel (TryCancel) from any thread; the call ends soon after with CANCELLED.
 #ifndef TANDEM_ROUTER_NODE_CLIENT_H_
 #define TANDEM_ROUTER_NODE_CLIENT_H_
 
@@ -13,14 +14,32 @@
 
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/support/client_callback.h"
 #include "grpcpp/support/status.h"
-#include "grpcpp/support/sync_stream.h"
 #include "tandem/v1/node.grpc.pb.h"
 
 namespace tandem {
 
-// A decode node's event stream (Reserve, Generate), read by one thread.
-using DecodeEventReader = grpc::ClientReaderInterface<v1::DecodeEvent>;
+// Receives one decode node stream's events (Reserve, Generate), on gRPC's threads: OnEvent for
+// each event, then OnDone once, last. After OnEvent the next event is read only when the receiver
+// calls DecodeStream::ReadNext (flow control: a slow client slows the node's stream).
+class DecodeStreamReceiver {
+ public:
+  virtual ~DecodeStreamReceiver() = default;
+  virtual void OnEvent(const v1::DecodeEvent& event) = 0;
+  virtual void OnDone(const grpc::Status& status) = 0;
+};
+
+// A started decode stream. Its receiver is held until OnDone; cancel it through its context.
+class DecodeStream {
+ public:
+  virtual ~DecodeStream() = default;
+  // Reads the next event (once per OnEvent, never after StopReading).
+  virtual void ReadNext() = 0;
+  // The receiver reads no more (it cancels the context, or the stream ended): OnDone may come.
+  // Safe to call more than once, from any thread.
+  virtual void StopReading() = 0;
+};
 
 class NodeClient {
  public:
@@ -29,12 +48,14 @@ class NodeClient {
 
   virtual ~NodeClient() = default;
 
-  // DecodeNode.Reserve: the first event is the handoff, then the tokens.
-  virtual std::unique_ptr<DecodeEventReader> Reserve(grpc::ClientContext* ctx,
-                                                     const v1::ReserveRequest& request) = 0;
+  // DecodeNode.Reserve: the first event is the handoff, then the tokens. Reading starts at once.
+  virtual std::shared_ptr<DecodeStream> StartReserve(
+      grpc::ClientContext* ctx, const v1::ReserveRequest& request,
+      std::shared_ptr<DecodeStreamReceiver> receiver) = 0;
   // DecodeNode.Generate: prefill and decode on the decode node.
-  virtual std::unique_ptr<DecodeEventReader> Generate(grpc::ClientContext* ctx,
-                                                      const v1::NodeGenerateRequest& request) = 0;
+  virtual std::shared_ptr<DecodeStream> StartGenerate(
+      grpc::ClientContext* ctx, const v1::NodeGenerateRequest& request,
+      std::shared_ptr<DecodeStreamReceiver> receiver) = 0;
   // PrefillNode.Prefill, asynchronous: `done` runs once, on another thread (or this one when the
   // call fails at once). `request` and `response` must outlive the call.
   virtual void Prefill(grpc::ClientContext* ctx, const v1::PrefillRequest* request,
@@ -50,10 +71,12 @@ class GrpcNodeClient : public NodeClient {
   // `is_decode` picks the service Cancel goes to.
   GrpcNodeClient(const std::shared_ptr<grpc::Channel>& channel, bool is_decode);
 
-  std::unique_ptr<DecodeEventReader> Reserve(grpc::ClientContext* ctx,
-                                             const v1::ReserveRequest& request) override;
-  std::unique_ptr<DecodeEventReader> Generate(grpc::ClientContext* ctx,
-                                              const v1::NodeGenerateRequest& request) override;
+  std::shared_ptr<DecodeStream> StartReserve(
+      grpc::ClientContext* ctx, const v1::ReserveRequest& request,
+      std::shared_ptr<DecodeStreamReceiver> receiver) override;
+  std::shared_ptr<DecodeStream> StartGenerate(
+      grpc::ClientContext* ctx, const v1::NodeGenerateRequest& request,
+      std::shared_ptr<DecodeStreamReceiver> receiver) override;
   void Prefill(grpc::ClientContext* ctx, const v1::PrefillRequest* request,
                v1::PrefillResponse* response, Done done) override;
   void Cancel(grpc::ClientContext* ctx, const v1::CancelRequest* request,

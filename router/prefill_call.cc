@@ -13,15 +13,26 @@ PrefillCall::PrefillCall(v1::PrefillRequest request, absl::Time deadline)
   ctx_.set_deadline(absl::ToChronoTime(deadline));
 }
 
-void PrefillCall::Start(NodeClient& client, absl::AnyInvocable<void()> cancel_decode_stream) {
+void PrefillCall::Start(NodeClient& client, absl::AnyInvocable<void()> cancel_decode_stream,
+                        absl::AnyInvocable<void()> on_answer) {
   cancel_decode_stream_ = std::move(cancel_decode_stream);
+  on_answer_ = std::move(on_answer);
   client.Prefill(&ctx_, &request_, &response_, [self = shared_from_this()](grpc::Status status) {
     self->OnAnswer(std::move(status));
   });
 }
 
 void PrefillCall::OnAnswer(grpc::Status status) {
-  absl::MutexLock lock(&mu_);
+  absl::AnyInvocable<void()> on_answer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!Record(std::move(status))) return;
+    on_answer = std::move(on_answer_);  // what it holds (the request's flow) goes after it runs
+  }
+  on_answer();
+}
+
+bool PrefillCall::Record(grpc::Status status) {
   switch (state_) {
     case State::kInFlight:
       // A prefill that fails before D's first token: D will never send one.
@@ -36,9 +47,10 @@ void PrefillCall::OnAnswer(grpc::Status status) {
       break;
     case State::kAnswered:
     case State::kAnsweredAfterCancel:
-      return;  // gRPC answers once
+      return false;  // gRPC answers once
   }
   status_ = std::move(status);
+  return true;
 }
 
 bool PrefillCall::Answered() const {
@@ -50,23 +62,22 @@ void PrefillCall::ProtectStream() {
   if (state_ == State::kInFlight) state_ = State::kStreamLive;
 }
 
-PrefillCall::Result PrefillCall::Finish(bool stream_finished, absl::Duration grace,
-                                        absl::Duration answer_wait) {
-  bool cancel = false;
+void PrefillCall::Cancel() {
   {
     absl::MutexLock lock(&mu_);
-    if (state_ == State::kInFlight) state_ = State::kStreamLive;
-    if (!Answered()) {
-      if (!stream_finished ||
-          !mu_.AwaitWithTimeout(absl::Condition(this, &PrefillCall::Answered), grace)) {
-        state_ = State::kCancelling;
-        cancel = true;
-      }
-    }
+    if (Answered() || state_ == State::kCancelling) return;
+    state_ = State::kCancelling;
   }
-  if (cancel) ctx_.TryCancel();
+  ctx_.TryCancel();
+}
+
+bool PrefillCall::answered() const {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(this, &PrefillCall::Answered), answer_wait);
+  return Answered();
+}
+
+PrefillCall::Result PrefillCall::result() const {
+  absl::MutexLock lock(&mu_);
   Result result;
   if (Answered() && status_.ok()) {
     result.end = PrefillEnd::kOk;
@@ -74,7 +85,7 @@ PrefillCall::Result PrefillCall::Finish(bool stream_finished, absl::Duration gra
   } else if (state_ == State::kAnswered) {
     result.end = PrefillEnd::kFailed;
   } else {
-    result.end = PrefillEnd::kCancelledByRouter;  // Finish cancelled it: answered or not
+    result.end = PrefillEnd::kCancelledByRouter;  // cancelled: answered or not
   }
   result.status = status_;
   return result;

@@ -9,10 +9,11 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/kv/block_hash.h"
 #include "router/client_errors.h"
 #include "router/client_stream.h"
-#include "router/prefill_call.h"
+#include "router/request_flow.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -20,9 +21,8 @@ namespace {
 
 constexpr absl::Duration kWatchdogInterval = absl::Milliseconds(10);
 constexpr absl::Duration kCancelRpcTimeout = absl::Seconds(2);
-// The decode stream finished while the prefill call had not answered yet (its answer races with
-// the first token): how long it gets before it is cancelled.
-constexpr absl::Duration kPrefillAnswerGrace = absl::Seconds(1);
+// At destruction, how long requests still running get to end once cancelled.
+constexpr absl::Duration kShutdownWait = absl::Seconds(10);
 // A decode node that reports no block size: the estimate of blocks a request takes uses this.
 constexpr int64_t kDefaultBlockSize = 16;
 
@@ -31,21 +31,6 @@ std::string NodeName(const std::shared_ptr<Node>& node) {
 }
 
 }  // namespace
-
-struct RequestRunner::Chosen {
-  PlacementKind kind = PlacementKind::kDisaggregated;
-  PlacementReason reason = PlacementReason::kDisaggregated;
-  std::shared_ptr<Node> decode;
-  std::shared_ptr<Node> prefill;  // kDisaggregated only
-  int64_t cached_prefix_tokens = 0;
-};
-
-struct RequestRunner::AttemptResult {
-  grpc::Status status;  // OK: the request is done
-  bool retry = false;
-  RetryReason reason = RetryReason::kDecodeFailed;
-  std::vector<std::shared_ptr<Node>> blame;  // not to be used again by this request if possible
-};
 
 RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirectory* pool,
                              const RouterOptions& options, RouterCounters* counters,
@@ -58,16 +43,22 @@ RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirec
       clock_(clock),
       placer_(options.placement),
       watchdog_(kWatchdogInterval, clock),
-      admission_(
-          AdmissionOptions{
-              .max_running = options.max_concurrent_requests,
-              .max_queued_requests = options.max_queued_requests,
-              .max_queued_prompt_tokens = options.max_queued_prompt_tokens,
-              .max_wait = absl::Milliseconds(options.queue_timeout_ms),
-          },
-          clock) {}
+      admission_(AdmissionOptions{
+          .max_running = options.max_concurrent_requests,
+          .max_queued_requests = options.max_queued_requests,
+          .max_queued_prompt_tokens = options.max_queued_prompt_tokens,
+          .max_wait = absl::Milliseconds(options.queue_timeout_ms),
+      }) {}
 
 RequestRunner::~RequestRunner() {
+  // Requests still running end as if their clients left; their node calls are cancelled.
+  watchdog_.CancelAll();
+  const absl::Time give_up = absl::Now() + kShutdownWait;
+  while (in_flight_.load() > 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
+  if (in_flight_.load() > 0) {
+    spdlog::error("{} requests did not end within {}", in_flight_.load(),
+                  absl::FormatDuration(kShutdownWait));
+  }
   absl::MutexLock lock(&cancels_mu_);
   auto none = [this]()
                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(cancels_mu_) { return cancels_in_flight_ == 0; };
@@ -223,267 +214,44 @@ RequestRunner::AttemptResult RequestRunner::Apply(const AttemptVerdict& verdict,
   return result;
 }
 
-RequestRunner::AttemptResult RequestRunner::RunDisaggregated(const Chosen& chosen,
-                                                             const std::string& node_request_id,
-                                                             CallGuard& guard,
-                                                             ClientStream& stream) {
-  const RouterRequest& request = stream.request;
-  const std::shared_ptr<Node>& d = chosen.decode;
-
-  // 1. Reserve on D: its first event is the handoff.
-  grpc::ClientContext d_ctx;
-  d_ctx.set_deadline(absl::ToChronoTime(guard.deadline()));
-  guard.Attach(&d_ctx);
-  absl::Cleanup detach_d = [&] { guard.Detach(&d_ctx); };
-  v1::ReserveRequest reserve;
-  reserve.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-  *reserve.mutable_sampling() = request.node_sampling;
-  reserve.set_request_id(node_request_id);
-  reserve.set_lease_ms(options_.lease_ms);
-  std::unique_ptr<DecodeEventReader> reader = d->client().Reserve(&d_ctx, reserve);
-  v1::DecodeEvent first;
-  if (!reader->Read(&first)) {
-    const grpc::Status reserve_status = reader->Finish();
-    AttemptFacts facts = CommonFacts(chosen, guard, stream);
-    facts.reserve = ReserveEnd::kNoEvent;
-    facts.reserve_status = reserve_status;
-    return Apply(JudgeAttempt(facts), chosen, node_request_id);
+void RequestRunner::CountPlacement(const Chosen& chosen, const RouterRequest& request,
+                                   int attempt) {
+  switch (chosen.kind) {
+    case PlacementKind::kDisaggregated:
+      ++counters_->disaggregated;
+      break;
+    case PlacementKind::kLocalPrefill:
+      ++(chosen.reason == PlacementReason::kNoPrefillNode ? counters_->local_prefill_no_prefill_node
+                                                          : counters_->local_prefill_short_prompt);
+      break;
+    case PlacementKind::kColocated:
+      ++counters_->colocated;
+      break;
   }
-  if (!first.has_handoff()) {
-    d_ctx.TryCancel();
-    reader->Finish();
-    AttemptFacts facts = CommonFacts(chosen, guard, stream);
-    facts.reserve = ReserveEnd::kNoHandoff;
-    return Apply(JudgeAttempt(facts), chosen, node_request_id);
-  }
-  stream.cached_tokens =
-      std::max<int64_t>(stream.cached_tokens, first.handoff().num_cached_tokens());
-
-  // 2. Prefill on P, concurrently with reading D's stream (a prefill that fails before D's first
-  // token cancels D's stream, so the attempt ends at once).
-  v1::PrefillRequest prefill_request;
-  prefill_request.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-  *prefill_request.mutable_sampling() = request.node_sampling;
-  *prefill_request.mutable_handoff() = first.handoff();
-  prefill_request.set_request_id(node_request_id);
-  std::shared_ptr<PrefillCall> prefill =
-      PrefillCall::Create(std::move(prefill_request), guard.deadline());
-  guard.Attach(prefill->context());
-  prefill->Start(chosen.prefill->client(), [&d_ctx] { d_ctx.TryCancel(); });
-
-  // 3. D's tokens.
-  const StreamOutcome outcome =
-      stream.ReadFrom(reader.get(), &d_ctx, *d, [&](const v1::DecodeEvent&) {
-        guard.SetAttemptDeadline(absl::InfiniteFuture());
-        prefill->ProtectStream();
-      });
-
-  // 4. The prefill call ends before this attempt does.
-  const PrefillCall::Result prefill_result = prefill->Finish(
-      outcome.finished, kPrefillAnswerGrace,
-      std::max(guard.deadline() - clock_->Now(), absl::ZeroDuration()) + absl::Seconds(1));
-  guard.Detach(prefill->context());
-  if (prefill_result.end == PrefillEnd::kOk) {
-    chosen.prefill->NoteProgress(clock_->Now());
-    stream.timer->SetNodeQueue(absl::Microseconds(prefill_result.queue_us));
-  }
-
-  AttemptFacts facts = CommonFacts(chosen, guard, stream);
-  facts.prefill = prefill_result.end;
-  facts.prefill_status = prefill_result.status;
-  facts.stream = outcome;
-  return Apply(JudgeAttempt(facts), chosen, node_request_id);
+  spdlog::debug("{}: attempt {}: {} ({}) decode {}{} ({} of {} prompt tokens cached)",
+                request.request_id, attempt, PlacementKindName(chosen.kind),
+                PlacementReasonName(chosen.reason), chosen.decode->address(),
+                chosen.prefill ? absl::StrCat(" prefill ", chosen.prefill->address()) : "",
+                chosen.cached_prefix_tokens, request.prompt.size());
 }
 
-RequestRunner::AttemptResult RequestRunner::RunLocal(const Chosen& chosen,
-                                                     const std::string& node_request_id,
-                                                     CallGuard& guard, ClientStream& stream) {
-  const RouterRequest& request = stream.request;
-  grpc::ClientContext d_ctx;
-  d_ctx.set_deadline(absl::ToChronoTime(guard.deadline()));
-  guard.Attach(&d_ctx);
-  absl::Cleanup detach_d = [&] { guard.Detach(&d_ctx); };
-  v1::NodeGenerateRequest generate;
-  generate.mutable_prompt_token_ids()->Assign(request.prompt.begin(), request.prompt.end());
-  *generate.mutable_sampling() = request.node_sampling;
-  generate.set_request_id(node_request_id);
-  std::unique_ptr<DecodeEventReader> reader = chosen.decode->client().Generate(&d_ctx, generate);
-  const StreamOutcome outcome =
-      stream.ReadFrom(reader.get(), &d_ctx, *chosen.decode, [&](const v1::DecodeEvent& event) {
-        guard.SetAttemptDeadline(absl::InfiniteFuture());
-        stream.timer->SetNodeQueue(absl::Microseconds(event.queue_us()));
-      });
-  AttemptFacts facts = CommonFacts(chosen, guard, stream);
-  facts.stream = outcome;
-  return Apply(JudgeAttempt(facts), chosen, node_request_id);
+void RequestRunner::Start(const v1::GenerateRequest& request, const RunOptions& options,
+                          ResponseSink* sink, absl::AnyInvocable<void(grpc::Status)> done) {
+  RequestFlow::Start(this, request, options, sink, std::move(done));
 }
 
 grpc::Status RequestRunner::Run(const v1::GenerateRequest& request, const RunOptions& options,
                                 ResponseSink& sink) {
-  ++counters_->requests;
-  RequestTimer timer(clock_->Now());
-  in_flight_.fetch_add(1);
-  absl::Cleanup leave = [&] { in_flight_.fetch_sub(1); };
-  // The router's --request-timeout-ms and the client's own deadline, from arrival: the wait for a
-  // slot counts.
-  const absl::Time deadline =
-      std::min(clock_->Now() + absl::Milliseconds(options_.request_timeout_ms), options.deadline);
-  absl::StatusOr<RouterRequest> built =
-      BuildRequest(request, *model_, options.unset_max_tokens_fills_context);
-  if (!built.ok()) {
-    ++counters_->requests_invalid;
-    const auto code = static_cast<grpc::StatusCode>(built.status().code());
-    metrics_->RequestRefused(options.api, code);
-    return grpc::Status(code, std::string(built.status().message()));
-  }
-  if (!options.request_id.empty()) built->request_id = options.request_id;
-  if (!built->client_request_id.empty()) {
-    spdlog::debug("{}: the client calls it {}", built->request_id, built->client_request_id);
-  }
-  if (std::optional<grpc::Status> refused = Admit(*built, deadline, options.api, sink)) {
-    return *refused;
-  }
-  absl::Cleanup release = [&] { admission_.Release(); };
-  metrics_->RequestStarted();
-  ClientStream stream(&sink, *built, *model_->tokenizer, &timer, metrics_, clock_);
-  grpc::Status status = RunBuilt(stream, deadline);
-  metrics_->RequestFinished(options.api, status.error_code(), timer, clock_->Now(),
-                            static_cast<int64_t>(built->prompt.size()), stream.completion_tokens,
-                            stream.cached_tokens);
-  return status;
-}
-
-std::optional<grpc::Status> RequestRunner::Admit(const RouterRequest& request, absl::Time deadline,
-                                                 RequestApi api, ResponseSink& sink) {
-  const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  const bool must_wait = admission_.running() >= options_.max_concurrent_requests;
-  const Admission admission =
-      admission_.Admit(prompt_tokens, deadline, [&sink] { return sink.ClientGone(); });
-  if (must_wait && admission != Admission::kQueueFull) ++counters_->queued;
-  std::string why;
-  switch (admission) {
-    case Admission::kAdmitted:
-      return std::nullopt;
-    case Admission::kCancelled:
-      ++counters_->requests_cancelled;
-      metrics_->RequestRefused(api, grpc::StatusCode::CANCELLED);
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
-    case Admission::kQueueFull:
-      why = absl::StrCat("the router is running ", options_.max_concurrent_requests,
-                         " requests and its queue is full (--max-queued-requests ",
-                         options_.max_queued_requests, ", --max-queued-prompt-tokens ",
-                         options_.max_queued_prompt_tokens, ")");
-      break;
-    case Admission::kTimedOut:
-      if (clock_->Now() >= deadline) {
-        ++counters_->requests_failed;
-        metrics_->RequestRefused(api, grpc::StatusCode::DEADLINE_EXCEEDED);
-        return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                            WithRequestId("the request ran past its deadline waiting for a slot",
-                                          request.request_id));
-      }
-      ++counters_->queue_timeouts;
-      why = absl::StrCat("no slot freed within ", options_.queue_timeout_ms,
-                         " ms (--queue-timeout-ms) among the ", options_.max_concurrent_requests,
-                         " running requests");
-      break;
-  }
-  ++counters_->requests_refused;
-  metrics_->RequestRefused(api, grpc::StatusCode::RESOURCE_EXHAUSTED);
-  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                      WithRequestId(absl::StrCat(why, "; retry later"), request.request_id));
-}
-
-grpc::Status RequestRunner::RunBuilt(ClientStream& stream, absl::Time deadline) {
-  const RouterRequest& req = stream.request;
-  auto guard = std::make_shared<CallGuard>(stream.sink, deadline);
-  watchdog_.Add(guard);
-  absl::Cleanup unwatch = [&] { watchdog_.Remove(guard); };
-
-  std::vector<std::string> failed_nodes;
-  // The last failed attempt's stage and code, in client-safe words ("" before any).
-  std::string last;
-  for (int attempt = 0;; ++attempt) {
-    if (guard->client_cancelled()) {
-      ++counters_->requests_cancelled;
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
-    }
-    if (guard->timed_out()) {
-      ++counters_->requests_failed;
-      return grpc::Status(
-          grpc::StatusCode::DEADLINE_EXCEEDED,
-          WithRequestId(attempt == 0 ? std::string("the request ran past its deadline")
-                                     : absl::StrCat("the request ran past its deadline; last "
-                                                    "error: ",
-                                                    last),
-                        req.request_id));
-    }
-    if (std::optional<grpc::Status> refused = WaitForKvRoom(req, *guard)) {
-      ++(refused->error_code() == grpc::StatusCode::CANCELLED ? counters_->requests_cancelled
-                                                              : counters_->requests_failed);
-      return *refused;
-    }
-    absl::StatusOr<Chosen> chosen = Place(req, failed_nodes);
-    if (!chosen.ok()) {
-      ++counters_->no_node_available;
-      ++counters_->requests_failed;
-      std::string message(chosen.status().message());
-      if (attempt > 0) absl::StrAppend(&message, "; last error: ", last);
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, WithRequestId(message, req.request_id));
-    }
-    switch (chosen->kind) {
-      case PlacementKind::kDisaggregated:
-        ++counters_->disaggregated;
-        break;
-      case PlacementKind::kLocalPrefill:
-        ++(chosen->reason == PlacementReason::kNoPrefillNode
-               ? counters_->local_prefill_no_prefill_node
-               : counters_->local_prefill_short_prompt);
-        break;
-      case PlacementKind::kColocated:
-        ++counters_->colocated;
-        break;
-    }
-    spdlog::debug("{}: attempt {}: {} ({}) decode {}{} ({} of {} prompt tokens cached)",
-                  req.request_id, attempt, PlacementKindName(chosen->kind),
-                  PlacementReasonName(chosen->reason), chosen->decode->address(),
-                  chosen->prefill ? absl::StrCat(" prefill ", chosen->prefill->address()) : "",
-                  chosen->cached_prefix_tokens, req.prompt.size());
-
-    const std::string node_request_id =
-        attempt == 0 ? req.request_id : absl::StrCat(req.request_id, "#", attempt);
-    stream.timer->Dispatched(clock_->Now());
-    guard->SetAttemptDeadline(clock_->Now() + absl::Milliseconds(options_.first_token_timeout_ms));
-    AttemptResult r = chosen->kind == PlacementKind::kDisaggregated
-                          ? RunDisaggregated(*chosen, node_request_id, *guard, stream)
-                          : RunLocal(*chosen, node_request_id, *guard, stream);
-    guard->SetAttemptDeadline(absl::InfiniteFuture());
-    if (r.status.ok()) {
-      ++counters_->requests_ok;
-      return grpc::Status::OK;
-    }
-    if (stream.client_gone || guard->client_cancelled()) {
-      ++counters_->requests_cancelled;
-      return grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled");
-    }
-    if (guard->timed_out()) {
-      ++counters_->requests_failed;
-      spdlog::warn("{}: ran past its deadline: {}", req.request_id, r.status.error_message());
-      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                          WithRequestId("the request ran past its deadline", req.request_id));
-    }
-    if (!r.retry || stream.sent_tokens || attempt >= options_.max_retries) {
-      ++counters_->requests_failed;
-      if (stream.sent_tokens) ++counters_->failed_after_first_token;
-      spdlog::warn("{}: failed: {}", req.request_id, r.status.error_message());
-      return ClientNodeError(r.status, r.reason, r.retry ? attempt + 1 : 1, req.request_id);
-    }
-    counters_->AddRetry(r.reason);
-    spdlog::warn("{}: attempt {} failed ({}), retrying: {}", req.request_id, attempt,
-                 RetryReasonName(r.reason), r.status.error_message());
-    for (const auto& node : r.blame) failed_nodes.push_back(node->address());
-    last = ClientNodeErrorText(r.status, r.reason, 1);
-  }
+  absl::Mutex mu;
+  std::optional<grpc::Status> result;
+  Start(request, options, &sink, [&](grpc::Status status) {
+    absl::MutexLock lock(&mu);
+    result = std::move(status);
+  });
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(
+      +[](std::optional<grpc::Status>* r) { return r->has_value(); }, &result));
+  return *std::move(result);
 }
 
 }  // namespace tandem

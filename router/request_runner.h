@@ -12,6 +12,10 @@
 // node's status. A client that goes away, a stop string and an abandoned attempt cancel the node
 // calls and send Cancel RPCs. Every decision is counted (RouterCounters) and every request is
 // measured (RouterMetrics).
+//
+// The runner owns what requests share (admission, the watchdog, placement, the counters) and the
+// decisions (Place, JudgeAttempt's facts and Apply); each request is a RequestFlow
+// (request_flow.h), a state machine driven by gRPC's callbacks that no thread waits on.
 #ifndef TANDEM_ROUTER_REQUEST_RUNNER_H_
 #define TANDEM_ROUTER_REQUEST_RUNNER_H_
 
@@ -23,11 +27,13 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/util/clock.h"
 #include "grpcpp/support/status.h"
 #include "router/admission_queue.h"
+#include "router/attempt_verdict.h"
 #include "router/call_watchdog.h"
 #include "router/client_stream.h"
 #include "router/node_directory.h"
@@ -61,20 +67,25 @@ class RequestRunner {
   RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirectory* nodes,
                 const RouterOptions& options, RouterCounters* counters, RouterMetrics* metrics,
                 Clock* clock = Clock::Real());
-  // Waits (bounded) for Cancel RPCs still in flight.
+  // Cancels the requests still running and waits (bounded) for them and for Cancel RPCs still
+  // in flight to end.
   ~RequestRunner();
   RequestRunner(const RequestRunner&) = delete;
   RequestRunner& operator=(const RequestRunner&) = delete;
 
-  // Runs `request` to its end on the calling thread (blocking), writing responses to `sink`.
-  // OK: the last response (finish_reason and usage set) was written. Errors carry gRPC codes:
-  // INVALID_ARGUMENT / OUT_OF_RANGE for bad input (nothing was written), NOT_FOUND for a model
-  // this router does not serve, RESOURCE_EXHAUSTED when no slot is
-  // to be had (below), UNAVAILABLE when no node can take it, CANCELLED when the client
-  // went away, DEADLINE_EXCEEDED, and the node's status otherwise.
-  // RESOURCE_EXHAUSTED: the admission queue was full or the wait for a slot ran out; the API
-  // layers add Retry-After (HTTP) or grpc-retry-pushback-ms (gRPC) of kRetryAfterSeconds. An error
-  // may follow responses already written (a node failed after the first token).
+  // Starts `request`; its responses go to `sink` and `done` runs once, last, with how it ended
+  // (on any thread; the sink is not touched after). No thread waits on the request
+  // (request_flow.h). OK: the last response (finish_reason and usage set) was written. Errors
+  // carry gRPC codes: INVALID_ARGUMENT / OUT_OF_RANGE for bad input (nothing was written),
+  // NOT_FOUND for a model this router does not serve, RESOURCE_EXHAUSTED when no slot is to be
+  // had (the admission queue was full or the wait for one ran out; the API layers add
+  // Retry-After (HTTP) or grpc-retry-pushback-ms (gRPC) of kRetryAfterSeconds), UNAVAILABLE when
+  // no node can take it, CANCELLED when the client went away, DEADLINE_EXCEEDED, and the node's
+  // status otherwise. An error may follow responses already written (a node failed after the
+  // first token). `sink` must stay valid until `done` runs.
+  void Start(const v1::GenerateRequest& request, const RunOptions& options, ResponseSink* sink,
+             absl::AnyInvocable<void(grpc::Status)> done);
+  // Start, then waits for the end on the calling thread (tests, tools).
   grpc::Status Run(const v1::GenerateRequest& request, const RunOptions& options,
                    ResponseSink& sink);
 
@@ -87,7 +98,7 @@ class RequestRunner {
   }
 
   const ServedModel& model() const { return *model_; }
-  // Requests inside Run right now (running or waiting for a slot).
+  // Requests started and not ended (running or waiting for a slot).
   int64_t in_flight() const { return in_flight_.load(); }
   const AdmissionQueue& admission() const { return admission_; }
 
@@ -95,26 +106,26 @@ class RequestRunner {
   static constexpr int kRetryAfterSeconds = 1;
 
  private:
-  struct Chosen;
-  struct AttemptResult;
+  friend class RequestFlow;
 
-  // Waits for a slot (AdmissionQueue). Returns the status to end the request with when it does
-  // not get one; nullopt once it runs (the caller releases the slot).
-  std::optional<grpc::Status> Admit(const RouterRequest& request, absl::Time deadline,
-                                    RequestApi api, ResponseSink& sink);
-  // Placement, attempts and retries of a validated, admitted request that must end by
-  // `deadline`.
-  grpc::Status RunBuilt(ClientStream& stream, absl::Time deadline);
-  // Waits, in a queue of at most --max-kv-waiting-requests and for at most --kv-wait-timeout-ms
-  // (and the request's deadline), until some decode node reports room for the prompt's KV.
-  // Returns the status to end the request with when it does not get room; nullopt to go on.
-  std::optional<grpc::Status> WaitForKvRoom(const RouterRequest& request, CallGuard& guard);
+  struct Chosen {
+    PlacementKind kind = PlacementKind::kDisaggregated;
+    PlacementReason reason = PlacementReason::kDisaggregated;
+    std::shared_ptr<Node> decode;
+    std::shared_ptr<Node> prefill;  // kDisaggregated only
+    int64_t cached_prefix_tokens = 0;
+  };
+  struct AttemptResult {
+    grpc::Status status;  // OK: the request is done
+    bool retry = false;
+    RetryReason reason = RetryReason::kDecodeFailed;
+    std::vector<std::shared_ptr<Node>> blame;  // not to be used again by this request if possible
+  };
+
   absl::StatusOr<Chosen> Place(const RouterRequest& request,
                                const std::vector<std::string>& failed_nodes);
-  AttemptResult RunDisaggregated(const Chosen& chosen, const std::string& node_request_id,
-                                 CallGuard& guard, ClientStream& stream);
-  AttemptResult RunLocal(const Chosen& chosen, const std::string& node_request_id, CallGuard& guard,
-                         ClientStream& stream);
+  // Counts and logs attempt `attempt`'s placement.
+  void CountPlacement(const Chosen& chosen, const RouterRequest& request, int attempt);
   // The facts every attempt shares: the nodes' names and the request's and client's state.
   AttemptFacts CommonFacts(const Chosen& chosen, const CallGuard& guard,
                            const ClientStream& stream) const;

@@ -4,22 +4,27 @@
 #ifndef TANDEM_ROUTER_RESPONSE_SINK_H_
 #define TANDEM_ROUTER_RESPONSE_SINK_H_
 
+#include "absl/functional/any_invocable.h"
 #include "tandem/v1/generate.pb.h"
 
 namespace tandem {
 
 class ResponseSink {
  public:
+  // false: the client is gone; the runner writes no more.
+  using WriteDone = absl::AnyInvocable<void(bool ok)>;
+
   virtual ~ResponseSink() = default;
 
-  // Delivers one response (called from the runner's thread only, in order). May block while the
-  // client is slow to read; false when the client is gone, after which the runner stops writing.
-  virtual bool Write(const v1::GenerateResponse& response) = 0;
+  // Delivers one response, asynchronously: `done` runs once the sink can take the next one (on
+  // any thread, possibly inside this call). At most one write is outstanding; writes come in
+  // order. A slow client delays `done` (backpressure reaches the node's stream).
+  virtual void Write(const v1::GenerateResponse& response, WriteDone done) = 0;
   // Whether the client went away (disconnected, cancelled). Thread-safe and cheap: a watchdog
   // polls it every few milliseconds.
   virtual bool ClientGone() = 0;
-  // The request ran past its deadline: make a Write blocked on a client that stopped reading
-  // return (false). Thread-safe; may be called more than once.
+  // The request ran past its deadline: make an outstanding Write to a client that stopped
+  // reading end (with false). Thread-safe; may be called more than once.
   virtual void Abort() = 0;
 };
 

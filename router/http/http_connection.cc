@@ -250,16 +250,20 @@ void HttpConnection::StartGeneration(OpenAiEndpoint endpoint, Request& request) 
   ++context_->open_responses;
 
   auto self = shared_from_this();
-  RequestRunner* runner = context_->runner;
-  const bool launched =
-      context_->threads.Launch(sink, [self, sink, runner, generate = std::move(parsed->request),
-                                      run_options = parsed->run_options]() {
-        const grpc::Status status = runner->Run(generate, run_options, *sink);
-        FinalResponse final = sink->Finish(status);
-        net::post(self->stream_.get_executor(), [self, final = std::move(final)]() mutable {
-          self->OnGenerationDone(std::move(final));
-        });
-      });
+  uint64_t running_id = 0;
+  const bool launched = context_->requests.Begin(sink, &running_id);
+  if (launched) {
+    HttpServerContext* context = context_;
+    context_->runner->Start(parsed->request, parsed->run_options, sink.get(),
+                            [self, sink, context, running_id](grpc::Status status) {
+                              FinalResponse final = sink->Finish(status);
+                              net::post(self->stream_.get_executor(),
+                                        [self, final = std::move(final)]() mutable {
+                                          self->OnGenerationDone(std::move(final));
+                                        });
+                              context->requests.End(running_id);
+                            });
+  }
   if (!launched) {
     generation_ = {};
     --context_->open_responses;

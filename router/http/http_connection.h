@@ -1,7 +1,7 @@
 // One client connection of the HTTP API (Boost.Beast, all socket work on the connection's
 // strand): reads requests (HTTP/1.1 keep-alive, pipelining tolerated), answers /health, /ready,
-// /v1/models and errors directly, and hands generation requests to a request thread
-// (request_threads) that runs RequestRunner::Run into an HttpResponseSink.
+// /v1/models and errors directly, and starts generation requests on the RequestRunner with an
+// HttpResponseSink (no thread waits on them; running_requests tracks them for shutdown).
 //
 // While a generation runs, a read stays pending on the socket: EOF or an error means the client
 // went away, the sink's ClientGone() turns true and the runner cancels the request on its nodes.
@@ -33,7 +33,7 @@
 #include "router/http/http_stream.h"
 #include "router/http/openai_error.h"
 #include "router/http/openai_request.h"
-#include "router/http/request_threads.h"
+#include "router/http/running_requests.h"
 #include "router/request_runner.h"
 
 namespace tandem {
@@ -45,7 +45,7 @@ struct HttpServerContext {
   HttpServerOptions options;
   RequestRunner* runner = nullptr;
   std::function<Readiness()> ready;
-  RequestThreads threads;
+  RunningRequests requests;
   int64_t started_unix_seconds = 0;  // /v1/models' `created`
   std::atomic<bool> shutting_down{false};
   // Generation responses not yet written to the end (Shutdown lets them flush).

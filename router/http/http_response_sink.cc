@@ -13,28 +13,52 @@ HttpResponseSink::HttpResponseSink(OpenAiOutputOptions options, const Tokenizer&
       output_(std::move(output)),
       formatter_(std::move(options), tokenizer, std::move(id), std::move(model), created) {}
 
-bool HttpResponseSink::Write(const v1::GenerateResponse& response) {
-  if (gone_.load()) return false;
+void HttpResponseSink::Write(const v1::GenerateResponse& response, WriteDone done) {
+  if (gone_.load()) {
+    done(false);
+    return;
+  }
   if (!options_.stream) {
     formatter_.Add(response);
-    absl::MutexLock lock(&mu_);
-    return !aborted_;
+    bool ok = false;
+    {
+      absl::MutexLock lock(&mu_);
+      ok = !aborted_;
+    }
+    done(ok);
+    return;
   }
   std::string data;
   for (const auto& chunk : formatter_.StreamChunks(response)) data += SseEvent(chunk);
-  if (data.empty()) return true;
+  if (data.empty()) {
+    done(true);
+    return;
+  }
+  bool refused = false;
+  bool room = false;
   {
     absl::MutexLock lock(&mu_);
-    auto writable = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return queued_ <= max_queued_bytes_ || aborted_ || gone_.load();
-    };
-    mu_.Await(absl::Condition(&writable));
-    if (aborted_ || gone_.load()) return false;
-    queued_ += static_cast<int64_t>(data.size());
-    stream_started_ = true;
+    refused = aborted_ || gone_.load();
+    if (!refused) {
+      queued_ += static_cast<int64_t>(data.size());
+      stream_started_ = true;
+      room = queued_ <= max_queued_bytes_;
+      // Over the limit: this write completes once the connection has written enough.
+      if (!room) blocked_write_ = std::move(done);
+    }
+  }
+  if (refused) {
+    done(false);
+    return;
   }
   if (std::shared_ptr<StreamOutput> out = output_.lock()) out->SendStreamData(std::move(data));
-  return true;
+  if (room) done(true);
+}
+
+HttpResponseSink::WriteDone HttpResponseSink::TakeBlockedWrite() {
+  WriteDone blocked = std::move(blocked_write_);
+  blocked_write_ = nullptr;
+  return blocked;
 }
 
 void HttpResponseSink::CloseOutput() {
@@ -45,32 +69,48 @@ bool HttpResponseSink::ClientGone() { return gone_.load(); }
 
 void HttpResponseSink::Abort() {
   bool close = false;
+  WriteDone blocked;
   {
     absl::MutexLock lock(&mu_);
     aborted_ = true;
     // A stream the client stopped reading: nothing more can reach it.
     close = options_.stream && queued_ > 0;
+    blocked = TakeBlockedWrite();
   }
   if (close) CloseOutput();
+  if (blocked != nullptr) blocked(false);
 }
 
 void HttpResponseSink::Cancel() {
+  WriteDone blocked;
   {
     absl::MutexLock lock(&mu_);
     aborted_ = true;
     gone_ = true;
+    blocked = TakeBlockedWrite();
   }
   CloseOutput();
+  if (blocked != nullptr) blocked(false);
 }
 
 void HttpResponseSink::ClientClosed() {
-  absl::MutexLock lock(&mu_);  // wakes a Write waiting for room
-  gone_ = true;
+  WriteDone blocked;
+  {
+    absl::MutexLock lock(&mu_);
+    gone_ = true;
+    blocked = TakeBlockedWrite();
+  }
+  if (blocked != nullptr) blocked(false);
 }
 
 void HttpResponseSink::BytesWritten(int64_t n) {
-  absl::MutexLock lock(&mu_);
-  queued_ -= n;
+  WriteDone blocked;
+  {
+    absl::MutexLock lock(&mu_);
+    queued_ -= n;
+    if (queued_ <= max_queued_bytes_) blocked = TakeBlockedWrite();
+  }
+  if (blocked != nullptr) blocked(true);
 }
 
 int64_t HttpResponseSink::queued_bytes() const {

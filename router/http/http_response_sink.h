@@ -1,9 +1,9 @@
 // The ResponseSink of one OpenAI HTTP request: the request runner writes v1::GenerateResponses
-// into it on the request's own thread; it turns them into OpenAI JSON (openai_response) and
-//   streaming:     hands each chunk as an SSE event to the connection (StreamOutput), blocking
-//                  the runner while more than `max_queued_bytes` are queued unwritten
-//                  (backpressure); the response header goes out with the first event, so an
-//                  error before any output is still a plain JSON error with its status;
+// into it, one at a time; it turns them into OpenAI JSON (openai_response) and
+//   streaming:     hands each chunk as an SSE event to the connection (StreamOutput), holding
+//                  back the write's completion while more than `max_queued_bytes` are queued
+//                  unwritten (backpressure); the response header goes out with the first event, so
+//                  an error before any output is still a plain JSON error with its status;
 //   non-streaming: collects everything for one JSON body at the end.
 // Once the runner returns, Finish() says what the connection must still send.
 //
@@ -56,8 +56,8 @@ class HttpResponseSink : public ResponseSink {
                    std::string model, int64_t created, std::weak_ptr<StreamOutput> output,
                    int64_t max_queued_bytes);
 
-  // ResponseSink (runner thread).
-  bool Write(const v1::GenerateResponse& response) override;
+  // ResponseSink (the request's flow, one call at a time).
+  void Write(const v1::GenerateResponse& response, WriteDone done) override;
   bool ClientGone() override;
   void Abort() override;
 
@@ -76,11 +76,12 @@ class HttpResponseSink : public ResponseSink {
 
  private:
   void CloseOutput();
+  WriteDone TakeBlockedWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const OpenAiOutputOptions options_;
   const int64_t max_queued_bytes_;
   const std::weak_ptr<StreamOutput> output_;
-  // Runner thread only.
+  // The request's flow only (one call at a time).
   OpenAiResponseFormatter formatter_;
   bool stream_started_ = false;
 
@@ -88,6 +89,8 @@ class HttpResponseSink : public ResponseSink {
   mutable absl::Mutex mu_;
   int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  // The write that took queued_ over max_queued_bytes_: done once the connection catches up.
+  WriteDone blocked_write_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem

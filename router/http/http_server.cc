@@ -25,7 +25,9 @@ namespace {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-// After the request threads are done, how long their last bytes get to reach the clients.
+// How long cancelled requests get to end (their node calls see the cancel at once).
+constexpr absl::Duration kCancelledRequestsWait = absl::Seconds(10);
+// After the requests are done, how long their last bytes get to reach the clients.
 constexpr absl::Duration kFlushGrace = absl::Seconds(2);
 // How long the io threads get to finish closing connections before they are stopped.
 constexpr absl::Duration kStopGrace = absl::Seconds(1);
@@ -178,7 +180,7 @@ absl::Status HttpServer::ReloadTls() {
 
 int HttpServer::port() const { return impl_->port; }
 const std::string& HttpServer::address() const { return impl_->address; }
-int64_t HttpServer::requests_in_flight() const { return impl_->context.threads.running(); }
+int64_t HttpServer::requests_in_flight() const { return impl_->context.requests.running(); }
 
 void HttpServer::Shutdown(absl::Duration drain) {
   Impl& impl = *impl_;
@@ -196,15 +198,18 @@ void HttpServer::Shutdown(absl::Duration drain) {
     closed.set_value();
   });
   closed.get_future().wait();
-  impl.context.threads.Close();
+  impl.context.requests.Close();
 
   // In-flight requests get until the deadline, then their clients count as gone.
-  if (!impl.context.threads.WaitIdle(deadline)) {
+  if (!impl.context.requests.WaitIdle(deadline)) {
     spdlog::info("HTTP: cancelling {} requests still running after the drain",
-                 impl.context.threads.running());
-    impl.context.threads.CancelAll();
+                 impl.context.requests.running());
+    impl.context.requests.CancelAll();
+    // A cancelled request ends once its node calls see the cancel (bounded by their deadlines).
+    if (!impl.context.requests.WaitIdle(absl::Now() + kCancelledRequestsWait)) {
+      spdlog::warn("HTTP: {} cancelled requests still running", impl.context.requests.running());
+    }
   }
-  impl.context.threads.JoinAll();
 
   // Let the last events of finished requests reach their clients.
   const absl::Time flush_deadline = absl::Now() + kFlushGrace;

@@ -1,8 +1,8 @@
 // The router's OpenAI-compatible HTTP API: POST /v1/completions and /v1/chat/completions
 // (streaming over server-sent events, or one JSON body), GET /v1/models, /health and /ready.
 // Boost.Beast on an io_context with a few threads: connections, idle keep-alive ones included,
-// cost no thread; each generation request runs RequestRunner::Run (which blocks) on a thread of
-// its own (request_threads), writing through an HttpResponseSink.
+// cost no thread, and neither does a generation request: it is started on the RequestRunner
+// (RequestRunner::Start) and writes through an HttpResponseSink (running_requests tracks them).
 #ifndef TANDEM_ROUTER_HTTP_HTTP_SERVER_H_
 #define TANDEM_ROUTER_HTTP_HTTP_SERVER_H_
 

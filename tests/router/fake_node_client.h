@@ -1,13 +1,15 @@
 // In-process stand-ins for the request path's dependencies (router/node_client.h,
 // router/node_directory.h): a NodeClient that plays back scripted decode streams and prefill
 // answers and records every call, and a NodeDirectory over a fixed list of nodes. They let
-// RequestRunner run without gRPC servers; cancellation that travels through a ClientContext is
-// not observable here, so those paths stay with the gRPC fakes (fake_nodes.h).
+// RequestRunner run without gRPC servers. A stream the flow stops reading ends CANCELLED, as a
+// cancelled context would end it; cancellation that travels through a ClientContext alone (the
+// watchdog's) is not observable here, so those paths stay with the gRPC fakes (fake_nodes.h).
 #ifndef TANDEM_TESTS_ROUTER_FAKE_NODE_CLIENT_H_
 #define TANDEM_TESTS_ROUTER_FAKE_NODE_CLIENT_H_
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,29 +21,55 @@
 
 namespace tandem::testing {
 
-// A decode stream that plays back its events, then ends with `end`.
-class ScriptedEventReader : public DecodeEventReader {
+// A decode stream that plays back its events, one per ReadNext, then ends with `end`; one that
+// stops being read (the flow cancelled it) ends with CANCELLED unless it was played out.
+class ScriptedDecodeStream : public DecodeStream {
  public:
-  ScriptedEventReader(std::vector<v1::DecodeEvent> events, grpc::Status end)
-      : events_(std::move(events)), end_(std::move(end)) {}
+  ScriptedDecodeStream(std::vector<v1::DecodeEvent> events, grpc::Status end,
+                       std::shared_ptr<DecodeStreamReceiver> receiver)
+      : events_(std::move(events)), end_(std::move(end)), receiver_(std::move(receiver)) {}
 
-  bool NextMessageSize(uint32_t* size) override {
-    if (next_ >= events_.size()) return false;
-    *size = static_cast<uint32_t>(events_[next_].ByteSizeLong());
-    return true;
+  void ReadNext() override {
+    std::optional<v1::DecodeEvent> event;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      if (next_ < events_.size()) event = events_[next_++];
+    }
+    if (event.has_value()) {
+      receiver_->OnEvent(*event);
+    } else {
+      End(end_);
+    }
   }
-  bool Read(v1::DecodeEvent* event) override {
-    if (next_ >= events_.size()) return false;
-    *event = events_[next_++];
-    return true;
+  void StopReading() override {
+    bool played_out = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      stopped_ = true;
+      played_out = next_ >= events_.size();
+    }
+    End(played_out ? end_ : grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
   }
-  grpc::Status Finish() override { return end_; }
-  void WaitForInitialMetadata() override {}
 
  private:
+  void End(const grpc::Status& status) {
+    std::shared_ptr<DecodeStreamReceiver> receiver;
+    {
+      absl::MutexLock lock(&mu_);
+      stopped_ = true;
+      receiver = std::move(receiver_);
+    }
+    if (receiver != nullptr) receiver->OnDone(status);
+  }
+
+  absl::Mutex mu_;
   std::vector<v1::DecodeEvent> events_;
-  grpc::Status end_;
-  size_t next_ = 0;
+  const grpc::Status end_;
+  std::shared_ptr<DecodeStreamReceiver> receiver_;
+  size_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One decode stream's script: its events after the handoff (Reserve) or from the start
@@ -49,7 +77,7 @@ class ScriptedEventReader : public DecodeEventReader {
 struct StreamScript {
   std::vector<v1::DecodeEvent> events;
   grpc::Status end;
-  // Reserve only: the first event carries no handoff (a broken node); stream ends there.
+  // Reserve only: the first event carries no handoff (a broken node).
   bool no_handoff = false;
   // Reserve only: the stream ends before any event, with `end`.
   bool fail_reserve = false;
@@ -83,26 +111,36 @@ class FakeNodeClient : public NodeClient {
     prefill_answers_.push_back(std::move(answer));
   }
 
-  std::unique_ptr<DecodeEventReader> Reserve(grpc::ClientContext*,
-                                             const v1::ReserveRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    reserves_.push_back(request);
-    StreamScript s = NextStream();
-    if (s.fail_reserve) return std::make_unique<ScriptedEventReader>(s.events, s.end);
-    v1::DecodeEvent first;
-    if (!s.no_handoff) {
-      first.mutable_handoff()->set_request_id(static_cast<uint64_t>(reserves_.size()));
+  std::shared_ptr<DecodeStream> StartReserve(
+      grpc::ClientContext*, const v1::ReserveRequest& request,
+      std::shared_ptr<DecodeStreamReceiver> receiver) override {
+    std::vector<v1::DecodeEvent> events;
+    StreamScript s;
+    {
+      absl::MutexLock lock(&mu_);
+      reserves_.push_back(request);
+      s = NextStream();
+      if (!s.fail_reserve) {
+        v1::DecodeEvent first;
+        if (!s.no_handoff) {
+          first.mutable_handoff()->set_request_id(static_cast<uint64_t>(reserves_.size()));
+        }
+        events.push_back(first);
+        if (!s.no_handoff) events.insert(events.end(), s.events.begin(), s.events.end());
+      }
     }
-    std::vector<v1::DecodeEvent> events = {first};
-    if (!s.no_handoff) events.insert(events.end(), s.events.begin(), s.events.end());
-    return std::make_unique<ScriptedEventReader>(std::move(events), s.end);
+    return Play(std::move(events), s.end, std::move(receiver));
   }
-  std::unique_ptr<DecodeEventReader> Generate(grpc::ClientContext*,
-                                              const v1::NodeGenerateRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    generates_.push_back(request);
-    StreamScript s = NextStream();
-    return std::make_unique<ScriptedEventReader>(s.events, s.end);
+  std::shared_ptr<DecodeStream> StartGenerate(
+      grpc::ClientContext*, const v1::NodeGenerateRequest& request,
+      std::shared_ptr<DecodeStreamReceiver> receiver) override {
+    StreamScript s;
+    {
+      absl::MutexLock lock(&mu_);
+      generates_.push_back(request);
+      s = NextStream();
+    }
+    return Play(s.events, s.end, std::move(receiver));
   }
   void Prefill(grpc::ClientContext*, const v1::PrefillRequest* request, v1::PrefillResponse*,
                Done done) override {
@@ -144,6 +182,14 @@ class FakeNodeClient : public NodeClient {
   }
 
  private:
+  static std::shared_ptr<DecodeStream> Play(std::vector<v1::DecodeEvent> events, grpc::Status end,
+                                            std::shared_ptr<DecodeStreamReceiver> receiver) {
+    auto stream = std::make_shared<ScriptedDecodeStream>(std::move(events), std::move(end),
+                                                         std::move(receiver));
+    stream->ReadNext();  // reading starts at once
+    return stream;
+  }
+
   StreamScript NextStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (streams_.empty()) return StreamScript{.events = TokenEvents({}, "length")};
     StreamScript s = streams_.front();

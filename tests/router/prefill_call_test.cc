@@ -1,5 +1,5 @@
 // PrefillCall's states: a failed answer before the first token cuts the decode stream; after it,
-// or once the router cancelled the call, it does not; an answer that never comes is reported.
+// or once the router cancelled the call, it does not; what result() reports in each case.
 #include "router/prefill_call.h"
 
 #include <memory>
@@ -12,12 +12,12 @@ namespace {
 // A NodeClient whose Prefill answers when the test says so.
 class HeldPrefillClient : public NodeClient {
  public:
-  std::unique_ptr<DecodeEventReader> Reserve(grpc::ClientContext*,
-                                             const v1::ReserveRequest&) override {
+  std::shared_ptr<DecodeStream> StartReserve(grpc::ClientContext*, const v1::ReserveRequest&,
+                                             std::shared_ptr<DecodeStreamReceiver>) override {
     return nullptr;
   }
-  std::unique_ptr<DecodeEventReader> Generate(grpc::ClientContext*,
-                                              const v1::NodeGenerateRequest&) override {
+  std::shared_ptr<DecodeStream> StartGenerate(grpc::ClientContext*, const v1::NodeGenerateRequest&,
+                                              std::shared_ptr<DecodeStreamReceiver>) override {
     return nullptr;
   }
   void Prefill(grpc::ClientContext*, const v1::PrefillRequest*, v1::PrefillResponse* response,
@@ -43,12 +43,14 @@ class PrefillCallTest : public ::testing::Test {
  protected:
   std::shared_ptr<PrefillCall> Start() {
     auto call = PrefillCall::Create(v1::PrefillRequest(), absl::InfiniteFuture());
-    call->Start(client_, [this] { ++stream_cancels_; });
+    call->Start(
+        client_, [this] { ++stream_cancels_; }, [this] { ++answers_; });
     return call;
   }
 
   HeldPrefillClient client_;
   int stream_cancels_ = 0;
+  int answers_ = 0;
 };
 
 const grpc::Status kBusy(grpc::StatusCode::RESOURCE_EXHAUSTED, "busy");
@@ -58,8 +60,9 @@ TEST_F(PrefillCallTest, AFailureBeforeTheFirstTokenCutsTheDecodeStream) {
   EXPECT_EQ(call->state(), PrefillCall::State::kInFlight);
   client_.Answer(kBusy);
   EXPECT_EQ(stream_cancels_, 1);
+  EXPECT_EQ(answers_, 1);
   EXPECT_EQ(call->state(), PrefillCall::State::kAnswered);
-  const PrefillCall::Result r = call->Finish(false, absl::ZeroDuration(), absl::Seconds(1));
+  const PrefillCall::Result r = call->result();
   EXPECT_EQ(r.end, PrefillEnd::kFailed);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
@@ -70,52 +73,46 @@ TEST_F(PrefillCallTest, AFailureAfterTheFirstTokenLeavesTheStreamAlone) {
   EXPECT_EQ(call->state(), PrefillCall::State::kStreamLive);
   client_.Answer(kBusy);
   EXPECT_EQ(stream_cancels_, 0);
-  EXPECT_EQ(call->Finish(true, absl::ZeroDuration(), absl::Seconds(1)).end, PrefillEnd::kFailed);
+  EXPECT_TRUE(call->answered());
+  EXPECT_EQ(call->result().end, PrefillEnd::kFailed);
 }
 
 TEST_F(PrefillCallTest, AnOkAnswerCarriesTheNodesQueueTime) {
   auto call = Start();
   client_.Answer(grpc::Status::OK, 1234);
-  const PrefillCall::Result r = call->Finish(true, absl::ZeroDuration(), absl::Seconds(1));
+  const PrefillCall::Result r = call->result();
   EXPECT_EQ(r.end, PrefillEnd::kOk);
   EXPECT_EQ(r.queue_us, 1234);
   EXPECT_EQ(stream_cancels_, 0);
 }
 
-TEST_F(PrefillCallTest, AnUnfinishedStreamCancelsTheCallAndItsAnswerIsNotTheNodesFault) {
-  auto call = Start();
-  // No answer yet and the stream did not finish: Finish cancels; the answer arrives meanwhile.
-  std::thread answer([&] {
-    while (call->state() != PrefillCall::State::kCancelling) absl::SleepFor(absl::Milliseconds(1));
-    client_.Answer(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
-  });
-  const PrefillCall::Result r = call->Finish(false, absl::Seconds(5), absl::Seconds(5));
-  answer.join();
-  EXPECT_EQ(r.end, PrefillEnd::kCancelledByRouter);
-  EXPECT_EQ(call->state(), PrefillCall::State::kAnsweredAfterCancel);
-  EXPECT_EQ(stream_cancels_, 0);
-}
-
-TEST_F(PrefillCallTest, AFinishedStreamGivesTheAnswerItsGrace) {
-  auto call = Start();
-  std::thread answer([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    client_.Answer(grpc::Status::OK);
-  });
-  const PrefillCall::Result r = call->Finish(true, absl::Seconds(5), absl::Seconds(5));
-  answer.join();
-  EXPECT_EQ(r.end, PrefillEnd::kOk);
-}
-
-TEST_F(PrefillCallTest, AnAnswerThatNeverComesIsReportedAsSuch) {
+TEST_F(PrefillCallTest, ACancelledCallsAnswerIsNotTheNodesFault) {
   auto call = Start();
   call->ProtectStream();
-  // Cancelled by the router (the stream finished, the grace ran out) and still no answer.
-  const PrefillCall::Result r = call->Finish(true, absl::Milliseconds(1), absl::Milliseconds(1));
-  EXPECT_EQ(r.end, PrefillEnd::kCancelledByRouter);
-  client_.Answer(kBusy);  // late: changes nothing, touches no stream
+  call->Cancel();
+  EXPECT_EQ(call->state(), PrefillCall::State::kCancelling);
+  EXPECT_FALSE(call->answered());
+  EXPECT_EQ(call->result().end, PrefillEnd::kCancelledByRouter);  // even before it answers
+  client_.Answer(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
   EXPECT_EQ(call->state(), PrefillCall::State::kAnsweredAfterCancel);
+  EXPECT_EQ(call->result().end, PrefillEnd::kCancelledByRouter);
   EXPECT_EQ(stream_cancels_, 0);
+  EXPECT_EQ(answers_, 1);
+}
+
+TEST_F(PrefillCallTest, AnOkAnswerThatRacesTheCancelStillCounts) {
+  auto call = Start();
+  call->Cancel();
+  client_.Answer(grpc::Status::OK);
+  EXPECT_EQ(call->result().end, PrefillEnd::kOk);
+}
+
+TEST_F(PrefillCallTest, CancelAfterTheAnswerChangesNothing) {
+  auto call = Start();
+  client_.Answer(kBusy);
+  call->Cancel();
+  EXPECT_EQ(call->state(), PrefillCall::State::kAnswered);
+  EXPECT_EQ(call->result().end, PrefillEnd::kFailed);
 }
 
 }  // namespace

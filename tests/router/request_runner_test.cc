@@ -26,9 +26,9 @@ using testing::TokenEvents;
 
 class CollectingSink : public ResponseSink {
  public:
-  bool Write(const v1::GenerateResponse& response) override {
+  void Write(const v1::GenerateResponse& response, WriteDone done) override {
     responses.push_back(response);
-    return true;
+    done(true);
   }
   bool ClientGone() override { return false; }
   void Abort() override {}

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,20 @@ class HttpResponseSinkTest : public ::testing::Test {
     return r;
   }
 
+  // Starts a write: its result, empty while it waits for the connection to catch up.
+  static std::shared_ptr<std::optional<bool>> StartWrite(HttpResponseSink& sink,
+                                                         const v1::GenerateResponse& response) {
+    auto result = std::make_shared<std::optional<bool>>();
+    sink.Write(response, [result](bool ok) { *result = ok; });
+    return result;
+  }
+  // A write that completes at once: its result.
+  static bool Write(HttpResponseSink& sink, const v1::GenerateResponse& response) {
+    std::shared_ptr<std::optional<bool>> result = StartWrite(sink, response);
+    EXPECT_TRUE(result->has_value()) << "the write did not complete at once";
+    return result->value_or(false);
+  }
+
   static Tokenizer* tokenizer_;
   std::shared_ptr<FakeOutput> output_ = std::make_shared<FakeOutput>();
 };
@@ -80,8 +95,8 @@ Tokenizer* HttpResponseSinkTest::tokenizer_ = nullptr;
 
 TEST_F(HttpResponseSinkTest, StreamsSseEventsAndEndsWithDone) {
   auto sink = Sink(true);
-  EXPECT_TRUE(sink->Write(Text(" Hello")));
-  EXPECT_TRUE(sink->Write(Text(" world", "length")));
+  EXPECT_TRUE(Write(*sink, Text(" Hello")));
+  EXPECT_TRUE(Write(*sink, Text(" world", "length")));
   std::vector<std::string> data = output_->data();
   ASSERT_EQ(data.size(), 2u);
   EXPECT_THAT(data[0], StartsWith("data: {"));
@@ -96,46 +111,38 @@ TEST_F(HttpResponseSinkTest, StreamsSseEventsAndEndsWithDone) {
   EXPECT_FALSE(sink->ClientGone());
 }
 
-TEST_F(HttpResponseSinkTest, WriteBlocksWhileTooMuchIsUnwritten) {
+TEST_F(HttpResponseSinkTest, AWriteCompletesOnlyOnceTheConnectionCatchesUp) {
   auto sink = Sink(true, /*max_queued=*/10);
-  ASSERT_TRUE(sink->Write(Text("a")));  // over the limit now
-  std::atomic<bool> returned{false};
-  std::thread writer([&] {
-    EXPECT_TRUE(sink->Write(Text("b")));
-    returned = true;
-  });
-  absl::SleepFor(absl::Milliseconds(100));
-  EXPECT_FALSE(returned.load());
+  std::shared_ptr<std::optional<bool>> a = StartWrite(*sink, Text("a"));  // over the limit now
+  EXPECT_FALSE(a->has_value());
+  EXPECT_EQ(output_->data().size(), 1u);  // sent; the runner waits before the next
   sink->BytesWritten(sink->queued_bytes());
-  writer.join();
-  EXPECT_TRUE(returned.load());
+  ASSERT_TRUE(a->has_value());
+  EXPECT_TRUE(**a);
+  EXPECT_FALSE(StartWrite(*sink, Text("b"))->has_value());
   EXPECT_EQ(output_->data().size(), 2u);
 }
 
 TEST_F(HttpResponseSinkTest, AbortReleasesABlockedWriteAndDropsTheStream) {
   auto sink = Sink(true, 10);
-  ASSERT_TRUE(sink->Write(Text("a")));
-  std::atomic<bool> result{true};
-  std::thread writer([&] { result = sink->Write(Text("b")); });
-  absl::SleepFor(absl::Milliseconds(50));
+  std::shared_ptr<std::optional<bool>> a = StartWrite(*sink, Text("a"));
+  ASSERT_FALSE(a->has_value());
   sink->Abort();
-  writer.join();
-  EXPECT_FALSE(result.load());
+  ASSERT_TRUE(a->has_value());
+  EXPECT_FALSE(**a);
   EXPECT_EQ(output_->closes(), 1);  // the client stopped reading: nothing more reaches it
   EXPECT_EQ(output_->data().size(), 1u);
-  EXPECT_FALSE(sink->Write(Text("c")));
+  EXPECT_FALSE(Write(*sink, Text("c")));
 }
 
 TEST_F(HttpResponseSinkTest, AClosedClientReleasesWritesAndCountsAsGone) {
   auto sink = Sink(true, 10);
-  ASSERT_TRUE(sink->Write(Text("a")));
-  std::atomic<bool> result{true};
-  std::thread writer([&] { result = sink->Write(Text("b")); });
-  absl::SleepFor(absl::Milliseconds(50));
+  std::shared_ptr<std::optional<bool>> a = StartWrite(*sink, Text("a"));
+  ASSERT_FALSE(a->has_value());
   EXPECT_FALSE(sink->ClientGone());
   sink->ClientClosed();
-  writer.join();
-  EXPECT_FALSE(result.load());
+  ASSERT_TRUE(a->has_value());
+  EXPECT_FALSE(**a);
   EXPECT_TRUE(sink->ClientGone());
   EXPECT_EQ(sink->Finish(grpc::Status(grpc::StatusCode::CANCELLED, "gone")).kind,
             FinalResponse::Kind::kNothing);
@@ -146,7 +153,7 @@ TEST_F(HttpResponseSinkTest, CancelMakesTheClientGoneAndClosesTheConnection) {
   sink->Cancel();
   EXPECT_TRUE(sink->ClientGone());
   EXPECT_EQ(output_->closes(), 1);
-  EXPECT_FALSE(sink->Write(Text("a")));
+  EXPECT_FALSE(Write(*sink, Text("a")));
 }
 
 TEST_F(HttpResponseSinkTest, AnErrorBeforeAnyOutputIsAJsonErrorWithItsStatus) {
@@ -163,7 +170,7 @@ TEST_F(HttpResponseSinkTest, AnErrorBeforeAnyOutputIsAJsonErrorWithItsStatus) {
 
 TEST_F(HttpResponseSinkTest, AnErrorAfterTheStreamBeganIsAnErrorEvent) {
   auto sink = Sink(true);
-  ASSERT_TRUE(sink->Write(Text(" Hello")));
+  ASSERT_TRUE(Write(*sink, Text(" Hello")));
   FinalResponse final =
       sink->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node broke"));
   EXPECT_EQ(final.kind, FinalResponse::Kind::kStreamTail);
@@ -178,8 +185,8 @@ TEST_F(HttpResponseSinkTest, AnErrorAfterTheStreamBeganIsAnErrorEvent) {
 
 TEST_F(HttpResponseSinkTest, NonStreamingCollectsOneBody) {
   auto sink = Sink(false);
-  EXPECT_TRUE(sink->Write(Text(" Hello")));
-  EXPECT_TRUE(sink->Write(Text(" world", "stop")));
+  EXPECT_TRUE(Write(*sink, Text(" Hello")));
+  EXPECT_TRUE(Write(*sink, Text(" world", "stop")));
   EXPECT_TRUE(output_->data().empty());
   FinalResponse final = sink->Finish(grpc::Status::OK);
   EXPECT_EQ(final.kind, FinalResponse::Kind::kComplete);
@@ -191,10 +198,10 @@ TEST_F(HttpResponseSinkTest, NonStreamingCollectsOneBody) {
 
 TEST_F(HttpResponseSinkTest, NonStreamingErrorAfterOutputIsStillAnError) {
   auto sink = Sink(false);
-  EXPECT_TRUE(sink->Write(Text(" Hello")));
+  EXPECT_TRUE(Write(*sink, Text(" Hello")));
   sink->Abort();  // the deadline passed: the runner stops writing, the 504 still goes out
   EXPECT_EQ(output_->closes(), 0);
-  EXPECT_FALSE(sink->Write(Text(" world")));
+  EXPECT_FALSE(Write(*sink, Text(" world")));
   FinalResponse final = sink->Finish(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "late"));
   EXPECT_EQ(final.kind, FinalResponse::Kind::kComplete);
   EXPECT_EQ(final.status, 504);

@@ -1,0 +1,559 @@
+#include "router/request_flow.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "router/client_errors.h"
+#include "router/kv_admission.h"
+#include "spdlog/spdlog.h"
+
+namespace tandem {
+namespace {
+
+// The decode stream finished while the prefill call had not answered yet (its answer races with
+// the first token): how long it gets before it is cancelled.
+constexpr absl::Duration kPrefillAnswerGrace = absl::Seconds(1);
+// A request waiting for KV room looks at the decode nodes' load reports this often.
+constexpr absl::Duration kKvWaitPoll = absl::Milliseconds(10);
+
+}  // namespace
+
+// Hands a decode stream's events to the flow's executor, tagged with the attempt.
+class RequestFlow::Receiver final : public DecodeStreamReceiver {
+ public:
+  Receiver(std::shared_ptr<RequestFlow> flow, int attempt)
+      : flow_(std::move(flow)), attempt_(attempt) {}
+  void OnEvent(const v1::DecodeEvent& event) override {
+    flow_->Post([n = attempt_, event](RequestFlow& f) { f.OnStreamEvent(n, event); });
+  }
+  void OnDone(const grpc::Status& status) override {
+    flow_->Post([n = attempt_, status](RequestFlow& f) { f.OnStreamDone(n, status); });
+  }
+
+ private:
+  const std::shared_ptr<RequestFlow> flow_;
+  const int attempt_;
+};
+
+RequestFlow::RequestFlow(RequestRunner* runner, ResponseSink* sink, Done done, RequestApi api)
+    : runner_(runner),
+      sink_(sink),
+      done_(std::move(done)),
+      api_(api),
+      timer_(runner->clock_->Now()) {}
+
+void RequestFlow::Start(RequestRunner* runner, const v1::GenerateRequest& request,
+                        const RunOptions& options, ResponseSink* sink, Done done) {
+  std::shared_ptr<RequestFlow> flow(new RequestFlow(runner, sink, std::move(done), options.api));
+  flow->self_ = flow;
+  flow->Post([request, options](RequestFlow& f) { f.Begin(request, options); });
+}
+
+void RequestFlow::Begin(const v1::GenerateRequest& request, const RunOptions& options) {
+  RequestRunner& r = *runner_;
+  ++r.counters_->requests;
+  r.in_flight_.fetch_add(1);
+  // The router's --request-timeout-ms and the client's own deadline, from arrival: the wait for a
+  // slot counts.
+  deadline_ = std::min(r.clock_->Now() + absl::Milliseconds(r.options_.request_timeout_ms),
+                       options.deadline);
+  absl::StatusOr<RouterRequest> built =
+      BuildRequest(request, *r.model_, options.unset_max_tokens_fills_context);
+  if (!built.ok()) {
+    ++r.counters_->requests_invalid;
+    Refuse(grpc::Status(static_cast<grpc::StatusCode>(built.status().code()),
+                        std::string(built.status().message())));
+    return;
+  }
+  if (!options.request_id.empty()) built->request_id = options.request_id;
+  if (!built->client_request_id.empty()) {
+    spdlog::debug("{}: the client calls it {}", built->request_id, built->client_request_id);
+  }
+  request_ = *std::move(built);
+  guard_ = std::make_shared<CallGuard>(sink_, deadline_);
+  guard_->SetWaker([weak = std::weak_ptr<RequestFlow>(shared_from_this())] {
+    if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
+      flow->Post([](RequestFlow& f) { f.OnWake(); });
+    }
+  });
+  r.watchdog_.Add(guard_);
+
+  const bool must_wait = r.admission_.running() >= r.options_.max_concurrent_requests;
+  const Admission admission = r.admission_.Admit(
+      static_cast<int64_t>(request_->prompt.size()),
+      [weak = std::weak_ptr<RequestFlow>(shared_from_this())] {
+        if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
+          flow->Post([](RequestFlow& f) { f.OnAdmitted(); });
+        }
+      },
+      &ticket_);
+  switch (admission) {
+    case Admission::kAdmitted:
+      if (must_wait) ++r.counters_->queued;
+      Admitted();
+      return;
+    case Admission::kQueued:
+      ++r.counters_->queued;
+      stage_ = Stage::kQueued;
+      queue_give_up_ = std::min(deadline_, r.clock_->Now() + r.admission_.options().max_wait);
+      guard_->WakeAt(queue_give_up_);
+      return;
+    case Admission::kQueueFull:
+      ++r.counters_->requests_refused;
+      Refuse(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          WithRequestId(
+              absl::StrCat("the router is running ", r.options_.max_concurrent_requests,
+                           " requests and its queue is full (--max-queued-requests ",
+                           r.options_.max_queued_requests, ", --max-queued-prompt-tokens ",
+                           r.options_.max_queued_prompt_tokens, "); retry later"),
+              request_->request_id)));
+      return;
+  }
+}
+
+void RequestFlow::OnAdmitted() {
+  if (stage_ != Stage::kQueued) {  // kDone
+    // Admitted while it was leaving (Leave lost the race): hand the slot on.
+    runner_->admission_.Release();
+    return;
+  }
+  Admitted();
+}
+
+void RequestFlow::Admitted() {
+  admitted_ = true;
+  started_ = true;
+  runner_->metrics_->RequestStarted();
+  stream_.emplace(sink_, *request_, *runner_->model_->tokenizer, &timer_, runner_->metrics_,
+                  runner_->clock_);
+  stage_ = Stage::kWaitingForKv;
+  NextAttempt();
+}
+
+void RequestFlow::OnWake() {
+  if (stage_ == Stage::kDone) return;
+  RequestRunner& r = *runner_;
+  const absl::Time now = r.clock_->Now();
+  switch (stage_) {
+    case Stage::kQueued: {
+      const bool gone = guard_->client_cancelled();
+      if (!gone && now < queue_give_up_) return;
+      if (!r.admission_.Leave(ticket_)) return;  // admitted meanwhile: OnAdmitted comes
+      stage_ = Stage::kDone;
+      if (gone) {
+        ++r.counters_->requests_cancelled;
+        Refuse(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
+      } else if (now >= deadline_) {
+        ++r.counters_->requests_failed;
+        Refuse(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                            WithRequestId("the request ran past its deadline waiting for a slot",
+                                          request_->request_id)));
+      } else {
+        ++r.counters_->queue_timeouts;
+        ++r.counters_->requests_refused;
+        Refuse(grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            WithRequestId(
+                absl::StrCat("no slot freed within ", r.options_.queue_timeout_ms,
+                             " ms (--queue-timeout-ms) among the ",
+                             r.options_.max_concurrent_requests, " running requests; retry later"),
+                request_->request_id)));
+      }
+      return;
+    }
+    case Stage::kWaitingForKv:
+      if (waiting_for_kv_) NextAttempt();
+      return;
+    case Stage::kEndingPrefill:
+      EndPrefill();
+      return;
+    case Stage::kReserving:
+    case Stage::kStreaming:
+    case Stage::kDone:
+      return;  // the guard cancels node calls itself; their ends drive the flow
+  }
+}
+
+// The loop head of the attempts: checks, KV room, placement, then one attempt.
+void RequestFlow::NextAttempt() {
+  RequestRunner& r = *runner_;
+  const int attempt = attempt_number_ + 1;
+  if (guard_->client_cancelled()) {
+    ++r.counters_->requests_cancelled;
+    End(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
+    return;
+  }
+  if (guard_->timed_out()) {
+    ++r.counters_->requests_failed;
+    End(grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        WithRequestId(attempt == 0 ? std::string("the request ran past its deadline")
+                                   : absl::StrCat("the request ran past its deadline; last error: ",
+                                                  last_error_),
+                      request_->request_id)));
+    return;
+  }
+  if (!KvRoomOrWait()) return;
+  absl::StatusOr<RequestRunner::Chosen> chosen = r.Place(*request_, failed_nodes_);
+  if (!chosen.ok()) {
+    ++r.counters_->no_node_available;
+    ++r.counters_->requests_failed;
+    std::string message(chosen.status().message());
+    if (attempt > 0) absl::StrAppend(&message, "; last error: ", last_error_);
+    End(grpc::Status(grpc::StatusCode::UNAVAILABLE, WithRequestId(message, request_->request_id)));
+    return;
+  }
+  r.CountPlacement(*chosen, *request_, attempt);
+  attempt_number_ = attempt;
+  attempt_ = std::make_unique<Attempt>();
+  attempt_->number = attempt;
+  attempt_->chosen = *std::move(chosen);
+  attempt_->node_request_id =
+      attempt == 0 ? request_->request_id : absl::StrCat(request_->request_id, "#", attempt);
+  attempt_->decode_ctx = std::make_unique<grpc::ClientContext>();
+  attempt_->decode_ctx->set_deadline(absl::ToChronoTime(deadline_));
+  timer_.Dispatched(r.clock_->Now());
+  guard_->SetAttemptDeadline(r.clock_->Now() +
+                             absl::Milliseconds(r.options_.first_token_timeout_ms));
+  guard_->Attach(attempt_->decode_ctx.get());
+  if (attempt_->chosen.kind == PlacementKind::kDisaggregated) {
+    StartDisaggregated();
+  } else {
+    StartLocal();
+  }
+}
+
+// True when some decode node reports room for the prompt's KV (or none reports at all). Else the
+// request waits, in a queue of at most --max-kv-waiting-requests and for at most
+// --kv-wait-timeout-ms (within its deadline), and then gets UNAVAILABLE.
+bool RequestFlow::KvRoomOrWait() {
+  RequestRunner& r = *runner_;
+  const int64_t prompt_tokens = static_cast<int64_t>(request_->prompt.size());
+  std::vector<v1::NodeLoad> loads;
+  for (const auto& node : r.pool_->UpNodes(NodeRole::kDecode))
+    loads.push_back(node->snapshot().load);
+  const bool full = DecodeKvRoom(loads, prompt_tokens) == KvRoom::kFull;
+  const absl::Time now = r.clock_->Now();
+  if (!full) {
+    if (waiting_for_kv_) {
+      waiting_for_kv_ = false;
+      r.waiting_for_kv_.fetch_sub(1);
+    }
+    return true;
+  }
+  if (!waiting_for_kv_) {
+    ++r.counters_->kv_waits;
+    if (r.waiting_for_kv_.fetch_add(1) >= r.options_.max_kv_waiting_requests) {
+      r.waiting_for_kv_.fetch_sub(1);
+      ++r.counters_->kv_wait_refusals;
+      ++r.counters_->requests_failed;
+      End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       WithRequestId(absl::StrCat("the decode nodes' KV cache is full and ",
+                                                  r.options_.max_kv_waiting_requests,
+                                                  " requests are already waiting for room; retry "
+                                                  "later"),
+                                     request_->request_id)));
+      return false;
+    }
+    waiting_for_kv_ = true;
+    kv_give_up_ = std::min(deadline_, now + absl::Milliseconds(r.options_.kv_wait_timeout_ms));
+  }
+  if (now >= kv_give_up_) {
+    waiting_for_kv_ = false;
+    r.waiting_for_kv_.fetch_sub(1);
+    ++r.counters_->kv_wait_refusals;
+    ++r.counters_->requests_failed;
+    spdlog::warn("{}: no decode node had room for {} prompt tokens within {} ms",
+                 request_->request_id, prompt_tokens, r.options_.kv_wait_timeout_ms);
+    End(grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        WithRequestId(
+            absl::StrCat("no decode node had free KV cache for this prompt of ", prompt_tokens,
+                         " tokens within ", r.options_.kv_wait_timeout_ms, " ms; retry later"),
+            request_->request_id)));
+    return false;
+  }
+  stage_ = Stage::kWaitingForKv;
+  guard_->WakeAt(now + kKvWaitPoll);
+  return false;
+}
+
+void RequestFlow::StartDisaggregated() {
+  RequestRunner& r = *runner_;
+  stage_ = Stage::kReserving;
+  v1::ReserveRequest reserve;
+  reserve.mutable_prompt_token_ids()->Assign(request_->prompt.begin(), request_->prompt.end());
+  *reserve.mutable_sampling() = request_->node_sampling;
+  reserve.set_request_id(attempt_->node_request_id);
+  reserve.set_lease_ms(r.options_.lease_ms);
+  attempt_->stream = attempt_->chosen.decode->client().StartReserve(
+      attempt_->decode_ctx.get(), reserve,
+      std::make_shared<Receiver>(shared_from_this(), attempt_->number));
+}
+
+void RequestFlow::StartLocal() {
+  stage_ = Stage::kStreaming;
+  v1::NodeGenerateRequest generate;
+  generate.mutable_prompt_token_ids()->Assign(request_->prompt.begin(), request_->prompt.end());
+  *generate.mutable_sampling() = request_->node_sampling;
+  generate.set_request_id(attempt_->node_request_id);
+  attempt_->stream = attempt_->chosen.decode->client().StartGenerate(
+      attempt_->decode_ctx.get(), generate,
+      std::make_shared<Receiver>(shared_from_this(), attempt_->number));
+}
+
+void RequestFlow::OnStreamEvent(int attempt, const v1::DecodeEvent& event) {
+  if (stage_ == Stage::kDone) return;
+  if (attempt_ == nullptr || attempt != attempt_->number || !attempt_->reading) return;
+  attempt_->chosen.decode->NoteProgress(runner_->clock_->Now());  // busy, not dead
+  if (stage_ == Stage::kReserving) {
+    OnHandoff(event);
+    return;
+  }
+  ConsumeEvent(event);
+}
+
+// Reserve's first event: the handoff, then prefill on P while D's stream is read.
+void RequestFlow::OnHandoff(const v1::DecodeEvent& event) {
+  if (!event.has_handoff()) {
+    attempt_->reserve = ReserveEnd::kNoHandoff;
+    attempt_->decode_ctx->TryCancel();
+    StopReading();  // its end brings the verdict
+    return;
+  }
+  stream_->cached_tokens =
+      std::max<int64_t>(stream_->cached_tokens, event.handoff().num_cached_tokens());
+  v1::PrefillRequest prefill;
+  prefill.mutable_prompt_token_ids()->Assign(request_->prompt.begin(), request_->prompt.end());
+  *prefill.mutable_sampling() = request_->node_sampling;
+  *prefill.mutable_handoff() = event.handoff();
+  prefill.set_request_id(attempt_->node_request_id);
+  attempt_->prefill = PrefillCall::Create(std::move(prefill), deadline_);
+  guard_->Attach(attempt_->prefill->context());
+  stage_ = Stage::kStreaming;
+  // A prefill that fails before D's first token cancels D's stream, so the attempt ends at once.
+  grpc::ClientContext* decode_ctx = attempt_->decode_ctx.get();
+  attempt_->prefill->Start(
+      attempt_->chosen.prefill->client(), [decode_ctx] { decode_ctx->TryCancel(); },
+      [weak = std::weak_ptr<RequestFlow>(shared_from_this()), n = attempt_->number] {
+        if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
+          flow->Post([n](RequestFlow& f) { f.OnPrefillAnswer(n); });
+        }
+      });
+  attempt_->stream->ReadNext();
+}
+
+void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
+  if (attempt_->last.has_value()) {  // finished: the node ends its stream next
+    attempt_->stream->ReadNext();
+    return;
+  }
+  if (event.tokens_size() > 0 && !attempt_->first_token) {
+    attempt_->first_token = true;
+    guard_->SetAttemptDeadline(absl::InfiniteFuture());
+    if (attempt_->prefill != nullptr) {
+      attempt_->prefill->ProtectStream();  // a late prefill error must not cut a live stream
+    } else {
+      timer_.SetNodeQueue(absl::Microseconds(event.queue_us()));
+    }
+  }
+  ClientStream::EventStep step = stream_->OnEvent(event);
+  if (step.result != ClientStream::EventResult::kContinue) attempt_->last = step.result;
+  if (!step.response.has_value()) {
+    AfterEvent();
+    return;
+  }
+  attempt_->writing = true;
+  sink_->Write(*step.response, [weak = std::weak_ptr<RequestFlow>(shared_from_this()),
+                                n = attempt_->number, response = *step.response](bool ok) {
+    if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
+      flow->Post([n, response, ok](RequestFlow& f) { f.OnWritten(n, response, ok); });
+    }
+  });
+}
+
+void RequestFlow::OnWritten(int attempt, const v1::GenerateResponse& response, bool ok) {
+  if (stage_ == Stage::kDone) return;
+  stream_->Written(response, ok);
+  if (attempt_ == nullptr || attempt != attempt_->number) return;
+  attempt_->writing = false;
+  AfterEvent();
+}
+
+// After an event (and its write): read on, stop, or conclude a stream that already ended.
+void RequestFlow::AfterEvent() {
+  Attempt& a = *attempt_;
+  if (stream_->client_gone) {
+    a.decode_ctx->TryCancel();
+    StopReading();
+  } else if (a.last == ClientStream::EventResult::kStopped) {
+    a.outcome.stopped = true;
+    a.outcome.finished = true;
+    a.decode_ctx->TryCancel();
+    StopReading();
+  } else if (a.reading && !a.stream_ended) {
+    if (a.last == ClientStream::EventResult::kFinished) a.outcome.finished = true;
+    a.stream->ReadNext();  // after the last response: drain the stream for its status
+  }
+  if (a.stream_ended) StreamEnded();
+}
+
+void RequestFlow::StopReading() {
+  attempt_->reading = false;
+  attempt_->stream->StopReading();
+}
+
+void RequestFlow::OnStreamDone(int attempt, const grpc::Status& status) {
+  if (stage_ == Stage::kDone) return;
+  if (attempt_ == nullptr || attempt != attempt_->number) return;
+  attempt_->stream_ended = true;
+  attempt_->reading = false;
+  attempt_->outcome.status = status;
+  if (attempt_->last == ClientStream::EventResult::kFinished) attempt_->outcome.finished = true;
+  if (stage_ == Stage::kReserving) {
+    if (attempt_->reserve == ReserveEnd::kHandoff) attempt_->reserve = ReserveEnd::kNoEvent;
+    Conclude();
+    return;
+  }
+  if (!attempt_->writing) StreamEnded();  // else OnWritten gets here
+}
+
+void RequestFlow::StreamEnded() {
+  if (stage_ != Stage::kStreaming) return;
+  if (attempt_->prefill == nullptr) {
+    Conclude();
+    return;
+  }
+  stage_ = Stage::kEndingPrefill;
+  attempt_->prefill->ProtectStream();
+  if (attempt_->outcome.finished) {
+    // Its answer races with the first token: it gets a grace before it is cancelled.
+    attempt_->prefill_grace_until = runner_->clock_->Now() + kPrefillAnswerGrace;
+    guard_->WakeAt(attempt_->prefill_grace_until);
+  }
+  EndPrefill();
+}
+
+// The prefill call ends before the attempt does: it answers, gets its grace after a finished
+// stream, or is cancelled; the deadline (plus a margin against a lost callback) bounds the wait.
+void RequestFlow::EndPrefill() {
+  if (stage_ != Stage::kEndingPrefill) return;
+  Attempt& a = *attempt_;
+  const absl::Time now = runner_->clock_->Now();
+  if (a.prefill->answered()) {
+    Conclude();
+    return;
+  }
+  if (a.prefill_wait_until == absl::InfiniteFuture()) {
+    if (now < a.prefill_grace_until) return;  // still in its grace
+    a.prefill->Cancel();
+    a.prefill_wait_until = std::max(deadline_, now) + absl::Seconds(1);
+    guard_->WakeAt(a.prefill_wait_until);
+    return;
+  }
+  if (now >= a.prefill_wait_until) Conclude();  // no answer came: give up on it
+}
+
+void RequestFlow::OnPrefillAnswer(int attempt) {
+  if (stage_ == Stage::kDone) return;
+  if (attempt_ == nullptr || attempt != attempt_->number) return;
+  EndPrefill();
+}
+
+void RequestFlow::Conclude() {
+  RequestRunner& r = *runner_;
+  Attempt& a = *attempt_;
+  AttemptFacts facts = r.CommonFacts(a.chosen, *guard_, *stream_);
+  facts.reserve = a.reserve;
+  if (a.reserve == ReserveEnd::kNoEvent) facts.reserve_status = a.outcome.status;
+  if (a.prefill != nullptr) {
+    a.prefill->ProtectStream();
+    const PrefillCall::Result prefill = a.prefill->result();
+    guard_->Detach(a.prefill->context());
+    if (prefill.end == PrefillEnd::kOk) {
+      timer_.SetNodeQueue(absl::Microseconds(prefill.queue_us));
+      a.chosen.prefill->NoteProgress(r.clock_->Now());
+    }
+    facts.prefill = prefill.end;
+    facts.prefill_status = prefill.status;
+  }
+  facts.stream = a.outcome;
+  guard_->Detach(a.decode_ctx.get());
+  RequestRunner::AttemptResult result = r.Apply(JudgeAttempt(facts), a.chosen, a.node_request_id);
+  AfterAttempt(std::move(result));
+}
+
+// The tail of the attempts' loop: done, or another attempt.
+void RequestFlow::AfterAttempt(RequestRunner::AttemptResult result) {
+  RequestRunner& r = *runner_;
+  guard_->SetAttemptDeadline(absl::InfiniteFuture());
+  // The old attempt's calls have ended (or hold nothing of the flow's): keep it until the next
+  // replaces it, so a late callback finds its context alive.
+  if (result.status.ok()) {
+    ++r.counters_->requests_ok;
+    End(grpc::Status::OK);
+    return;
+  }
+  if (stream_->client_gone || guard_->client_cancelled()) {
+    ++r.counters_->requests_cancelled;
+    End(grpc::Status(grpc::StatusCode::CANCELLED, "the client cancelled"));
+    return;
+  }
+  if (guard_->timed_out()) {
+    ++r.counters_->requests_failed;
+    spdlog::warn("{}: ran past its deadline: {}", request_->request_id,
+                 result.status.error_message());
+    End(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     WithRequestId("the request ran past its deadline", request_->request_id)));
+    return;
+  }
+  const int attempt = attempt_number_;
+  if (!result.retry || stream_->sent_tokens || attempt >= r.options_.max_retries) {
+    ++r.counters_->requests_failed;
+    if (stream_->sent_tokens) ++r.counters_->failed_after_first_token;
+    spdlog::warn("{}: failed: {}", request_->request_id, result.status.error_message());
+    End(ClientNodeError(result.status, result.reason, result.retry ? attempt + 1 : 1,
+                        request_->request_id));
+    return;
+  }
+  r.counters_->AddRetry(result.reason);
+  spdlog::warn("{}: attempt {} failed ({}), retrying: {}", request_->request_id, attempt,
+               RetryReasonName(result.reason), result.status.error_message());
+  for (const auto& node : result.blame) failed_nodes_.push_back(node->address());
+  last_error_ = ClientNodeErrorText(result.status, result.reason, 1);
+  stage_ = Stage::kWaitingForKv;
+  NextAttempt();
+}
+
+void RequestFlow::End(grpc::Status status) {
+  RequestRunner& r = *runner_;
+  stage_ = Stage::kDone;
+  if (waiting_for_kv_) {
+    waiting_for_kv_ = false;
+    r.waiting_for_kv_.fetch_sub(1);
+  }
+  r.watchdog_.Remove(guard_);  // the sink is not polled any more
+  r.metrics_->RequestFinished(api_, status.error_code(), timer_, r.clock_->Now(),
+                              static_cast<int64_t>(request_->prompt.size()),
+                              stream_->completion_tokens, stream_->cached_tokens);
+  if (admitted_) r.admission_.Release();
+  Done done = std::move(done_);
+  r.in_flight_.fetch_sub(1);
+  self_.reset();
+  done(std::move(status));
+}
+
+void RequestFlow::Refuse(grpc::Status status) {
+  RequestRunner& r = *runner_;
+  stage_ = Stage::kDone;
+  if (guard_ != nullptr) r.watchdog_.Remove(guard_);
+  r.metrics_->RequestRefused(api_, status.error_code());
+  Done done = std::move(done_);
+  r.in_flight_.fetch_sub(1);
+  self_.reset();
+  done(std::move(status));
+}
+
+}  // namespace tandem

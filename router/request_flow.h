@@ -1,0 +1,133 @@
+// One request's path through the router as a state machine that no thread waits on: its events
+// (a slot in the admission queue, the decode stream's events and end, a client write done, the
+// prefill's answer, the watchdog's wake-ups) arrive on gRPC's and the watchdog's threads and are
+// handled one at a time on its SerialExecutor, so its handlers hold no lock. The decisions are
+// the RequestRunner's (placement, JudgeAttempt, Apply); this object sequences them.
+//
+//   stage            what it waits for                      moved out by
+//   kQueued          a slot (AdmissionQueue)                 the slot → kWaitingForKv (attempt);
+//                                                            queue timeout, deadline, client → end
+//   kWaitingForKv    a decode node with room for the KV      room → an attempt; timeout → end
+//   kReserving       Reserve's first event (the handoff)     handoff → kStreaming (prefill sent);
+//                                                            stream end → the attempt's verdict
+//   kStreaming       D's events (and the client's writes)    stream end → kEndingPrefill (disagg.)
+//                                                            or the verdict (local)
+//   kEndingPrefill   the prefill's answer (a grace after a   answer or give-up → the verdict
+//                    finished stream; else it is cancelled)
+//   the verdict → a retry (kWaitingForKv) or kDone.
+//   kDone            nothing: `done` ran, the sink is not touched again.
+#ifndef TANDEM_ROUTER_REQUEST_FLOW_H_
+#define TANDEM_ROUTER_REQUEST_FLOW_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/time/time.h"
+#include "common/util/serial_executor.h"
+#include "grpcpp/client_context.h"
+#include "router/call_watchdog.h"
+#include "router/client_stream.h"
+#include "router/node_client.h"
+#include "router/prefill_call.h"
+#include "router/request_runner.h"
+
+namespace tandem {
+
+class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
+ public:
+  using Done = absl::AnyInvocable<void(grpc::Status)>;
+
+  // Starts `request` (RequestRunner::Start).
+  static void Start(RequestRunner* runner, const v1::GenerateRequest& request,
+                    const RunOptions& options, ResponseSink* sink, Done done);
+
+  enum class Stage { kQueued, kWaitingForKv, kReserving, kStreaming, kEndingPrefill, kDone };
+
+ private:
+  // One try on one pair of nodes (or one decode node).
+  struct Attempt {
+    int number = 0;
+    RequestRunner::Chosen chosen;
+    std::string node_request_id;
+    std::unique_ptr<grpc::ClientContext> decode_ctx;
+    std::shared_ptr<DecodeStream> stream;
+    std::shared_ptr<PrefillCall> prefill;
+    ReserveEnd reserve = ReserveEnd::kHandoff;
+    bool first_token = false;
+    bool reading = true;                            // the flow still reads D's stream
+    bool writing = false;                           // a response is being written to the client
+    bool stream_ended = false;                      // D's stream reported its end
+    std::optional<ClientStream::EventResult> last;  // kFinished / kStopped once seen
+    StreamOutcome outcome;
+    absl::Time prefill_grace_until = absl::InfinitePast();
+    absl::Time prefill_wait_until = absl::InfiniteFuture();
+  };
+  class Receiver;
+
+  RequestFlow(RequestRunner* runner, ResponseSink* sink, Done done, RequestApi api);
+
+  // Event handlers (on the executor).
+  void Begin(const v1::GenerateRequest& request, const RunOptions& options);
+  void OnAdmitted();
+  void OnWake();
+  void OnStreamEvent(int attempt, const v1::DecodeEvent& event);
+  void OnStreamDone(int attempt, const grpc::Status& status);
+  void OnWritten(int attempt, const v1::GenerateResponse& response, bool ok);
+  void OnPrefillAnswer(int attempt);
+
+  // Steps.
+  void Admitted();
+  void NextAttempt();
+  bool KvRoomOrWait();
+  void StartDisaggregated();
+  void StartLocal();
+  void OnHandoff(const v1::DecodeEvent& event);
+  void ConsumeEvent(const v1::DecodeEvent& event);
+  void AfterEvent();
+  void StopReading();
+  void StreamEnded();
+  void EndPrefill();
+  void Conclude();
+  void AfterAttempt(RequestRunner::AttemptResult result);
+  void End(grpc::Status status);
+  // The refusal of a request that never ran (admission, bad input).
+  void Refuse(grpc::Status status);
+
+  // Posts `handler` to run on the executor with this flow alive.
+  template <typename Handler>
+  void Post(Handler handler) {
+    executor_.Post(
+        [self = shared_from_this(), handler = std::move(handler)]() mutable { handler(*self); });
+  }
+
+  RequestRunner* const runner_;
+  ResponseSink* const sink_;
+  Done done_;
+  const RequestApi api_;
+  SerialExecutor executor_;
+  std::shared_ptr<RequestFlow> self_;  // until kDone
+
+  Stage stage_ = Stage::kQueued;
+  RequestTimer timer_;
+  std::optional<RouterRequest> request_;
+  std::optional<ClientStream> stream_;
+  std::shared_ptr<CallGuard> guard_;
+  absl::Time deadline_;
+  bool admitted_ = false;
+  bool started_ = false;  // metrics RequestStarted
+  uint64_t ticket_ = 0;
+  absl::Time queue_give_up_ = absl::InfiniteFuture();
+  bool waiting_for_kv_ = false;
+  absl::Time kv_give_up_ = absl::InfiniteFuture();
+  int attempt_number_ = -1;
+  std::unique_ptr<Attempt> attempt_;
+  std::vector<std::string> failed_nodes_;
+  std::string last_error_;  // the last failed attempt, in client-safe words
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_REQUEST_FLOW_H_
