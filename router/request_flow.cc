@@ -41,6 +41,7 @@ RequestFlow::RequestFlow(RequestRunner* runner, ResponseSink* sink, Done done, R
       sink_(sink),
       done_(std::move(done)),
       api_(api),
+      executor_(SerialExecutor::Create(&runner->workers_)),
       timer_(runner->clock_->Now()) {}
 
 void RequestFlow::Start(RequestRunner* runner, const v1::GenerateRequest& request,

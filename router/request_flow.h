@@ -1,7 +1,8 @@
 // One request's path through the router as a state machine that no thread waits on: its events
 // (a slot in the admission queue, the decode stream's events and end, a client write done, the
 // prefill's answer, the watchdog's wake-ups) arrive on gRPC's and the watchdog's threads and are
-// handled one at a time on its SerialExecutor, so its handlers hold no lock. The decisions are
+// handled one at a time on its SerialExecutor (on the runner's few worker threads), so its
+// handlers hold no lock and never run inside a gRPC call or a watchdog poll. The decisions are
 // the RequestRunner's (placement, JudgeAttempt, Apply); this object sequences them.
 //
 //   stage            what it waits for                      moved out by
@@ -99,7 +100,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   // Posts `handler` to run on the executor with this flow alive.
   template <typename Handler>
   void Post(Handler handler) {
-    executor_.Post(
+    executor_->Post(
         [self = shared_from_this(), handler = std::move(handler)]() mutable { handler(*self); });
   }
 
@@ -107,7 +108,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   ResponseSink* const sink_;
   Done done_;
   const RequestApi api_;
-  SerialExecutor executor_;
+  const std::shared_ptr<SerialExecutor> executor_;
   std::shared_ptr<RequestFlow> self_;  // until kDone
 
   Stage stage_ = Stage::kQueued;

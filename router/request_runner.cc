@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,7 @@ RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirec
       counters_(counters),
       metrics_(metrics),
       clock_(clock),
+      workers_(static_cast<int>(std::max(2u, std::thread::hardware_concurrency()))),
       placer_(options.placement),
       watchdog_(kWatchdogInterval, clock),
       admission_(AdmissionOptions{

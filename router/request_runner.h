@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/util/clock.h"
+#include "common/util/worker_pool.h"
 #include "grpcpp/support/status.h"
 #include "router/admission_queue.h"
 #include "router/attempt_verdict.h"
@@ -141,6 +142,9 @@ class RequestRunner {
   RouterCounters* const counters_;
   RouterMetrics* const metrics_;
   Clock* const clock_;
+  // Where the requests' flows run (a few threads, whatever the number of requests); outlives the
+  // watchdog, which posts to them.
+  WorkerPool workers_;
   const Placer placer_;
   CallWatchdog watchdog_;
   AdmissionQueue admission_;

@@ -1,35 +1,51 @@
-// Runs posted tasks one at a time, in posting order, on whichever thread posts while none runs:
-// no thread of its own and no lock held while a task runs. An object whose events arrive on many
-// threads (gRPC callbacks, a timer thread) posts each of them here and so handles them one at a
-// time, without locks in its handlers; a task may post more (they run after it, on the same
-// thread), and may call into libraries that run callbacks inline (gRPC's callback API does).
+// Runs posted tasks one at a time, in posting order, on a WorkerPool's threads: no lock is held
+// while a task runs, and a Post never runs a task inline. An object whose events arrive on many
+// threads (gRPC reactions, a timer thread) posts each of them here and so handles them one at a
+// time, without locks in its handlers; and since its handlers never run inside the poster's call,
+// a poster may hold its own locks (gRPC runs reactions inline in calls such as TryCancel).
 #ifndef TANDEM_COMMON_UTIL_SERIAL_EXECUTOR_H_
 #define TANDEM_COMMON_UTIL_SERIAL_EXECUTOR_H_
 
 #include <deque>
+#include <memory>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "common/util/worker_pool.h"
 
 namespace tandem {
 
-class SerialExecutor {
+class SerialExecutor : public std::enable_shared_from_this<SerialExecutor> {
  public:
+  // `pool` must outlive every task posted here.
+  static std::shared_ptr<SerialExecutor> Create(WorkerPool* pool) {
+    return std::shared_ptr<SerialExecutor>(new SerialExecutor(pool));
+  }
+
   void Post(absl::AnyInvocable<void()> task) {
     {
       absl::MutexLock lock(&mu_);
       tasks_.push_back(std::move(task));
-      if (draining_) return;  // the thread draining runs it
-      draining_ = true;
+      if (scheduled_) return;  // a drain is queued or running: it runs this one too
+      scheduled_ = true;
     }
-    while (true) {
+    pool_->Schedule([self = shared_from_this()] { self->Drain(); });
+  }
+
+ private:
+  explicit SerialExecutor(WorkerPool* pool) : pool_(pool) {}
+
+  // Runs a batch of tasks, then hands the rest back to the pool (other objects' tasks get turns).
+  void Drain() {
+    constexpr int kBatch = 64;
+    for (int i = 0; i < kBatch; ++i) {
       absl::AnyInvocable<void()> next;
       {
         absl::MutexLock lock(&mu_);
         if (tasks_.empty()) {
-          draining_ = false;
+          scheduled_ = false;
           return;
         }
         next = std::move(tasks_.front());
@@ -37,11 +53,12 @@ class SerialExecutor {
       }
       next();
     }
+    pool_->Schedule([self = shared_from_this()] { self->Drain(); });
   }
 
- private:
+  WorkerPool* const pool_;
   absl::Mutex mu_;
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool scheduled_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<absl::AnyInvocable<void()>> tasks_ ABSL_GUARDED_BY(mu_);
 };
 
