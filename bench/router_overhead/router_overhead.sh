@@ -6,10 +6,11 @@
 #
 #   bench/router_overhead/router_overhead.sh [MODEL_DIR]
 #
-# RATE, REQUESTS, STREAMS, STREAM_TOKENS, THREADS override the defaults below.
+# RATE, REQUESTS, STREAMS, STREAM_TOKENS, THREADS override the defaults below; BIN_DIR runs another
+# build's tandem-decode, tandem-router and bench (e.g. an older build, to compare), OUT its JSON.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-bin="$root/build/bin"
+bin="${BIN_DIR:-$root/build/bin}"
 model="${1:-$root/build/models/bench-tiny}"
 threads="${THREADS:-1}"
 if [[ ! -d "$model" ]]; then
@@ -30,7 +31,7 @@ decode="$(field "$work/d.json" grpc)"
   --ready-file "$work/r.json" >"$work/r.log" 2>&1 &
 for _ in $(seq 600); do [[ -f "$work/r.json" ]] && break; sleep 0.1; done
 mkdir -p "$root/bench/results"
-out="$root/bench/results/router_overhead.json"
+out="${OUT:-$root/bench/results/router_overhead.json}"
 echo "model $(basename "$model"), $threads thread(s) on the decode node, $(nproc) cores"
 "$bin/tandem-bench-router-overhead" --decode "$decode" --router "$(field "$work/r.json" grpc)" \
   --router-http "$(field "$work/r.json" http)" --rate "${RATE:-8}" --requests "${REQUESTS:-300}" \
