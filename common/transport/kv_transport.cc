@@ -1,6 +1,7 @@
 #include "common/transport/kv_transport.h"
 
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,13 @@ absl::StatusOr<void*> KvTransport::AllocatePool(size_t bytes) {
 absl::Status KvTransport::RegisterDevicePool(void* base, size_t bytes, int cuda_device) {
   return absl::UnimplementedError(
       absl::StrCat("the ", std::string(name()), " KV transport cannot move CUDA device memory"));
+}
+
+uint64_t RandomIncarnation() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
+  return v;
 }
 
 }  // namespace tandem

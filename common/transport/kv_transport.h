@@ -93,6 +93,10 @@ class KvTransport {
   std::unique_ptr<void, void (*)(void*)> owned_pool_{nullptr, &std::free};
 };
 
+// A random nonzero 64-bit id: a transport's incarnation (a restarted node has a new one) or a
+// writer's id.
+uint64_t RandomIncarnation();
+
 }  // namespace tandem
 
 #endif  // TANDEM_COMMON_TRANSPORT_KV_TRANSPORT_H_

@@ -21,12 +21,6 @@ namespace {
 // before running it.
 using Task = absl::AnyInvocable<void(bool cancelled)>;
 
-uint64_t RandomIncarnation() {
-  std::random_device rd;
-  uint64_t v = 0;
-  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
-  return v;
-}
 
 }  // namespace
 

@@ -31,12 +31,6 @@ namespace tandem {
 
 namespace {
 
-uint64_t RandomIncarnation() {
-  std::random_device rd;
-  uint64_t v = 0;
-  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
-  return v;
-}
 
 // UCX's configuration (its environment) with `options`' transports and settings applied.
 absl::StatusOr<UcpConfig> ReadConfig(const UcxTransportOptions& options) {

@@ -12,12 +12,6 @@ namespace tandem::cuda_internal {
 
 namespace {
 
-uint64_t RandomId() {
-  std::random_device rd;
-  uint64_t v = 0;
-  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
-  return v;
-}
 
 }  // namespace
 
@@ -70,7 +64,7 @@ TransportContext::TransportContext(std::unique_ptr<KvTransport> inner_transport,
     : options(std::move(opts)),
       inner(std::move(inner_transport)),
       copier(std::move(memory_copier)),
-      writer_id(RandomId()),
+      writer_id(RandomIncarnation()),
       host_id(HostIdentity()),
       inner_incarnation(inner->incarnation()) {}
 

@@ -25,12 +25,6 @@ using nccl_internal::NcclLocalPool;
 using nccl_internal::NcclOwner;
 using nccl_internal::NcclWriter;
 
-uint64_t RandomId() {
-  std::random_device rd;
-  uint64_t v = 0;
-  while (v == 0) v = (uint64_t{rd()} << 32) ^ rd();
-  return v;
-}
 
 }  // namespace
 
@@ -39,7 +33,7 @@ uint64_t RandomId() {
 class NcclKvTransport::Impl {
  public:
   explicit Impl(NcclKvTransportOptions options)
-      : options_(std::move(options)), incarnation_(RandomId()) {}
+      : options_(std::move(options)), incarnation_(RandomIncarnation()) {}
 
   ~Impl() { Shutdown(); }
 
