@@ -116,6 +116,7 @@ json SummaryJson(const RunSummary& s) {
 json RequestJson(const RequestResult& r) {
   return {{"success", r.success},
           {"error", r.error},
+          {"http_status", r.http_status},
           {"start_s", r.start_s},
           {"ttft_s", r.ttft_s},
           {"tpot_s", OptionalJson(Tpot(r))},

@@ -23,6 +23,7 @@ struct BenchRequest {
 struct RequestResult {
   bool success = false;
   std::string error;          // why it failed (HTTP status and body, gRPC status, ...)
+  int32_t http_status = 0;    // the HTTP response's status; 0: none arrived, or the gRPC API
   double start_s = 0;         // when it was sent, seconds from the start of the run
   double ttft_s = 0;          // sent → first token received
   double e2e_s = 0;           // sent → last byte of the response received

@@ -170,6 +170,11 @@ RequestResult HttpBenchClient::Send(const BenchRequest& request) {
   }
 
   const int status = parser->get().result_int();
+  auto fail_with_status = [&](std::string error) {
+    RequestResult r = fail(std::move(error));
+    r.http_status = status;
+    return r;
+  };
   CompletionStreamReader reader(sent);
   std::string error_body;
   char chunk[16384];
@@ -180,8 +185,8 @@ RequestResult HttpBenchClient::Send(const BenchRequest& request) {
     http::read_some(c->stream, c->buffer, *parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
-      return fail(status == 200 ? absl::StrCat("reading the stream: ", ec.message())
-                                : absl::StrCat("HTTP ", status, ": ", error_body));
+      return fail_with_status(status == 200 ? absl::StrCat("reading the stream: ", ec.message())
+                                            : absl::StrCat("HTTP ", status, ": ", error_body));
     }
     const size_t n = sizeof(chunk) - parser->get().body().size;
     if (status != 200) {
@@ -190,13 +195,14 @@ RequestResult HttpBenchClient::Send(const BenchRequest& request) {
       continue;
     }
     absl::Status fed = reader.Feed(std::string_view(chunk, n), absl::Now());
-    if (!fed.ok()) return fail(std::string(fed.message()));  // the connection is dropped
+    if (!fed.ok()) return fail_with_status(std::string(fed.message()));  // connection dropped
   }
   const absl::Time end = absl::Now();
   if (parser->keep_alive()) ReturnIdle(std::move(c));
-  if (status != 200) return fail(absl::StrCat("HTTP ", status, ": ", error_body));
+  if (status != 200) return fail_with_status(absl::StrCat("HTTP ", status, ": ", error_body));
   RequestResult r = reader.Finish(end, request);
   if (!r.success) r.e2e_s = absl::ToDoubleSeconds(end - sent);
+  r.http_status = status;
   return r;
 }
 

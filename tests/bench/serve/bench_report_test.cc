@@ -40,6 +40,7 @@ RunRecord MakeRun(double rate, double slowdown) {
   }
   RequestResult failed;
   failed.error = "HTTP 503: overloaded";
+  failed.http_status = 503;
   run.results.push_back(failed);
   SloLimits slo{.ttft_s = 0.2, .tpot_s = 0.15};
   run.summary = SummarizeRun(run.results, 3.0, rate, slo);
@@ -126,14 +127,15 @@ TEST(ReportToJsonTest, RoundTripsEveryField) {
   EXPECT_DOUBLE_EQ(s["ttft_s"]["p99"].get<double>(), report.runs[2].summary.ttft_s.p99);
   const json& requests = j["runs"][0]["requests"];
   ASSERT_EQ(requests.size(), 21u);
-  for (const char* key : {"success", "error", "start_s", "ttft_s", "tpot_s", "e2e_s",
-                          "prompt_tokens", "output_tokens"}) {
+  for (const char* key : {"success", "error", "http_status", "start_s", "ttft_s", "tpot_s",
+                          "e2e_s", "prompt_tokens", "output_tokens"}) {
     EXPECT_TRUE(requests[0].contains(key)) << key;
   }
   EXPECT_EQ(requests[0]["success"], true);
   EXPECT_DOUBLE_EQ(requests[0]["tpot_s"].get<double>(), *Tpot(report.runs[0].results[0]));
   EXPECT_EQ(requests[20]["success"], false);
   EXPECT_EQ(requests[20]["error"], "HTTP 503: overloaded");
+  EXPECT_EQ(requests[20]["http_status"], 503);
   EXPECT_TRUE(requests[20]["tpot_s"].is_null());
   // Rate 2 meets the SLO for all 20 successes of 21: 95% >= 90%; rate 4 does not.
   EXPECT_EQ(j["goodput"]["rate"], 2.0);

@@ -179,6 +179,7 @@ TEST(HttpBenchClientTest, StreamsACompletionAndAsksTheModel) {
   RequestResult r = client->Send(Request(5, 4));
   ASSERT_TRUE(r.success) << r.error;
   EXPECT_EQ(r.output_tokens, 4);
+  EXPECT_EQ(r.http_status, 200);
   EXPECT_EQ(r.prompt_tokens, 5);
   EXPECT_EQ(r.itl_s.size(), 3u);
   EXPECT_GT(r.ttft_s, 0.0);
@@ -241,6 +242,7 @@ TEST(HttpBenchClientTest, ErrorStatusIsAFailureWithTheBody) {
   EXPECT_FALSE(r.success);
   EXPECT_THAT(r.error, HasSubstr("HTTP 400"));
   EXPECT_THAT(r.error, HasSubstr("prompt too long"));
+  EXPECT_EQ(r.http_status, 400);
   // The error response kept the connection usable.
   RequestResult again = client->Send(Request(3, 2));
   EXPECT_FALSE(again.success);
@@ -257,6 +259,7 @@ TEST(HttpBenchClientTest, AnErrorEventMidStreamIsAFailure) {
   RequestResult r = client->Send(Request(3, 2));
   EXPECT_FALSE(r.success);
   EXPECT_THAT(r.error, HasSubstr("decode node lost"));
+  EXPECT_EQ(r.http_status, 200);  // the error came inside a stream that had begun
 }
 
 TEST(HttpBenchClientTest, TimesOutASilentServer) {
@@ -271,6 +274,7 @@ TEST(HttpBenchClientTest, TimesOutASilentServer) {
   RequestResult r = client->Send(Request(3, 2));
   EXPECT_FALSE(r.success);
   EXPECT_THAT(r.error, HasSubstr("timeout"));
+  EXPECT_EQ(r.http_status, 0);  // no response arrived
   EXPECT_GE(absl::Now() - before, absl::Milliseconds(190));
   EXPECT_LT(absl::Now() - before, absl::Seconds(20));
 }
