@@ -1,158 +1,82 @@
 #include "decode_node/decode_service.h"
 
 #include <algorithm>
-#include <memory>
-#include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/handoff/handoff_codec.h"
 #include "common/serving/node_requests.h"
 #include "common/serving/proto_convert.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
-namespace {
-
-GenerateRequest MakeRequest(const google::protobuf::RepeatedField<int32_t>& prompt,
-                            const v1::SamplingParams& sampling,
-                            const std::shared_ptr<RequestStream>& stream) {
-  GenerateRequest request;
-  request.prompt.assign(prompt.begin(), prompt.end());
-  request.params = SamplingFromProto(sampling);
-  request.on_event = [stream](const GenerationEvent& event) { stream->Push(event); };
-  return request;
-}
-
-}  // namespace
-
-struct DecodeService::ReservationSlot {
-  bool HasResult() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return result.has_value(); }
-
-  absl::Mutex mu;
-  // Set once, by the engine thread.
-  std::optional<absl::StatusOr<KvReservation>> result ABSL_GUARDED_BY(mu);
-};
 
 DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServiceOptions options)
-    : engine_(engine), transport_(transport), options_(std::move(options)) {
+    : engine_(engine),
+      transport_(transport),
+      options_(std::move(options)),
+      workers_(options_.worker_threads),
+      ticker_(options_.tick_interval) {
   transport_->SetNoticeHandler([this](std::string_view payload) { OnNotice(payload); });
 }
 
-grpc::Status DecodeService::Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
-                                    grpc::ServerWriter<v1::DecodeEvent>* writer) {
-  if (options_.metrics != nullptr) options_.metrics->ReservationStarted();
-  const ReserveEnd end = RunReserve(context, *request, writer);
-  if (options_.metrics != nullptr) options_.metrics->ReservationEnded(end.reason);
-  return ToGrpcStatus(end.status);
+grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeService::Reserve(
+    grpc::CallbackServerContext*, const v1::ReserveRequest* request) {
+  return DecodeStreamCall::StartReserve(this, request);
 }
 
-DecodeService::ReserveEnd DecodeService::RunReserve(grpc::ServerContext* context,
-                                                    const v1::ReserveRequest& request,
-                                                    grpc::ServerWriter<v1::DecodeEvent>* writer) {
-  // 1. Refuse what this node does not take, before anything is held for the call.
+grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeService::Generate(
+    grpc::CallbackServerContext*, const v1::NodeGenerateRequest* request) {
+  return DecodeStreamCall::StartGenerate(this, request);
+}
+
+absl::StatusOr<absl::Duration> DecodeService::ReserveLease(
+    const v1::ReserveRequest& request) const {
   if (!options_.accept_reservations) {
-    return {ReservationOutcome::kRefused,
-            absl::FailedPreconditionError(
-                "this decode node has no --cluster-secret-file: it takes no reservations "
-                "(colocated Generate only)")};
+    return absl::FailedPreconditionError(
+        "this decode node has no --cluster-secret-file: it takes no reservations "
+        "(colocated Generate only)");
   }
   const absl::Duration lease =
       request.lease_ms() > 0 ? absl::Milliseconds(request.lease_ms()) : options_.default_lease;
   if (lease > options_.max_lease) {
-    return {ReservationOutcome::kRefused,
-            absl::InvalidArgumentError(
-                absl::StrCat("lease_ms ", request.lease_ms(), " exceeds the maximum of ",
-                             absl::ToInt64Milliseconds(options_.max_lease)))};
+    return absl::InvalidArgumentError(absl::StrCat("lease_ms ", request.lease_ms(),
+                                                   " exceeds the maximum of ",
+                                                   absl::ToInt64Milliseconds(options_.max_lease)));
   }
-  if (absl::Status claimed = router_ids_.Claim(request.request_id()); !claimed.ok()) {
-    return {ReservationOutcome::kRefused, std::move(claimed)};
-  }
-  absl::Cleanup release_id = [&] { router_ids_.Release(request.request_id()); };
+  return lease;
+}
+
+absl::Status DecodeService::StartWaiting() {
   if (waiting_reservations_.fetch_add(1) >= options_.max_waiting_reservations) {
     waiting_reservations_.fetch_sub(1);
-    return {ReservationOutcome::kRefused, absl::ResourceExhaustedError(absl::StrCat(
-                                              options_.max_waiting_reservations,
-                                              " reservations are already waiting for KV blocks"))};
+    return absl::ResourceExhaustedError(absl::StrCat(
+        options_.max_waiting_reservations, " reservations are already waiting for KV blocks"));
   }
-  absl::Cleanup stop_waiting = [this] { waiting_reservations_.fetch_sub(1); };
-
-  // 2. Start.
-  absl::StatusOr<StartedReservation> started = StartReserve(request, lease);
-  if (!started.ok()) {
-    return {absl::IsInvalidArgument(started.status()) ? ReservationOutcome::kRefused
-                                                      : ReservationOutcome::kFailed,
-            started.status()};
-  }
-  // 3. Await blocks.
-  const AwaitedReservation awaited = AwaitReservation(context, *started);
-  std::move(stop_waiting).Invoke();
-  // 4. Respond.
-  if (!awaited.reservation.ok()) return ReservationFailed(context, request, *started, awaited);
-  return RespondReserve(context, *started, *awaited.reservation, writer);
+  return absl::OkStatus();
 }
 
-absl::StatusOr<DecodeService::StartedReservation> DecodeService::StartReserve(
-    const v1::ReserveRequest& request, absl::Duration lease) {
-  StartedReservation started{.stream = std::make_shared<RequestStream>(),
-                             .slot = std::make_shared<ReservationSlot>()};
-  GenerateRequest engine_request =
-      MakeRequest(request.prompt_token_ids(), request.sampling(), started.stream);
-  started.with_logprobs = engine_request.params.logprobs >= 0;
-  absl::StatusOr<RequestId> id = engine_->Reserve(
-      std::move(engine_request), lease, [slot = started.slot](absl::StatusOr<KvReservation> r) {
-        absl::MutexLock lock(&slot->mu);
-        slot->result = std::move(r);
-      });
-  if (!id.ok()) return id.status();
-  started.id = *id;
-  // A Cancel for the router's id that came before the engine's id was known.
-  if (!router_ids_.Bind(request.request_id(), started.id)) engine_->Cancel(started.id);
-  return started;
-}
+void DecodeService::StopWaiting() { waiting_reservations_.fetch_sub(1); }
 
-DecodeService::AwaitedReservation DecodeService::AwaitReservation(
-    grpc::ServerContext* context, const StartedReservation& started) {
-  CancelOnce cancel({
-      .clock = options_.clock,
-      .deadline = options_.clock->Now() + options_.reserve_wait_timeout,
-      .is_cancelled = [context] { return context->IsCancelled(); },
-      // The engine's answer to the reservation is then Cancelled.
-      .on_cancel = [this, id = started.id] { engine_->Cancel(id); },
-  });
-  ReservationSlot& slot = *started.slot;
-  AwaitOrCancel(slot.mu, absl::Condition(&slot, &ReservationSlot::HasResult), cancel);
-  absl::MutexLock lock(&slot.mu);
-  return {.reservation = *std::move(slot.result), .cancelled = cancel.reason()};
-}
-
-DecodeService::ReserveEnd DecodeService::ReservationFailed(grpc::ServerContext* context,
-                                                           const v1::ReserveRequest& request,
-                                                           const StartedReservation& started,
-                                                           const AwaitedReservation& awaited) {
-  started.stream->WaitWithTimeout(absl::Seconds(5));
-  if (awaited.cancelled == CancelReason::kDeadline) {
+DecodeService::ReserveEnd DecodeService::ReservationFailed(int prompt_tokens, CancelReason gave_up,
+                                                           bool client_gone,
+                                                           const absl::Status& status) const {
+  if (gave_up == CancelReason::kDeadline) {
     return {ReservationOutcome::kRefused,
             absl::ResourceExhaustedError(absl::StrCat(
-                "no KV blocks came free for the prompt's ", request.prompt_token_ids_size(),
-                " tokens within ", absl::FormatDuration(options_.reserve_wait_timeout)))};
+                "no KV blocks came free for the prompt's ", prompt_tokens, " tokens within ",
+                absl::FormatDuration(options_.reserve_wait_timeout)))};
   }
-  if (context->IsCancelled()) {
+  if (client_gone) {
     return {ReservationOutcome::kCancelled,
             absl::CancelledError("client cancelled while reserving")};
   }
-  const absl::Status& status = awaited.reservation.status();
   return {absl::IsCancelled(status) ? ReservationOutcome::kCancelled : ReservationOutcome::kFailed,
           status};
 }
 
-DecodeService::ReserveEnd DecodeService::RespondReserve(
-    grpc::ServerContext* context, const StartedReservation& started,
-    const KvReservation& reservation, grpc::ServerWriter<v1::DecodeEvent>* writer) {
+v1::DecodeEvent DecodeService::HandoffEvent(const KvReservation& reservation) const {
   v1::DecodeEvent first;
   // The lease counts from the reservation, on the engine's clock (the node gives the engine and
   // this service the same one).
@@ -162,13 +86,10 @@ DecodeService::ReserveEnd DecodeService::RespondReserve(
                                            transport_->incarnation(), lease_remaining_ms);
   first.mutable_handoff()->set_issued_unix_ms(absl::ToUnixMillis(options_.clock->Now()));
   if (options_.handoff_auth != nullptr) options_.handoff_auth->Sign(first.mutable_handoff());
-  if (!writer->Write(first)) engine_->Cancel(started.id);
-  const StreamSummary summary = StreamEvents(context, started.id, started.with_logprobs,
-                                             DecodePath::kReserve, started.stream.get(), writer);
-  return {OutcomeOf(summary), summary.status};
+  return first;
 }
 
-ReservationOutcome DecodeService::OutcomeOf(const StreamSummary& summary) {
+ReservationOutcome DecodeService::OutcomeOf(const DecodeStreamSummary& summary) {
   if (summary.got_token) return ReservationOutcome::kImported;
   switch (summary.finish_reason) {
     case FinishReason::kAborted:
@@ -181,77 +102,6 @@ ReservationOutcome DecodeService::OutcomeOf(const StreamSummary& summary) {
     default:
       return ReservationOutcome::kFailed;
   }
-}
-
-grpc::Status DecodeService::Generate(grpc::ServerContext* context,
-                                     const v1::NodeGenerateRequest* request,
-                                     grpc::ServerWriter<v1::DecodeEvent>* writer) {
-  if (options_.metrics != nullptr) options_.metrics->GenerateStarted();
-  if (absl::Status claimed = router_ids_.Claim(request->request_id()); !claimed.ok()) {
-    return ToGrpcStatus(claimed);
-  }
-  absl::Cleanup release_id = [&] { router_ids_.Release(request->request_id()); };
-  auto stream = std::make_shared<RequestStream>();
-  GenerateRequest engine_request =
-      MakeRequest(request->prompt_token_ids(), request->sampling(), stream);
-  const bool with_logprobs = engine_request.params.logprobs >= 0;
-  absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
-  if (!id.ok()) return ToGrpcStatus(id.status());
-  if (!router_ids_.Bind(request->request_id(), *id)) engine_->Cancel(*id);
-  return ToGrpcStatus(
-      StreamEvents(context, *id, with_logprobs, DecodePath::kGenerate, stream.get(), writer)
-          .status);
-}
-
-DecodeService::StreamSummary DecodeService::StreamEvents(
-    grpc::ServerContext* context, RequestId id, bool with_logprobs, DecodePath path,
-    RequestStream* stream, grpc::ServerWriter<v1::DecodeEvent>* writer) {
-  StreamSummary summary;
-  // The request's final event still comes after a cancel; nothing is written once cancelled.
-  CancelOnce cancel({
-      .is_cancelled = [context] { return context->IsCancelled(); },
-      .on_cancel = [this, id] { engine_->Cancel(id); },
-  });
-  while (true) {
-    std::optional<GenerationEvent> event;
-    AwaitOrCancel(
-        [&](absl::Duration interval) {
-          event = stream->NextWithTimeout(interval);
-          return event.has_value();
-        },
-        cancel);
-    if (event->finished) {
-      summary.finish_reason = event->finish_reason;
-      summary.final_status = event->status;
-    }
-    if (event->finished && event->finish_reason == FinishReason::kError) {
-      summary.status = event->status.ok() ? absl::InternalError("request failed") : event->status;
-      return summary;
-    }
-    if (event->finished && event->finish_reason == FinishReason::kAborted && !event->status.ok()) {
-      summary.status = event->status;  // engine stopped
-      return summary;
-    }
-    v1::DecodeEvent out;
-    if (event->has_token()) {
-      TokenToProto(*event, with_logprobs, out.add_tokens());
-      if (!summary.got_token && event->queue_nanos >= 0) {
-        out.set_queue_us(event->queue_nanos / 1000);
-        if (options_.metrics != nullptr) {
-          options_.metrics->ObserveQueueTime(path, absl::Nanoseconds(event->queue_nanos));
-        }
-      }
-      summary.got_token = true;
-    }
-    if (event->finished) {
-      out.set_finish_reason(std::string(FinishReasonName(event->finish_reason)));
-      UsageToProto(event->usage, out.mutable_usage());
-    }
-    if (!cancel.cancelled() && !writer->Write(out)) cancel.CancelNow(CancelReason::kCancelled);
-    if (event->finished) break;
-  }
-  if (cancel.cancelled()) summary.status = absl::CancelledError("client went away");
-  return summary;
 }
 
 grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,

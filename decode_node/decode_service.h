@@ -1,20 +1,23 @@
 // tandem-decode's gRPC service (tandem.v1.DecodeNode): reserves KV blocks for prompts another node
 // prefills, admits them when the KV transport delivers their completion, and streams tokens.
 //
-// Each streaming call runs on its own gRPC thread and only posts to the engine and reads the
-// request's events; a client that goes away (or a call deadline) cancels the request in the
-// engine, which frees (or quarantines, while a writer may still write) its blocks. GetLoad, the
-// router's liveness probe, is a callback-API method: it takes no sync-pool thread, reads the
-// engine's published stats and answers at once, however many streams hold the pool.
+// A stream costs memory, not a thread: Reserve and Generate are callback-API methods, each call a
+// DecodeStreamCall (decode_stream_call.h), a state machine driven by the engine's callbacks,
+// gRPC's reactions and the service's one CallTicker, its handlers run on the service's few worker
+// threads. A client that goes away (or a call deadline)
+// cancels the request in the engine, which frees (or quarantines, while a writer may still write)
+// its blocks. GetLoad, the router's liveness probe, is a callback-API method too: it reads the
+// engine's published stats and answers at once. Cancel and ConnectKv stay on the sync pool.
 //
-// A Reserve call: refuse what this node does not take -> StartReserve (submit, bind the router's
-// id) -> AwaitReservation (AwaitOrCancel: blocks, the client going away or reserve_wait_timeout
-// cancels once) -> ReservationFailed, or RespondReserve (the signed handoff, then the stream). Each
-// ends as a ReserveEnd: the metrics' ReservationOutcome and the status.
+// A Reserve call: refuse what this node does not take (ReserveLease, the router id, StartWaiting)
+// -> the engine's Reserve (bind the router's id) -> wait for blocks (the client going away or
+// reserve_wait_timeout cancels once) -> ReservationFailed, or the signed handoff (HandoffEvent)
+// then the stream. Each ends as a ReserveEnd: the metrics' ReservationOutcome and the status.
 //
-// Owns: the router-id table of this node's calls, the count of reservations waiting for blocks.
-// Touches: the engine (Reserve, Submit, Cancel, imports, load), the KV transport's notices (it
-// installs the handler) and identity, the handoff authenticator and the metrics it is given.
+// Owns: the router-id table of this node's calls, the count of reservations waiting for blocks,
+// the ticker of its calls' deadlines. Touches: the engine (Reserve, Submit, Cancel, imports,
+// load), the KV transport's notices (it installs the handler) and identity, the handoff
+// authenticator and the metrics it is given.
 #ifndef TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 #define TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 
@@ -28,13 +31,15 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
-#include "common/engine/request_stream.h"
 #include "common/serving/await_or_cancel.h"
+#include "common/serving/call_ticker.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/kv_transport.h"
 #include "common/util/clock.h"
+#include "common/util/worker_pool.h"
 #include "decode_node/decode_metrics.h"
+#include "decode_node/decode_stream_call.h"
 #include "tandem/v1/node.grpc.pb.h"
 
 namespace tandem {
@@ -62,18 +67,23 @@ struct DecodeServiceOptions {
   // Deadlines, waits and the handoff's issue time are read on it (borrowed). The node gives its
   // engine the same clock, so leases (engine nanos) and deadlines agree.
   Clock* clock = Clock::Real();
+  // How often (real time) the ticker checks the deadlines of waiting calls.
+  absl::Duration tick_interval = kAwaitPollInterval;
+  // The threads every call's handlers run on, however many calls are open.
+  int worker_threads = 4;
 };
 
 class DecodeService final
-    : public v1::DecodeNode::WithCallbackMethod_GetLoad<v1::DecodeNode::Service> {
+    : public v1::DecodeNode::WithCallbackMethod_Reserve<v1::DecodeNode::WithCallbackMethod_Generate<
+          v1::DecodeNode::WithCallbackMethod_GetLoad<v1::DecodeNode::Service>>> {
  public:
   // `engine` and `transport` are borrowed. Installs the transport's notice handler.
   DecodeService(Engine* engine, KvTransport* transport, DecodeServiceOptions options);
 
-  grpc::Status Reserve(grpc::ServerContext* context, const v1::ReserveRequest* request,
-                       grpc::ServerWriter<v1::DecodeEvent>* writer) override;
-  grpc::Status Generate(grpc::ServerContext* context, const v1::NodeGenerateRequest* request,
-                        grpc::ServerWriter<v1::DecodeEvent>* writer) override;
+  grpc::ServerWriteReactor<v1::DecodeEvent>* Reserve(grpc::CallbackServerContext* context,
+                                                     const v1::ReserveRequest* request) override;
+  grpc::ServerWriteReactor<v1::DecodeEvent>* Generate(
+      grpc::CallbackServerContext* context, const v1::NodeGenerateRequest* request) override;
   grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                       v1::CancelResponse* response) override;
   grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
@@ -86,63 +96,35 @@ class DecodeService final
   void OnNotice(std::string_view payload);
 
  private:
+  friend class DecodeStreamCall;
   // How a Reserve call ended: the outcome the metrics count and the status its caller gets.
   using ReserveEnd = CallEnd<ReservationOutcome>;
-  // Where the engine thread leaves Reserve's answer (decode_service.cc).
-  struct ReservationSlot;
-  // A submitted reservation: StartReserve's answer.
-  struct StartedReservation {
-    RequestId id = 0;
-    bool with_logprobs = false;
-    std::shared_ptr<RequestStream> stream;  // the request's events
-    std::shared_ptr<ReservationSlot> slot;
-  };
-  // AwaitReservation's answer: the engine's, and whether this call gave up waiting.
-  struct AwaitedReservation {
-    absl::StatusOr<KvReservation> reservation;
-    CancelReason cancelled = CancelReason::kNone;
-  };
-  // What StreamEvents saw: the call's status, whether a token arrived, the request's final event.
-  struct StreamSummary {
-    absl::Status status;
-    bool got_token = false;
-    FinishReason finish_reason = FinishReason::kNone;
-    absl::Status final_status;
-  };
 
-  // One Reserve call without the metrics' count of started and ended ones: refuse what this node
-  // does not take, StartReserve, AwaitReservation, then ReservationFailed or RespondReserve.
-  ReserveEnd RunReserve(grpc::ServerContext* context, const v1::ReserveRequest& request,
-                        grpc::ServerWriter<v1::DecodeEvent>* writer);
-  // Submits the reservation to the engine and binds the router's id to it.
-  absl::StatusOr<StartedReservation> StartReserve(const v1::ReserveRequest& request,
-                                                  absl::Duration lease);
-  // Waits for blocks (FIFO behind other reservations); cancels the request once when the client
-  // goes away or reserve_wait_timeout passes, and waits on for the engine's answer.
-  AwaitedReservation AwaitReservation(grpc::ServerContext* context,
-                                      const StartedReservation& started);
-  // The end of a call whose reservation failed: RESOURCE_EXHAUSTED when it gave up waiting,
-  // CANCELLED when the client went away, the engine's status otherwise.
-  ReserveEnd ReservationFailed(grpc::ServerContext* context, const v1::ReserveRequest& request,
-                               const StartedReservation& started,
-                               const AwaitedReservation& awaited);
-  // Sends the signed handoff, then streams the request's events; the outcome from what it saw.
-  ReserveEnd RespondReserve(grpc::ServerContext* context, const StartedReservation& started,
-                            const KvReservation& reservation,
-                            grpc::ServerWriter<v1::DecodeEvent>* writer);
+  // The decisions a DecodeStreamCall asks for; none blocks.
+  //
+  // The lease of a reservation this node takes, or why it refuses it (kRefused).
+  absl::StatusOr<absl::Duration> ReserveLease(const v1::ReserveRequest& request) const;
+  // Counts a reservation among those waiting for blocks, or refuses it (RESOURCE_EXHAUSTED) when
+  // max_waiting_reservations wait already. StopWaiting undoes a successful one.
+  absl::Status StartWaiting();
+  void StopWaiting();
+  // The end of a call whose reservation failed: RESOURCE_EXHAUSTED when it gave up waiting
+  // (kDeadline), CANCELLED when the client went away, the engine's status otherwise.
+  ReserveEnd ReservationFailed(int prompt_tokens, CancelReason gave_up, bool client_gone,
+                               const absl::Status& status) const;
+  // The first event of a reservation: the signed handoff, its lease counted from now.
+  v1::DecodeEvent HandoffEvent(const KvReservation& reservation) const;
   // The outcome of a reservation whose handoff was sent, from its stream.
-  static ReservationOutcome OutcomeOf(const StreamSummary& summary);
-  // Streams `stream`'s events to `writer` until the final one; cancels the request (once) when the
-  // client goes away or a write fails.
-  StreamSummary StreamEvents(grpc::ServerContext* context, RequestId id, bool with_logprobs,
-                             DecodePath path, RequestStream* stream,
-                             grpc::ServerWriter<v1::DecodeEvent>* writer);
+  static ReservationOutcome OutcomeOf(const DecodeStreamSummary& summary);
 
   Engine* const engine_;
   KvTransport* const transport_;
   const DecodeServiceOptions options_;
   RouterRequestIds router_ids_;
   std::atomic<int64_t> waiting_reservations_{0};
+  // Where the calls' handlers run; outlives the ticker, which posts to them.
+  WorkerPool workers_;
+  CallTicker ticker_;
 };
 
 }  // namespace tandem

@@ -7,9 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/handoff/handoff_codec.h"
 #include "common/handoff/kv_block_writer.h"
 #include "common/serving/await_or_cancel.h"
@@ -24,65 +22,22 @@ int64_t Micros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
 
 }  // namespace
 
-// What the engine thread learnt about the request's first token.
-struct FirstTokenReport {
-  absl::Time prefill_done = absl::InfinitePast();
-  int64_t queue_nanos = -1;
-  int32_t cached_tokens = 0;
-  // The engine ended the request without a first token (an engine error or stop, a cancel).
-  bool ended_without_token = false;
-};
-
-struct PrefillService::Report {
-  bool HasResult() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return result.has_value(); }
-
-  absl::Mutex mu;
-  // Set once, by the writer, after the engine let go of the request.
-  std::optional<absl::StatusOr<KvWriteResult>> result ABSL_GUARDED_BY(mu);
-  FirstTokenReport first_token ABSL_GUARDED_BY(mu);
-};
-
-struct PrefillService::Finished {
-  absl::StatusOr<KvWriteResult> result;
-  FirstTokenReport first_token;
-  // Why this call asked the engine to stop the request, if it did.
-  CancelReason cancelled = CancelReason::kNone;
-};
-
 PrefillService::PrefillService(Engine* engine, KvTransport* transport,
                                PrefillServiceOptions options)
-    : engine_(engine), transport_(transport), options_(std::move(options)) {}
+    : engine_(engine),
+      transport_(transport),
+      options_(std::move(options)),
+      workers_(options_.worker_threads),
+      ticker_(options_.tick_interval) {}
 
-grpc::Status PrefillService::Prefill(grpc::ServerContext* context,
-                                     const v1::PrefillRequest* request,
-                                     v1::PrefillResponse* response) {
-  const absl::Time received_at = options_.clock->Now();
-  if (options_.metrics != nullptr) options_.metrics->RequestReceived();
-  const std::optional<Failure> failure = RunPrefill(context, *request, received_at, response);
-  if (!failure.has_value()) return grpc::Status::OK;
-  if (options_.metrics != nullptr) options_.metrics->RequestFailed(failure->reason);
-  return ToGrpcStatus(failure->status);
-}
-
-std::optional<PrefillService::Failure> PrefillService::RunPrefill(grpc::ServerContext* context,
-                                                                  const v1::PrefillRequest& request,
-                                                                  absl::Time received_at,
-                                                                  v1::PrefillResponse* response) {
-  // A second request under the id of a live one is refused before it touches the handoff.
-  if (absl::Status claimed = router_ids_.Claim(request.request_id()); !claimed.ok()) {
-    return Failure{KvTransferFailure::kInvalidRequest, std::move(claimed)};
-  }
-  absl::Cleanup release_id = [&] { router_ids_.Release(request.request_id()); };
-  std::variant<Started, Failure> started = Start(request, received_at);
-  if (Failure* refused = std::get_if<Failure>(&started)) return std::move(*refused);
-  const Finished finished = Await(context, request.request_id(), std::get<Started>(started));
-  if (std::optional<Failure> failed = FailureOf(finished, context->IsCancelled())) return failed;
-  Respond(finished, received_at, response);
-  return std::nullopt;
+grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext*,
+                                                  const v1::PrefillRequest* request,
+                                                  v1::PrefillResponse* response) {
+  return PrefillCall::Start(this, request, response);
 }
 
 std::variant<PrefillService::Started, PrefillService::Failure> PrefillService::Start(
-    const v1::PrefillRequest& request, absl::Time received_at) {
+    const v1::PrefillRequest& request, absl::Time received_at, PrefillSinks sinks) {
   // 1. The handoff. Nothing is written, and the decode node is not contacted, for one that is not
   //    vouched for: its address and key are the caller's otherwise.
   if (absl::Status admitted = options_.handoff_gate->Admit(
@@ -123,7 +78,6 @@ std::variant<PrefillService::Started, PrefillService::Failure> PrefillService::S
   }
 
   // 3. The writer: it reports the result once the engine let go of the request.
-  auto report = std::make_shared<Report>();
   Engine* engine = engine_;
   absl::StatusOr<std::shared_ptr<KvBlockWriter>> writer = KvBlockWriter::Create({
       .transport = transport_,
@@ -134,56 +88,23 @@ std::variant<PrefillService::Started, PrefillService::Failure> PrefillService::S
       .local_incarnation = transport_->incarnation(),
       .auth = options_.handoff_auth.get(),
       .release_blocks = [engine](RequestId id) { engine->ReleaseExportedBlocks(id); },
-      .on_finished =
-          [report](absl::StatusOr<KvWriteResult> result) {
-            absl::MutexLock lock(&report->mu);
-            report->result = std::move(result);
-          },
+      .on_finished = std::move(sinks.on_finished),
   });
   if (!writer.ok()) return refuse(ClassifyHandoffError(writer.status()), writer.status());
 
   // 4. Submit; the engine thread reports the first token.
   engine_request.kv_exporter = *std::move(writer);
-  engine_request.on_event = [report, clock = options_.clock](const GenerationEvent& event) {
-    absl::MutexLock lock(&report->mu);
-    if (!event.has_token()) {
-      report->first_token.ended_without_token = event.finished;
-      return;
-    }
-    report->first_token.prefill_done = clock->Now();
-    report->first_token.queue_nanos = event.queue_nanos;
-    report->first_token.cached_tokens = event.usage.cached_tokens;
-  };
+  engine_request.on_event = std::move(sinks.on_event);
   absl::StatusOr<RequestId> id = engine_->Submit(std::move(engine_request));
   if (!id.ok()) {
     return refuse(absl::IsInvalidArgument(id.status()) ? KvTransferFailure::kInvalidRequest
                                                        : KvTransferFailure::kOther,
                   id.status());
   }
-  return Started{.id = *id, .deadline = deadline, .report = std::move(report)};
+  return Started{.id = *id, .deadline = deadline};
 }
 
-PrefillService::Finished PrefillService::Await(grpc::ServerContext* context,
-                                               const std::string& router_id,
-                                               const Started& started) {
-  CancelOnce cancel({
-      .clock = options_.clock,
-      .deadline = started.deadline,
-      .is_cancelled = [context] { return context->IsCancelled(); },
-      .on_cancel = [this, id = started.id] { engine_->Cancel(id); },
-  });
-  // A Cancel for the router's id that came before the engine's id was known.
-  if (!router_ids_.Bind(router_id, started.id)) cancel.CancelNow(CancelReason::kCancelled);
-  // The writer reports also after a cancel, once the engine let go of the request.
-  Report& report = *started.report;
-  AwaitOrCancel(report.mu, absl::Condition(&report, &Report::HasResult), cancel);
-  absl::MutexLock lock(&report.mu);
-  return Finished{.result = *std::move(report.result),
-                  .first_token = report.first_token,
-                  .cancelled = cancel.reason()};
-}
-
-std::optional<PrefillService::Failure> PrefillService::FailureOf(const Finished& finished,
+std::optional<PrefillService::Failure> PrefillService::FailureOf(const PrefillFinished& finished,
                                                                  bool client_cancelled) {
   if (finished.result.ok()) return std::nullopt;
   if (client_cancelled) {
@@ -204,7 +125,7 @@ std::optional<PrefillService::Failure> PrefillService::FailureOf(const Finished&
   return Failure{ClassifyTransferError(status), status};
 }
 
-void PrefillService::Respond(const Finished& finished, absl::Time received_at,
+void PrefillService::Respond(const PrefillFinished& finished, absl::Time received_at,
                              v1::PrefillResponse* response) {
   const KvWriteResult& result = *finished.result;
   const FirstTokenReport& first_token = finished.first_token;

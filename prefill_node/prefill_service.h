@@ -3,33 +3,38 @@
 // transport) while the next chunk computes, samples the first token, sends the completion to the
 // decode node, then answers. Also publishes the prefix cache's content for prefix-aware routing.
 //
-// A Prefill call, one gRPC thread each: claim the router's id -> Start (check the handoff, build
-// the writer, submit) -> Await (AwaitOrCancel: the writer's result; the client going away or the
-// handoff's deadline cancels the request once) -> Respond (the proto and the success metrics). Each
-// step returns what it produced or a Failure (the metrics' KvTransferFailure and the status).
-// GetLoad, the router's liveness probe, is a callback-API method: it takes no sync-pool thread,
-// reads the engine's published stats and answers at once, however many calls hold the pool.
+// A Prefill call costs memory, not a thread: it is a callback-API method, each call a PrefillCall
+// (prefill_call.h), a state machine driven by the engine's and the writer's reports, gRPC's
+// reactions and the service's one CallTicker, its handlers run on the service's few worker
+// threads: claim the router's id -> Start (check the handoff,
+// build the writer, submit) -> await the writer's result (the client going away or the handoff's
+// deadline cancels the request once) -> Respond (the proto and the success metrics). Each step
+// returns what it produced or a Failure (the metrics' KvTransferFailure and the status). GetLoad,
+// the router's liveness probe, is a callback-API method too. WatchKvEvents (one long-lived stream
+// per router) and Cancel stay on the sync pool.
 //
-// Owns: the router-id table of this node's calls. Touches: the engine (Submit, Cancel, load), the
-// KV transport through KvBlockWriter (never directly but for its name and incarnation), the
-// handoff gate and the metrics it is given.
+// Owns: the router-id table of this node's calls, the ticker of their deadlines. Touches: the
+// engine (Submit, Cancel, load), the KV transport through KvBlockWriter (never directly but for
+// its name and incarnation), the handoff gate and the metrics it is given.
 #ifndef TANDEM_PREFILL_NODE_PREFILL_SERVICE_H_
 #define TANDEM_PREFILL_NODE_PREFILL_SERVICE_H_
 
 #include <memory>
 #include <optional>
-#include <string>
 #include <variant>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/engine/engine.h"
 #include "common/serving/await_or_cancel.h"
+#include "common/serving/call_ticker.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_gate.h"
 #include "common/transport/kv_transport.h"
 #include "common/util/clock.h"
+#include "common/util/worker_pool.h"
+#include "prefill_node/prefill_call.h"
 #include "prefill_node/prefill_metrics.h"
 #include "tandem/v1/node.grpc.pb.h"
 
@@ -48,16 +53,22 @@ struct PrefillServiceOptions {
   std::shared_ptr<const HandoffAuthenticator> handoff_auth;
   // Deadlines, waits, the handoff gate's time and the timings reported are read on it (borrowed).
   Clock* clock = Clock::Real();
+  // How often (real time) the ticker checks the deadlines of waiting calls.
+  absl::Duration tick_interval = kAwaitPollInterval;
+  // The threads every call's handlers run on, however many calls are open.
+  int worker_threads = 4;
 };
 
 class PrefillService final
-    : public v1::PrefillNode::WithCallbackMethod_GetLoad<v1::PrefillNode::Service> {
+    : public v1::PrefillNode::WithCallbackMethod_Prefill<
+          v1::PrefillNode::WithCallbackMethod_GetLoad<v1::PrefillNode::Service>> {
  public:
   // `engine` and `transport` are borrowed.
   PrefillService(Engine* engine, KvTransport* transport, PrefillServiceOptions options);
 
-  grpc::Status Prefill(grpc::ServerContext* context, const v1::PrefillRequest* request,
-                       v1::PrefillResponse* response) override;
+  grpc::ServerUnaryReactor* Prefill(grpc::CallbackServerContext* context,
+                                    const v1::PrefillRequest* request,
+                                    v1::PrefillResponse* response) override;
   grpc::Status Cancel(grpc::ServerContext* context, const v1::CancelRequest* request,
                       v1::CancelResponse* response) override;
   grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
@@ -67,40 +78,36 @@ class PrefillService final
                              grpc::ServerWriter<v1::KvEvents>* writer) override;
 
  private:
+  friend class PrefillCall;
   // How a Prefill call failed: the reason the metrics count and the status its caller gets.
   using Failure = CallEnd<KvTransferFailure>;
-  // Where the engine thread and the writer report to the waiting call (prefill_service.cc).
-  struct Report;
   // A validated, submitted prefill: Start's answer.
   struct Started {
     RequestId id = 0;
     absl::Time deadline;  // the handoff's, on options_.clock
-    std::shared_ptr<Report> report;
   };
-  // What Await collected once the writer finished (prefill_service.cc).
-  struct Finished;
 
-  // One Prefill call without the metrics' count of received and failed calls: claim the router's
-  // id, Start, Await, then Respond. Returns how it failed, or nothing when the response is filled.
-  std::optional<Failure> RunPrefill(grpc::ServerContext* context, const v1::PrefillRequest& request,
-                                    absl::Time received_at, v1::PrefillResponse* response);
-  // Checks the handoff, builds the writer and submits the prompt. A refusal after the handoff was
-  // read is also told to the decode node, so that it frees the reservation at once.
-  std::variant<Started, Failure> Start(const v1::PrefillRequest& request, absl::Time received_at);
-  // Binds the router's id, then waits for the writer's result; asks the engine to stop the request
-  // (once) when the client goes away or the handoff's deadline passes, and waits on for the writer.
-  Finished Await(grpc::ServerContext* context, const std::string& router_id,
-                 const Started& started);
+  // The steps a PrefillCall runs; none blocks.
+  //
+  // Checks the handoff, builds the writer (its result to `sinks.on_finished`) and submits the
+  // prompt (its events to `sinks.on_event`). A refusal after the handoff was read is also told to
+  // the decode node, so that it frees the reservation at once.
+  std::variant<Started, Failure> Start(const v1::PrefillRequest& request, absl::Time received_at,
+                                       PrefillSinks sinks);
   // How a finished prefill failed, if it did. `client_cancelled`: the caller went away.
-  static std::optional<Failure> FailureOf(const Finished& finished, bool client_cancelled);
+  static std::optional<Failure> FailureOf(const PrefillFinished& finished, bool client_cancelled);
   // Fills the response with the first token, the transfer's counts and the timings; counts the
   // success in the metrics.
-  void Respond(const Finished& finished, absl::Time received_at, v1::PrefillResponse* response);
+  void Respond(const PrefillFinished& finished, absl::Time received_at,
+               v1::PrefillResponse* response);
 
   Engine* const engine_;
   KvTransport* const transport_;
   const PrefillServiceOptions options_;
   RouterRequestIds router_ids_;
+  // Where the calls' handlers run; outlives the ticker, which posts to them.
+  WorkerPool workers_;
+  CallTicker ticker_;
 };
 
 }  // namespace tandem

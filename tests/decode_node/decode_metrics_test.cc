@@ -28,6 +28,8 @@ namespace {
 using ::tandem::testing::DecodeNode;
 using ::tandem::testing::ReserveCall;
 using ::tandem::testing::Scrape;
+using ::tandem::testing::SendCompletion;
+using ::tandem::testing::WriteKv;
 
 double Ended(const PrometheusText& scrape, const std::string& outcome) {
   return scrape.Value("tandem_decode_reservations_ended_total", {{"outcome", outcome}})
@@ -56,40 +58,6 @@ TEST(DecodeMetricsTest, CountsKnownEvents) {
   EXPECT_EQ(scrape.Value("tandem_decode_queue_seconds_count", {{"path", "generate"}}), 2);
   EXPECT_DOUBLE_EQ(*scrape.Value("tandem_decode_queue_seconds_sum", {{"path", "generate"}}), 0.004);
   EXPECT_STREQ(ReservationOutcomeName(ReservationOutcome::kLeaseExpired), "lease_expired");
-}
-
-// Puts the prompt's KV into the reserved blocks, as a prefill node's writes would (FakeBackend
-// keeps its KV in its own slot store; the decode engine waits for the completion meanwhile).
-void WriteKv(FakeBackend& backend, const v1::KvHandoff& handoff, const std::vector<int>& prompt) {
-  const std::vector<int32_t> blocks(handoff.block_ids().begin(), handoff.block_ids().end());
-  const std::vector<TokenId> tokens(prompt.begin(), prompt.end());
-  ForwardItem item;
-  item.tokens = tokens;
-  item.block_table = blocks;
-  const std::vector<ForwardItem> items = {item};
-  ASSERT_TRUE(backend.Forward(ForwardBatch{items}, LogitsOutput{}).ok());
-}
-
-// Sends the decode node the completion a prefill node sends once its writes are done.
-void SendCompletion(const v1::KvHandoff& handoff, bool ok, int first_token) {
-  auto target = KvWriteTargetFromHandoff(handoff, "local");
-  ASSERT_TRUE(target.ok()) << target.status();
-  LocalTransport prefill_transport;
-  GenerationEvent first;
-  first.token = first_token;
-  v1::KvCompletion completion =
-      MakeKvCompletion(*target, prefill_transport.incarnation(),
-                       ok ? absl::OkStatus() : absl::UnavailableError("prefill node lost the KV"),
-                       ok ? &first : nullptr, 0);
-  absl::Notification sent;
-  absl::Status result;
-  prefill_transport.Notify(target->target, completion.SerializeAsString(),
-                           absl::Now() + absl::Seconds(10), [&](absl::Status s) {
-                             result = s;
-                             sent.Notify();
-                           });
-  sent.WaitForNotification();
-  ASSERT_TRUE(result.ok()) << result;
 }
 
 TEST(DecodeServiceMetricsTest, CountsEachReservationOutcome) {

@@ -1,15 +1,19 @@
 // A real DecodeService on loopback gRPC over LocalTransport and a FakeBackend engine (32 blocks of
-// 4 tokens, quarantined blocks kept 30 s), its metrics wired; and one Reserve call read event by
-// event.
+// 4 tokens unless told, quarantined blocks kept 30 s), its metrics wired; one Reserve call and one
+// Generate call read event by event; and what a prefill node does for a reservation (its KV
+// writes, its completion notice).
 #ifndef TANDEM_TESTS_DECODE_NODE_DECODE_TEST_NODE_H_
 #define TANDEM_TESTS_DECODE_NODE_DECODE_TEST_NODE_H_
 
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/engine/engine.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/serving/grpc_server.h"
 #include "common/transport/local_transport.h"
 #include "decode_node/decode_metrics.h"
@@ -23,8 +27,10 @@
 namespace tandem::testing {
 
 struct DecodeNode {
-  explicit DecodeNode(const GrpcServerOptions& server_options = {})
-      : backend(kVocab, 32, 4), pool(backend.kv_layout().total_bytes()) {
+  // `adjust` changes the service's options before it is built.
+  explicit DecodeNode(const GrpcServerOptions& server_options = {}, int num_blocks = 32,
+                      const std::function<void(DecodeServiceOptions&)>& adjust = nullptr)
+      : backend(kVocab, num_blocks, 4), pool(backend.kv_layout().total_bytes()) {
     EXPECT_TRUE(transport.RegisterPool(pool.data(), pool.size()).ok());
     EngineOptions options;
     options.kv_write_grace = absl::Seconds(30);  // quarantined blocks stay visible
@@ -34,12 +40,12 @@ struct DecodeNode {
     engine = *std::move(created);
     engine->Start();
     metrics.SetEngine(engine.get());
-    service =
-        std::make_unique<DecodeService>(engine.get(), &transport,
-                                        DecodeServiceOptions{.model_name = "m",
-                                                             .default_lease = absl::Seconds(30),
-                                                             .max_lease = absl::Seconds(60),
-                                                             .metrics = &metrics});
+    DecodeServiceOptions service_options{.model_name = "m",
+                                         .default_lease = absl::Seconds(30),
+                                         .max_lease = absl::Seconds(60),
+                                         .metrics = &metrics};
+    if (adjust) adjust(service_options);
+    service = std::make_unique<DecodeService>(engine.get(), &transport, std::move(service_options));
     auto started = StartGrpcServer("127.0.0.1:0", {service.get()}, {}, server_options);
     EXPECT_TRUE(started.ok()) << started.status();
     server = std::move(*started);
@@ -86,6 +92,64 @@ struct ReserveCall {
   std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader;
   std::vector<v1::DecodeEvent> events;
 };
+
+// One local Generate call, read event by event.
+struct GenerateCall {
+  GenerateCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens) {
+    v1::NodeGenerateRequest request;
+    request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
+    request.mutable_sampling()->set_temperature(0);
+    request.mutable_sampling()->set_max_tokens(max_tokens);
+    request.mutable_sampling()->set_ignore_eos(true);
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    reader = node.stub->Generate(&context, request);
+  }
+  // Reads to the end; returns the call's status.
+  grpc::Status Finish() {
+    v1::DecodeEvent event;
+    while (reader->Read(&event)) events.push_back(event);
+    return reader->Finish();
+  }
+
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader;
+  std::vector<v1::DecodeEvent> events;
+};
+
+// Puts the prompt's KV into the reserved blocks, as a prefill node's writes would (FakeBackend
+// keeps its KV in its own slot store; the decode engine waits for the completion meanwhile).
+inline void WriteKv(FakeBackend& backend, const v1::KvHandoff& handoff,
+                    const std::vector<int>& prompt) {
+  const std::vector<int32_t> blocks(handoff.block_ids().begin(), handoff.block_ids().end());
+  const std::vector<TokenId> tokens(prompt.begin(), prompt.end());
+  ForwardItem item;
+  item.tokens = tokens;
+  item.block_table = blocks;
+  const std::vector<ForwardItem> items = {item};
+  ASSERT_TRUE(backend.Forward(ForwardBatch{items}, LogitsOutput{}).ok());
+}
+
+// Sends the decode node the completion a prefill node sends once its writes are done.
+inline void SendCompletion(const v1::KvHandoff& handoff, bool ok, int first_token) {
+  auto target = KvWriteTargetFromHandoff(handoff, "local");
+  ASSERT_TRUE(target.ok()) << target.status();
+  LocalTransport prefill_transport;
+  GenerationEvent first;
+  first.token = first_token;
+  v1::KvCompletion completion =
+      MakeKvCompletion(*target, prefill_transport.incarnation(),
+                       ok ? absl::OkStatus() : absl::UnavailableError("prefill node lost the KV"),
+                       ok ? &first : nullptr, 0);
+  absl::Notification sent;
+  absl::Status result;
+  prefill_transport.Notify(target->target, completion.SerializeAsString(),
+                           absl::Now() + absl::Seconds(10), [&](absl::Status s) {
+                             result = s;
+                             sent.Notify();
+                           });
+  sent.WaitForNotification();
+  ASSERT_TRUE(result.ok()) << result;
+}
 
 }  // namespace tandem::testing
 
