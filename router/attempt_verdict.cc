@@ -20,7 +20,9 @@ bool Unreachable(const grpc::Status& status) {
 // away or the request expired (the decode node is cancelled); nullopt when it failed otherwise.
 std::optional<AttemptVerdict> EndedWithTheStream(const AttemptFacts& f) {
   AttemptVerdict v;
-  if (f.stream.finished) {
+  // Finished only if the client took the last response (a failed write means it is gone, or the
+  // deadline aborted it): then it ends below as cancelled or late, not as OK.
+  if (f.stream.finished && !f.client_gone) {
     v.stop_string_hit = f.stream.stopped;
     v.cancel_decode = f.stream.stopped;
     return v;

@@ -39,6 +39,19 @@ TEST(JudgeAttemptTest, AFinishedStreamIsDoneAndReleasesNothing) {
   EXPECT_FALSE(v.stop_string_hit);
 }
 
+TEST(JudgeAttemptTest, AFinishedStreamWhoseLastWriteFailedIsNotOk) {
+  AttemptFacts f = Local();
+  f.stream.finished = true;
+  f.sent_tokens = true;
+  f.client_gone = true;
+  f.timed_out = true;  // the deadline aborted the write
+  AttemptVerdict v = JudgeAttempt(f);
+  EXPECT_EQ(v.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  f.timed_out = false;  // the client left
+  v = JudgeAttempt(f);
+  EXPECT_EQ(v.status.error_code(), grpc::StatusCode::CANCELLED);
+}
+
 TEST(JudgeAttemptTest, AStopStringCancelsTheDecodeNode) {
   AttemptFacts f = Local();
   f.stream.finished = true;
