@@ -11,20 +11,24 @@ namespace tandem {
 DecodeStreamCall::DecodeStreamCall(DecodeService* service, DecodePath path)
     : service_(service), path_(path), executor_(SerialExecutor::Create(&service->workers_)) {}
 
+template <typename Request>
+grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeStreamCall::Start(
+    DecodeService* service, DecodePath path, const Request* request,
+    void (DecodeStreamCall::*begin)(const Request&)) {
+  std::shared_ptr<DecodeStreamCall> call(new DecodeStreamCall(service, path));
+  call->self_ = call;
+  call->Post([request, begin](DecodeStreamCall& c) { (c.*begin)(*request); });
+  return call.get();
+}
+
 grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeStreamCall::StartReserve(
     DecodeService* service, const v1::ReserveRequest* request) {
-  std::shared_ptr<DecodeStreamCall> call(new DecodeStreamCall(service, DecodePath::kReserve));
-  call->self_ = call;
-  call->Post([request](DecodeStreamCall& c) { c.BeginReserve(*request); });
-  return call.get();
+  return Start(service, DecodePath::kReserve, request, &DecodeStreamCall::BeginReserve);
 }
 
 grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeStreamCall::StartGenerate(
     DecodeService* service, const v1::NodeGenerateRequest* request) {
-  std::shared_ptr<DecodeStreamCall> call(new DecodeStreamCall(service, DecodePath::kGenerate));
-  call->self_ = call;
-  call->Post([request](DecodeStreamCall& c) { c.BeginGenerate(*request); });
-  return call.get();
+  return Start(service, DecodePath::kGenerate, request, &DecodeStreamCall::BeginGenerate);
 }
 
 // --- Reactions: each posts to the executor. ---

@@ -88,6 +88,11 @@ class DecodeStreamCall final : public grpc::ServerWriteReactor<v1::DecodeEvent>,
   using Ending = CallEnd<ReservationOutcome>;
 
   DecodeStreamCall(DecodeService* service, DecodePath path);
+  // Makes the call and posts `begin` of `request` as its first task.
+  template <typename Request>
+  static grpc::ServerWriteReactor<v1::DecodeEvent>* Start(
+      DecodeService* service, DecodePath path, const Request* request,
+      void (DecodeStreamCall::*begin)(const Request&));
 
   // Event handlers (on the executor).
   void BeginReserve(const v1::ReserveRequest& request);

@@ -1,9 +1,12 @@
-// AwaitOrCancel: a node's gRPC thread waits for work it handed to another thread (the engine, a KV
-// writer) and, when its caller goes away or a deadline passes, asks that work to stop, once.
+// Giving up on work handed to another thread (the engine, a KV writer), once: when the caller
+// goes away or a deadline passes, ask that work to stop, and go on waiting for its answer.
 //
-// Owns: the poll loop the prefill and decode services share, the "give up once" bookkeeping
-// (CancelOnce), and CallEnd, the shape in which their calls report how they ended. Touches nothing
-// but what the caller passes in:
+// Owns: the "give up once" bookkeeping (CancelOnce) that the node services' calls use
+// (decode_node/decode_stream_call.h, prefill_node/prefill_call.h: they check it from gRPC's
+// OnCancel and their service's CallTicker, no thread waiting), CallEnd, the shape in which those
+// calls report how they ended, and AwaitOrCancel, the same give-up for a thread that does wait (a
+// poll loop; no service uses it since its calls moved to gRPC's callback API). Touches nothing but
+// what the caller passes in:
 //   - the condition it waits for: a function that waits up to an interval and says whether the
 //     condition holds (or a mutex and an absl::Condition);
 //   - the cancellation sources: an is-cancelled function (a gRPC ServerContext's IsCancelled, a
@@ -16,7 +19,8 @@
 //
 // Time: the deadline is compared with clock->Now(); the interval between checks is a real-time
 // timed wait (20 ms by default), so a test that moves a ManualClock sees the give-up within one
-// interval. CancelOnce and AwaitOrCancel are used from one thread (the waiting one).
+// interval. CancelOnce and AwaitOrCancel are used from one thread at a time (the waiting one, or
+// the call's executor).
 #ifndef TANDEM_COMMON_SERVING_AWAIT_OR_CANCEL_H_
 #define TANDEM_COMMON_SERVING_AWAIT_OR_CANCEL_H_
 

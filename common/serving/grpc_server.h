@@ -1,10 +1,12 @@
 // Starting a process's gRPC server (with the standard health service), announcing it through a
 // ready file, and waiting for SIGINT/SIGTERM: what tandem-router, -prefill and -decode share.
 //
-// Threads: a sync-API method (a node's streams, Prefill, Cancel) holds one thread of gRPC's sync
-// pool for the whole call. Callback-API methods never take one: gRPC's default health service
-// (grpc.health.v1.Health: Check and Watch are callback methods in the gRPC this builds against,
-// 1.51) and the nodes' GetLoad. So liveness answers however many streams hold sync threads.
+// Threads: a sync-API method (Cancel, ConnectKv, a prefill node's WatchKvEvents, one stream per
+// router) holds one thread of gRPC's sync pool for the whole call. Callback-API methods never take
+// one: gRPC's default health service (grpc.health.v1.Health: Check and Watch are callback methods
+// in the gRPC this builds against, 1.51), the nodes' GetLoad, and their Reserve, Generate and
+// Prefill calls (state machines on a few worker threads per service). So a node's threads do not
+// grow with its streams, and liveness answers however many sync threads are held.
 #ifndef TANDEM_COMMON_SERVING_GRPC_SERVER_H_
 #define TANDEM_COMMON_SERVING_GRPC_SERVER_H_
 

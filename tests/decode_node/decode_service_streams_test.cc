@@ -28,7 +28,6 @@ namespace {
 using ::tandem::testing::DecodeNode;
 using ::tandem::testing::GenerateCall;
 using ::tandem::testing::ReserveCall;
-using ::tandem::testing::Scrape;
 using ::tandem::testing::SendCompletion;
 using ::tandem::testing::WriteKv;
 
@@ -57,15 +56,11 @@ double Ended(const PrometheusText& scrape, const std::string& outcome) {
       .value_or(-1);
 }
 
-// Waits (up to 4 s) until `ended` reservations are counted as ended; returns the last scrape.
+// Once `ended` reservations are counted as ended (up to 4 s).
 PrometheusText ScrapeOnceEnded(DecodeMetrics& metrics, double ended) {
-  PrometheusText scrape;
-  for (int i = 0; i < 200; ++i) {
-    scrape = Scrape(metrics);
-    if (scrape.Sum("tandem_decode_reservations_ended_total") >= ended) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return scrape;
+  return testing::ScrapeUntil(metrics, [ended](const PrometheusText& scrape) {
+    return scrape.Sum("tandem_decode_reservations_ended_total") >= ended;
+  });
 }
 
 v1::NodeLoad Load(DecodeNode& node) {

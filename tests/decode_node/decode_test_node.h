@@ -68,18 +68,20 @@ struct DecodeNode {
   std::unique_ptr<v1::DecodeNode::Stub> stub;
 };
 
-// One Reserve call, read event by event.
-struct ReserveCall {
-  ReserveCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens,
-              int64_t lease_ms = 0) {
-    v1::ReserveRequest request;
+// One of a DecodeNode's streams (Reserve or Generate), read event by event.
+struct DecodeStreamReader {
+  // A request of `prompt` for `max_tokens` greedy tokens (EOS ignored).
+  template <typename Request>
+  static Request MakeRequest(const std::vector<int>& prompt, int max_tokens) {
+    Request request;
     request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
     request.mutable_sampling()->set_temperature(0);
     request.mutable_sampling()->set_max_tokens(max_tokens);
     request.mutable_sampling()->set_ignore_eos(true);
-    request.set_lease_ms(lease_ms);
+    return request;
+  }
+  DecodeStreamReader() {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    reader = node.stub->Reserve(&context, request);
   }
   // Reads to the end; returns the call's status.
   grpc::Status Finish() {
@@ -93,27 +95,22 @@ struct ReserveCall {
   std::vector<v1::DecodeEvent> events;
 };
 
-// One local Generate call, read event by event.
-struct GenerateCall {
-  GenerateCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens) {
-    v1::NodeGenerateRequest request;
-    request.mutable_prompt_token_ids()->Assign(prompt.begin(), prompt.end());
-    request.mutable_sampling()->set_temperature(0);
-    request.mutable_sampling()->set_max_tokens(max_tokens);
-    request.mutable_sampling()->set_ignore_eos(true);
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-    reader = node.stub->Generate(&context, request);
+// One Reserve call.
+struct ReserveCall : DecodeStreamReader {
+  ReserveCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens,
+              int64_t lease_ms = 0) {
+    v1::ReserveRequest request = MakeRequest<v1::ReserveRequest>(prompt, max_tokens);
+    request.set_lease_ms(lease_ms);
+    reader = node.stub->Reserve(&context, request);
   }
-  // Reads to the end; returns the call's status.
-  grpc::Status Finish() {
-    v1::DecodeEvent event;
-    while (reader->Read(&event)) events.push_back(event);
-    return reader->Finish();
-  }
+};
 
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::DecodeEvent>> reader;
-  std::vector<v1::DecodeEvent> events;
+// One local Generate call.
+struct GenerateCall : DecodeStreamReader {
+  GenerateCall(DecodeNode& node, const std::vector<int>& prompt, int max_tokens) {
+    reader =
+        node.stub->Generate(&context, MakeRequest<v1::NodeGenerateRequest>(prompt, max_tokens));
+  }
 };
 
 // Puts the prompt's KV into the reserved blocks, as a prefill node's writes would (FakeBackend

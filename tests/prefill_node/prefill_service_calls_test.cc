@@ -24,6 +24,7 @@ namespace {
 using ::tandem::testing::FakeDecodeNode;
 using ::tandem::testing::PrefillNode;
 using ::tandem::testing::Scrape;
+using ::tandem::testing::WatchCall;
 
 constexpr int kSyncThreads = 4;
 constexpr int kCalls = 32;
@@ -33,35 +34,15 @@ double Failures(const PrometheusText& scrape, const std::string& reason) {
       .value_or(-1);
 }
 
-// Waits (up to 4 s) until `failed` failures are counted; returns the last scrape.
+// Once `failed` failures are counted (up to 4 s).
 PrometheusText ScrapeOnceFailed(PrefillMetrics& metrics, double failed) {
-  PrometheusText scrape;
-  for (int i = 0; i < 200; ++i) {
-    scrape = Scrape(metrics);
-    if (scrape.Sum("tandem_prefill_kv_transfer_failures_total") >= failed) break;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return scrape;
+  return testing::ScrapeUntil(metrics, [failed](const PrometheusText& scrape) {
+    return scrape.Sum("tandem_prefill_kv_transfer_failures_total") >= failed;
+  });
 }
 
 // A one-block prompt, distinct for each `i` below kVocab * kVocab.
 std::vector<int> OneBlockPrompt(int i) { return {i % kVocab, i / kVocab, 1, 2}; }
-
-// One WatchKvEvents stream; it holds its sync thread once its first event has arrived.
-struct WatchCall {
-  explicit WatchCall(PrefillNode& node)
-      : reader(node.stub->WatchKvEvents(&context, v1::WatchKvEventsRequest())) {}
-  ~WatchCall() {
-    context.TryCancel();
-    v1::KvEvents events;
-    while (reader->Read(&events)) {
-    }
-    reader->Finish();
-  }
-
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::KvEvents>> reader;
-};
 
 TEST(PrefillServiceCallsTest, PrefillsRunAndCompleteWhileEverySyncThreadIsHeld) {
   FakeDecodeNode decode;
@@ -96,6 +77,9 @@ TEST(PrefillServiceCallsTest, PrefillsRunAndCompleteWhileEverySyncThreadIsHeld) 
   v1::PrefillResponse again;
   EXPECT_TRUE(
       prefill.Prefill(OneBlockPrompt(100), decode.Handoff(100, {0}), &again, "call-0").ok());
+  for (std::unique_ptr<WatchCall>& call : held) {
+    EXPECT_EQ(call->Cancel().error_code(), grpc::StatusCode::CANCELLED);
+  }
 }
 
 TEST(PrefillServiceCallsTest, ACallerThatGoesAwayMidWriteStillEndsItsCall) {

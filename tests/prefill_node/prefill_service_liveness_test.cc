@@ -17,17 +17,9 @@ namespace {
 
 using ::tandem::testing::LivenessAnswer;
 using ::tandem::testing::PrefillNode;
+using ::tandem::testing::WatchCall;
 
 constexpr int kSyncThreads = 4;
-
-// One WatchKvEvents stream; it holds its sync thread once its first event has arrived.
-struct WatchCall {
-  explicit WatchCall(PrefillNode& node)
-      : reader(node.stub->WatchKvEvents(&context, v1::WatchKvEventsRequest())) {}
-
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReader<v1::KvEvents>> reader;
-};
 
 TEST(PrefillServiceLivenessTest, AnswersLoadAndHealthWhileEverySyncThreadIsHeld) {
   PrefillNode node({}, GrpcServerOptions{.max_sync_threads = kSyncThreads});
@@ -44,11 +36,7 @@ TEST(PrefillServiceLivenessTest, AnswersLoadAndHealthWhileEverySyncThreadIsHeld)
   EXPECT_EQ(answer.load.incarnation(), node.transport.incarnation());
 
   for (std::unique_ptr<WatchCall>& call : held) {
-    call->context.TryCancel();
-    v1::KvEvents events;
-    while (call->reader->Read(&events)) {
-    }
-    EXPECT_EQ(call->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+    EXPECT_EQ(call->Cancel().error_code(), grpc::StatusCode::CANCELLED);
   }
 }
 

@@ -1,6 +1,6 @@
 // A real PrefillService on loopback gRPC, its KV moving through LocalTransport into a fake decode
 // node's pool (no decode engine), both sharing one cluster secret: the decode side signs its
-// handoffs and checks the MACs of the completions it receives.
+// handoffs and checks the MACs of the completions it receives. And a WatchKvEvents stream.
 #ifndef TANDEM_TESTS_PREFILL_NODE_PREFILL_TEST_NODES_H_
 #define TANDEM_TESTS_PREFILL_NODE_PREFILL_TEST_NODES_H_
 
@@ -133,6 +133,23 @@ struct PrefillNode {
   RunningServer server;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::PrefillNode::Stub> stub;
+};
+
+// One WatchKvEvents stream; it holds its sync thread once its first event has arrived.
+struct WatchCall {
+  explicit WatchCall(PrefillNode& node)
+      : reader(node.stub->WatchKvEvents(&context, v1::WatchKvEventsRequest())) {}
+  // Cancels the stream, reads what is left; returns its status.
+  grpc::Status Cancel() {
+    context.TryCancel();
+    v1::KvEvents events;
+    while (reader->Read(&events)) {
+    }
+    return reader->Finish();
+  }
+
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::KvEvents>> reader;
 };
 
 }  // namespace tandem::testing
