@@ -9,7 +9,7 @@
 # transfer time into the share of the transfer hidden behind compute.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-bin="$root/build/bin"
+bin="${BIN_DIR:-$root/build/bin}"
 tls="${1:-tcp}"
 model="${2:-$root/build/models/bench-100m}"
 chunk=512
