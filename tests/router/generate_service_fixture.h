@@ -43,10 +43,12 @@ class GenerateServiceTest : public ::testing::Test {
   void StartRouter(const RouterOptions& options) {
     StartRouterWithNodesDown(options);
     if (router_ == nullptr) return;
-    for (const auto& [role, addresses] :
-         {std::pair{NodeRole::kPrefill, &options.pool.prefill.addresses},
-          std::pair{NodeRole::kDecode, &options.pool.decode.addresses}}) {
-      for (const std::string& address : *addresses) {
+    const std::pair<NodeRole, const std::vector<std::string>*> roles[] = {
+        {NodeRole::kPrefill, &options.pool.prefill.addresses},
+        {NodeRole::kDecode, &options.pool.decode.addresses}};
+    for (const auto& entry : roles) {
+      const NodeRole role = entry.first;
+      for (const std::string& address : *entry.second) {
         ASSERT_TRUE(WaitUntil([&] {
           std::shared_ptr<Node> node = PoolNode(role, address);
           return node != nullptr && node->up();
