@@ -73,22 +73,13 @@ void RequestFlow::Begin(const v1::GenerateRequest& request, const RunOptions& op
   }
   request_ = *std::move(built);
   guard_ = std::make_shared<CallGuard>(sink_, deadline_);
-  guard_->SetWaker([weak = std::weak_ptr<RequestFlow>(shared_from_this())] {
-    if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
-      flow->Post([](RequestFlow& f) { f.OnWake(); });
-    }
-  });
+  guard_->SetWaker(PosterIfAlive([](RequestFlow& f) { f.OnWake(); }));
   r.watchdog_.Add(guard_);
 
   const bool must_wait = r.admission_.running() >= r.options_.max_concurrent_requests;
-  const Admission admission = r.admission_.Admit(
-      static_cast<int64_t>(request_->prompt.size()),
-      [weak = std::weak_ptr<RequestFlow>(shared_from_this())] {
-        if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
-          flow->Post([](RequestFlow& f) { f.OnAdmitted(); });
-        }
-      },
-      &ticket_);
+  const Admission admission =
+      r.admission_.Admit(static_cast<int64_t>(request_->prompt.size()),
+                         PosterIfAlive([](RequestFlow& f) { f.OnAdmitted(); }), &ticket_);
   switch (admission) {
     case Admission::kAdmitted:
       if (must_wait) ++r.counters_->queued;
@@ -338,11 +329,7 @@ void RequestFlow::OnHandoff(const v1::DecodeEvent& event) {
   grpc::ClientContext* decode_ctx = attempt_->decode_ctx.get();
   attempt_->prefill->Start(
       attempt_->chosen.prefill->client(), [decode_ctx] { decode_ctx->TryCancel(); },
-      [weak = std::weak_ptr<RequestFlow>(shared_from_this()), n = attempt_->number] {
-        if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
-          flow->Post([n](RequestFlow& f) { f.OnPrefillAnswer(n); });
-        }
-      });
+      PosterIfAlive([n = attempt_->number](RequestFlow& f) { f.OnPrefillAnswer(n); }));
   attempt_->stream->ReadNext();
 }
 

@@ -104,6 +104,14 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
         [self = shared_from_this(), handler = std::move(handler)]() mutable { handler(*self); });
   }
 
+  // A callback for others to call (any number of times): posts `handler` while the flow lives.
+  template <typename Handler>
+  absl::AnyInvocable<void()> PosterIfAlive(Handler handler) {
+    return [weak = weak_from_this(), handler = std::move(handler)] {
+      if (std::shared_ptr<RequestFlow> flow = weak.lock()) flow->Post(handler);
+    };
+  }
+
   RequestRunner* const runner_;
   ResponseSink* const sink_;
   Done done_;

@@ -22,16 +22,6 @@ inline bool WaitUntil(const std::function<bool()>& pred) { return FakeDecodeNode
 
 class GenerateServiceTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto model = LoadServedModel(TestModelDir("llama"), "");
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = new std::shared_ptr<const ServedModel>(*model);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-
   void TearDown() override {
     if (router_ != nullptr) router_->Shutdown(absl::Seconds(5));
     router_.reset();
@@ -66,7 +56,7 @@ class GenerateServiceTest : public ::testing::Test {
   }
 
   static std::vector<int32_t> Encode(const std::string& text, bool special = false) {
-    return (*model_)->tokenizer->Encode(text, special);
+    return TestServedModel()->tokenizer->Encode(text, special);
   }
 
   static DecodeScript Script(const std::string& text) {
@@ -90,8 +80,6 @@ class GenerateServiceTest : public ::testing::Test {
     }
     return nullptr;
   }
-
-  static inline std::shared_ptr<const ServedModel>* model_ = nullptr;
 
   // Nodes first: they outlive the router (members are destroyed in reverse order).
   FakePrefillNode p1_, p2_;

@@ -10,37 +10,25 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/served_model.h"
-#include "tests/integration/test_model_dir.h"
+#include "tests/router/router_test_util.h"
 
 namespace tandem {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::TestServedModel;
 
 class RequestBuilderTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto model = LoadServedModel(TestModelDir("llama"), "");
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = new std::shared_ptr<const ServedModel>(*model);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  const ServedModel& model() { return **model_; }
+  const ServedModel& model() { return *TestServedModel(); }
 
   static v1::GenerateRequest Text(const std::string& text) {
     v1::GenerateRequest r;
     r.set_text(text);
     return r;
   }
-
-  static std::shared_ptr<const ServedModel>* model_;
 };
-
-std::shared_ptr<const ServedModel>* RequestBuilderTest::model_ = nullptr;
 
 TEST_F(RequestBuilderTest, LoadsTheModelsTextSide) {
   EXPECT_EQ(model().name, "generate-llama");  // the directory's base name

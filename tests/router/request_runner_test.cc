@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "router/router_metrics.h"
-#include "tests/integration/test_model_dir.h"
 #include "tests/router/fake_node_client.h"
+#include "tests/router/router_test_util.h"
 
 namespace tandem {
 namespace {
@@ -22,6 +22,7 @@ using testing::FakeNode;
 using testing::FakeNodeDirectory;
 using ::testing::HasSubstr;
 using testing::StreamScript;
+using testing::TestServedModel;
 using testing::TokenEvents;
 
 class CollectingSink : public ResponseSink {
@@ -43,16 +44,6 @@ class CollectingSink : public ResponseSink {
 
 class RequestRunnerTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto model = LoadServedModel(TestModelDir("llama"), "");
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = new std::shared_ptr<const ServedModel>(*model);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-
   void SetUp() override {
     options_.first_token_timeout_ms = 10000;
     options_.request_timeout_ms = 20000;
@@ -62,7 +53,7 @@ class RequestRunnerTest : public ::testing::Test {
 
   grpc::Status Run(const std::string& text, CollectingSink& sink,
                    const std::vector<std::string>& stop = {}) {
-    RequestRunner runner(*model_, &directory_, options_, &counters_, &metrics_);
+    RequestRunner runner(TestServedModel(), &directory_, options_, &counters_, &metrics_);
     v1::GenerateRequest request;
     request.set_text(text);
     request.mutable_sampling()->set_max_tokens(16);
@@ -71,10 +62,9 @@ class RequestRunnerTest : public ::testing::Test {
   }
 
   static std::vector<int32_t> Encode(const std::string& text) {
-    return (*model_)->tokenizer->Encode(text, false);
+    return TestServedModel()->tokenizer->Encode(text, false);
   }
 
-  static inline std::shared_ptr<const ServedModel>* model_ = nullptr;
   RouterOptions options_;
   FakeNodeDirectory directory_;
   RouterCounters counters_;

@@ -3,6 +3,8 @@
 #ifndef TANDEM_TESTS_ROUTER_ROUTER_TEST_UTIL_H_
 #define TANDEM_TESTS_ROUTER_ROUTER_TEST_UTIL_H_
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,10 +13,25 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "router/router_options.h"
+#include "router/served_model.h"
 #include "tandem/v1/generate.grpc.pb.h"
 #include "tests/integration/test_model_dir.h"
 
 namespace tandem::testing {
+
+// The llama test model (tokenizer, chat template), loaded once per test binary.
+inline const std::shared_ptr<const ServedModel>& TestServedModel() {
+  static const std::shared_ptr<const ServedModel>* const model = [] {
+    absl::StatusOr<std::shared_ptr<const ServedModel>> loaded =
+        LoadServedModel(TestModelDir("llama"), "");
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "loading the test model: %s\n", loaded.status().ToString().c_str());
+      std::abort();
+    }
+    return new std::shared_ptr<const ServedModel>(*std::move(loaded));
+  }();
+  return *model;
+}
 
 struct StreamResult {
   std::vector<v1::GenerateResponse> responses;

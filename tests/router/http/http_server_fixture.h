@@ -153,16 +153,6 @@ class Client {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto model = LoadServedModel(TestModelDir("llama"), "");
-    ASSERT_TRUE(model.ok()) << model.status();
-    model_ = new std::shared_ptr<const ServedModel>(*model);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-
   void TearDown() override { StopServer(); }
 
   // A runner over the fake nodes (or over none) and an HTTP server in front of it.
@@ -183,8 +173,8 @@ class HttpServerTest : public ::testing::Test {
       }));
     }
     metrics_ = std::make_unique<RouterMetrics>(&counters_, pool_.get());
-    runner_ =
-        std::make_unique<RequestRunner>(*model_, pool_.get(), options, &counters_, metrics_.get());
+    runner_ = std::make_unique<RequestRunner>(TestServedModel(), pool_.get(), options, &counters_,
+                                              metrics_.get());
     if (http.listen.empty()) http.listen = "127.0.0.1:0";
     NodePool* pool = pool_.get();
     auto ready = [pool]() -> absl::Status {
@@ -211,7 +201,7 @@ class HttpServerTest : public ::testing::Test {
   }
 
   static std::vector<int32_t> Encode(const std::string& text, bool special = false) {
-    return (*model_)->tokenizer->Encode(text, special);
+    return TestServedModel()->tokenizer->Encode(text, special);
   }
   static DecodeScript Script(const std::string& text) {
     DecodeScript s;
@@ -243,8 +233,6 @@ class HttpServerTest : public ::testing::Test {
     }
     EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr(message));
   }
-
-  static inline std::shared_ptr<const ServedModel>* model_ = nullptr;
 
   // Nodes first: they outlive the runner and the server.
   FakePrefillNode p_;

@@ -26,6 +26,7 @@ using ::testing::Not;
 using testing::Response;
 using testing::SseData;
 using ::testing::StartsWith;
+using testing::TestServedModel;
 
 TEST_F(HttpServerTest, ClientDisconnectMidStreamCancelsTheDecodeNode) {
   DecodeScript script = Script(" one two three four five six seven eight nine ten eleven twelve");
@@ -108,10 +109,10 @@ TEST_F(HttpServerTest, ReadyAndModels) {
   const json m = Json(models);
   EXPECT_EQ(m["object"], "list");
   ASSERT_EQ(m["data"].size(), 1u);
-  EXPECT_EQ(m["data"][0]["id"], (*model_)->name);
+  EXPECT_EQ(m["data"][0]["id"], TestServedModel()->name);
   EXPECT_EQ(m["data"][0]["object"], "model");
   EXPECT_EQ(m["data"][0]["owned_by"], "tandem");
-  EXPECT_EQ(m["data"][0]["max_model_len"], (*model_)->max_context_tokens());
+  EXPECT_EQ(m["data"][0]["max_model_len"], TestServedModel()->max_context_tokens());
   EXPECT_TRUE(m["data"][0]["created"].is_number_integer());
 }
 
@@ -184,7 +185,7 @@ TEST_F(HttpServerTest, CompletionsLogprobsThroughThePath) {
   const json lp = Json(r)["choices"][0]["logprobs"];
   std::vector<std::string> tokens;
   for (int32_t id : Encode(output)) {
-    tokens.push_back((*model_)->tokenizer->Decode(std::vector<TokenId>{id}));
+    tokens.push_back(TestServedModel()->tokenizer->Decode(std::vector<TokenId>{id}));
   }
   EXPECT_EQ(lp["tokens"].get<std::vector<std::string>>(), tokens);
   ASSERT_EQ(lp["token_logprobs"].size(), tokens.size());

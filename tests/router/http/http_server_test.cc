@@ -30,6 +30,7 @@ using ::testing::Not;
 using testing::Response;
 using testing::SseData;
 using ::testing::StartsWith;
+using testing::TestServedModel;
 
 TEST_F(HttpServerTest, CompletionInOneBody) {
   const std::string output = " The quick brown fox jumps over the lazy dog.";
@@ -37,14 +38,14 @@ TEST_F(HttpServerTest, CompletionInOneBody) {
   StartServer();
   Client c = Connect();
   Response r = c.Post("/v1/completions",
-                      R"({"model": ")" + (*model_)->name +
+                      R"({"model": ")" + TestServedModel()->name +
                           R"(", "prompt": "Once upon a time", "max_tokens": 50, "seed": 7})");
   ASSERT_EQ(r.result_int(), 200u) << r.body();
   EXPECT_EQ(Header(r, http::field::content_type), "application/json");
   const json j = Json(r);
   EXPECT_THAT(j["id"].get<std::string>(), StartsWith("cmpl-"));
   EXPECT_EQ(j["object"], "text_completion");
-  EXPECT_EQ(j["model"], (*model_)->name);
+  EXPECT_EQ(j["model"], TestServedModel()->name);
   EXPECT_GT(j["created"].get<int64_t>(), 1600000000);
   EXPECT_EQ(j["choices"][0]["text"], output);
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
@@ -75,7 +76,7 @@ TEST_F(HttpServerTest, EndpointDefaultsForMaxTokens) {
   EXPECT_EQ(d_.reserves()[0].sampling().max_tokens(), 16);
   const int chat_prompt = Json(chat)["usage"]["prompt_tokens"].get<int>();
   EXPECT_EQ(d_.reserves()[1].sampling().max_tokens(),
-            (*model_)->max_context_tokens() - chat_prompt);
+            TestServedModel()->max_context_tokens() - chat_prompt);
 }
 
 TEST_F(HttpServerTest, StreamedCompletionWithUsage) {
@@ -189,7 +190,7 @@ TEST_F(HttpServerTest, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {
   ExpectError(c.Post("/v1/completions", R"({"prompt": [99999999]})"), 400, "", "vocabulary");
   // A prompt longer than the context: 400 from the runner.
   std::string long_prompt;
-  for (int i = 0; i < (*model_)->max_context_tokens() + 10; ++i) long_prompt += " hello";
+  for (int i = 0; i < TestServedModel()->max_context_tokens() + 10; ++i) long_prompt += " hello";
   ExpectError(c.Post("/v1/completions", R"({"prompt": ")" + long_prompt + R"("})"), 400, "",
               "context");
   // A model this router does not serve: 404.
