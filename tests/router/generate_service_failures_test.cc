@@ -147,7 +147,8 @@ TEST_F(GenerateServiceTest, DecodeNodeDyingMidStreamFailsTheStream) {
 }
 
 TEST_F(GenerateServiceTest, DecodeNodeDyingBeforeTheFirstTokenIsRetried) {
-  p1_.SetBehavior(PrefillBehavior{.delay = absl::Milliseconds(300)});
+  // Long enough that the decode node's death cancels it even on a slow (sanitized) build.
+  p1_.SetBehavior(PrefillBehavior{.delay = absl::Seconds(3)});
   d1_.SetLoad(5000);  // picked first
   d2_.SetScript(Script(" survived"));
   StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));

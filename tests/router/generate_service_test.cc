@@ -254,6 +254,7 @@ TEST_F(GenerateServiceTest, NoPrefillNodeUpFallsBackToLocalPrefillAndCountsIt) {
   p1_.SetServing(false);
   d1_.SetScript(Script(" local"));
   StartRouterWithNodesDown(TestRouterOptions({p1_.address()}, {d1_.address()}));
+  ASSERT_TRUE(WaitUntil([&] { return PoolNode(NodeRole::kDecode, d1_.address())->up(); }));
   StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.text(), " local");
