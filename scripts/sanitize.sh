@@ -4,7 +4,8 @@
 #   scripts/sanitize.sh [asan|tsan|core|all]   (default: all = asan then tsan)
 #
 #   asan  the whole suite (ctest) under AddressSanitizer + UndefinedBehaviorSanitizer: build-asan/
-#   tsan  the engine, transport and router tests under ThreadSanitizer: build-tsan/
+#   tsan  the engine, transport, router, node service and util tests under ThreadSanitizer:
+#         build-tsan/
 #   core  the core libraries' unit tests under ASan + UBSan (engine, kv, transport, router and its
 #         HTTP API, tokenizer, Jinja, Unicode): the CI stage of scripts/test.sh. Built with clang in
 #         build-fuzz/, on the libraries the fuzz harnesses use (scripts/fuzz.sh configures it), so
@@ -29,7 +30,8 @@ core_tests=(tandem_engine_tests tandem_kv_tests tandem_transport_tests tandem_ha
   tandem_router_tests tandem_router_http_tests tandem_tokenizer_tests tandem_jinja_tests
   tandem_unicode_tests)
 tsan_tests=(tandem_engine_tests tandem_transport_tests tandem_handoff_tests tandem_router_tests
-  tandem_router_http_tests)
+  tandem_router_http_tests tandem_decode_node_tests tandem_prefill_node_tests tandem_serving_tests
+  tandem_util_tests)
 
 locked() {
   if [ -n "${TANDEM_BUILD_LOCK:-}" ]; then flock "$TANDEM_BUILD_LOCK" "$@"; else "$@"; fi

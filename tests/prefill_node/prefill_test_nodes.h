@@ -74,9 +74,10 @@ struct FakeDecodeNode {
   std::shared_ptr<const HandoffAuthenticator> auth = TestClusterAuth();
   KvLayout layout;
   std::vector<char> pool;
-  LocalTransport transport;
+  // Before the transport: its thread, which runs the notice handler, stops before they go.
   absl::Mutex mu;
   std::vector<v1::KvCompletion> completions ABSL_GUARDED_BY(mu);
+  LocalTransport transport;
 };
 
 struct PrefillNode {

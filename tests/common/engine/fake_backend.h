@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/backend/backend.h"
 
 namespace tandem {
@@ -46,7 +47,9 @@ class FakeBackend : public Backend {
   const ModelConfig& config() const override { return config_; }
   const KvLayout& kv_layout() const override { return layout_; }
 
+  // Locked: tests write KV (WriteKv, CopyBlockFrom) and read calls() beside the engine thread.
   absl::Status Forward(const ForwardBatch& batch, LogitsOutput out) override {
+    absl::MutexLock lock(&mu_);
     if (!fail_next_.ok()) {
       absl::Status s = fail_next_;
       fail_next_ = absl::OkStatus();
@@ -135,12 +138,20 @@ class FakeBackend : public Backend {
     return out;
   }
 
-  void FailNextForward(absl::Status status) { fail_next_ = std::move(status); }
-  const std::vector<Call>& calls() const { return calls_; }
+  void FailNextForward(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    fail_next_ = std::move(status);
+  }
+  std::vector<Call> calls() const {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
   ModelConfig& mutable_config() { return config_; }
 
   // What a KV transfer does: block `src_block` of `src`'s pool overwrites `dst_block` of this one.
   void CopyBlockFrom(const FakeBackend& src, int32_t src_block, int32_t dst_block) {
+    absl::MutexLock lock(&mu_);
+    absl::MutexLock src_lock(&src.mu_);
     const int bs = layout_.block_size;
     for (int i = 0; i < bs; ++i) {
       slots_[static_cast<size_t>(dst_block) * bs + i] =
@@ -167,9 +178,10 @@ class FakeBackend : public Backend {
 
   ModelConfig config_;
   KvLayout layout_;
-  std::vector<Slot> slots_;
-  std::vector<Call> calls_;
-  absl::Status fail_next_;
+  mutable absl::Mutex mu_;
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem
