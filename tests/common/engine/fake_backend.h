@@ -150,6 +150,8 @@ class FakeBackend : public Backend {
 
   // What a KV transfer does: block `src_block` of `src`'s pool overwrites `dst_block` of this one.
   void CopyBlockFrom(const FakeBackend& src, int32_t src_block, int32_t dst_block) {
+    // Different backends (a prefill's pool into a decode's); one backend into itself is not a
+    // transfer.
     absl::MutexLock lock(&mu_);
     absl::MutexLock src_lock(&src.mu_);
     const int bs = layout_.block_size;
