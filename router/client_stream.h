@@ -103,10 +103,10 @@ struct ClientStream {
     return step;
   }
 
-  // A response OnEvent made was written (`ok`), or the client is gone.
-  void Written(const v1::GenerateResponse& response, bool ok) {
-    if (response.tokens_size() > 0) {
-      metrics->TokensWritten(*timer, response.tokens_size(), clock->Now());
+  // A response OnEvent made, with `tokens` tokens, was written (`ok`), or the client is gone.
+  void Written(int tokens, bool ok) {
+    if (tokens > 0) {
+      metrics->TokensWritten(*timer, tokens, clock->Now());
     }
     if (!ok) client_gone = true;
   }

@@ -354,17 +354,18 @@ void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
     return;
   }
   attempt_->writing = true;
-  sink_->Write(*step.response, [weak = std::weak_ptr<RequestFlow>(shared_from_this()),
-                                n = attempt_->number, response = *step.response](bool ok) {
-    if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
-      flow->Post([n, response, ok](RequestFlow& f) { f.OnWritten(n, response, ok); });
-    }
-  });
+  sink_->Write(*step.response,
+               [weak = std::weak_ptr<RequestFlow>(shared_from_this()), n = attempt_->number,
+                tokens = step.response->tokens_size()](bool ok) {
+                 if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
+                   flow->Post([n, tokens, ok](RequestFlow& f) { f.OnWritten(n, tokens, ok); });
+                 }
+               });
 }
 
-void RequestFlow::OnWritten(int attempt, const v1::GenerateResponse& response, bool ok) {
+void RequestFlow::OnWritten(int attempt, int tokens, bool ok) {
   if (stage_ == Stage::kDone) return;
-  stream_->Written(response, ok);
+  stream_->Written(tokens, ok);
   if (attempt_ == nullptr || attempt != attempt_->number) return;
   attempt_->writing = false;
   AfterEvent();

@@ -76,7 +76,8 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   void OnWake();
   void OnStreamEvent(int attempt, const v1::DecodeEvent& event);
   void OnStreamDone(int attempt, const grpc::Status& status);
-  void OnWritten(int attempt, const v1::GenerateResponse& response, bool ok);
+  // A response carrying `tokens` tokens was written (`ok`), or the client is gone.
+  void OnWritten(int attempt, int tokens, bool ok);
   void OnPrefillAnswer(int attempt);
 
   // Steps.
