@@ -9,6 +9,7 @@
 #include "common/serving/node_engine.h"
 #include "common/serving/node_kv_transport.h"
 #include "common/util/cli_flags.h"
+#include "common/util/mutex_checks.h"
 #include "common/util/ready_file.h"
 #include "decode_node/decode_metrics.h"
 #include "decode_node/decode_service.h"
@@ -36,6 +37,7 @@ struct DecodeMainOptions {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::TurnOffMutexDeadlockDetection();
   tandem::BlockTerminationSignals();
   DecodeMainOptions o;
   tandem::FlagSet flags;

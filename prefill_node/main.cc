@@ -9,6 +9,7 @@
 #include "common/serving/node_engine.h"
 #include "common/serving/node_kv_transport.h"
 #include "common/util/cli_flags.h"
+#include "common/util/mutex_checks.h"
 #include "common/util/ready_file.h"
 #include "prefill_node/prefill_metrics.h"
 #include "prefill_node/prefill_service.h"
@@ -32,6 +33,7 @@ struct PrefillMainOptions {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::TurnOffMutexDeadlockDetection();
   tandem::BlockTerminationSignals();
   PrefillMainOptions o;
   tandem::FlagSet flags;

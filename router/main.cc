@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/tls/tls_flags.h"
 #include "common/util/cli_flags.h"
+#include "common/util/mutex_checks.h"
 #include "router/router_options.h"
 #include "router/router_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -195,6 +196,7 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::TurnOffMutexDeadlockDetection();
   spdlog::set_default_logger(spdlog::stderr_color_mt("tandem-router"));
   RouterOptions options;
   bool help = false;

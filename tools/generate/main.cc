@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "common/backend/backend_kind.h"
 #include "common/util/cli_flags.h"
+#include "common/util/mutex_checks.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 #include "tools/generate/generate_runner.h"
@@ -130,6 +131,7 @@ std::string ValidateGenerateFlags(std::string_view backend_name, GenerateOptions
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::TurnOffMutexDeadlockDetection();
   spdlog::set_default_logger(spdlog::stderr_color_mt("tandem-generate"));
   GenerateOptions options;
   std::string backend_name = "cpu";
