@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/util/serial_executor.h"
+
 namespace tandem {
 namespace {
 
@@ -12,7 +14,10 @@ constexpr absl::Duration kSinkAbortGrace = absl::Seconds(1);
 
 }  // namespace
 
+// Every call into gRPC (TryCancel) or the sink (Abort) under mu_ holds an InlineBlock: either may
+// run a reaction inline, and a request's handler run from there could take mu_ again.
 void CallGuard::Attach(grpc::ClientContext* ctx) {
+  SerialExecutor::InlineBlock no_inline;
   absl::MutexLock lock(&mu_);
   attached_.insert(ctx);
   if (client_cancelled_ || timed_out_ || attempt_timed_out_) ctx->TryCancel();
@@ -54,6 +59,7 @@ void CallGuard::Close() {
 }
 
 void CallGuard::Cancel() {
+  SerialExecutor::InlineBlock no_inline;
   {
     absl::MutexLock lock(&mu_);
     if (closed_ || client_cancelled_) return;
@@ -69,6 +75,7 @@ void CallGuard::WakeAt(absl::Time when) {
 }
 
 void CallGuard::Poll(absl::Time now) {
+  SerialExecutor::InlineBlock no_inline;
   bool wake = false;
   {
     absl::MutexLock lock(&mu_);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "common/util/serial_executor.h"
 #include "spdlog/spdlog.h"
 
 namespace tandem {
@@ -14,6 +15,7 @@ KvEventsWatcher::KvEventsWatcher(std::shared_ptr<Node> node, absl::Duration retr
 KvEventsWatcher::~KvEventsWatcher() { Stop(); }
 
 void KvEventsWatcher::Restart() {
+  SerialExecutor::InlineBlock no_inline;  // TryCancel under mu_
   absl::MutexLock lock(&mu_);
   wake_ = true;
   if (active_ != nullptr) active_->TryCancel();
@@ -25,6 +27,7 @@ void KvEventsWatcher::Wake() {
 }
 
 void KvEventsWatcher::Stop() {
+  SerialExecutor::InlineBlock no_inline;  // TryCancel under mu_
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/util/serial_executor.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -169,6 +170,7 @@ std::vector<ProbeResult> ProbeNodes(std::span<const std::shared_ptr<Node>> nodes
         r.error = "health check did not complete";
         r.slow = true;
       }
+      SerialExecutor::InlineBlock no_inline;  // TryCancel under round->mu
       for (auto& probe : round->probes) {
         probe->health_ctx.TryCancel();
         probe->load_ctx.TryCancel();

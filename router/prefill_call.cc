@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "common/util/serial_executor.h"
+
 namespace tandem {
 
 std::shared_ptr<PrefillCall> PrefillCall::Create(v1::PrefillRequest request, absl::Time deadline) {
@@ -35,8 +37,12 @@ void PrefillCall::OnAnswer(grpc::Status status) {
 bool PrefillCall::Record(grpc::Status status) {
   switch (state_) {
     case State::kInFlight:
-      // A prefill that fails before D's first token: D will never send one.
-      if (!status.ok()) cancel_decode_stream_();
+      // A prefill that fails before D's first token: D will never send one. (Under mu_: the
+      // cancel may run the stream's reaction inline, which must not run the flow here.)
+      if (!status.ok()) {
+        SerialExecutor::InlineBlock no_inline;
+        cancel_decode_stream_();
+      }
       state_ = State::kAnswered;
       break;
     case State::kStreamLive:

@@ -19,16 +19,18 @@ constexpr absl::Duration kKvWaitPoll = absl::Milliseconds(10);
 
 }  // namespace
 
-// Hands a decode stream's events to the flow's executor, tagged with the attempt.
+// Hands a decode stream's events to the flow's executor, tagged with the attempt. They arrive in
+// gRPC reactions, which hold none of our locks (CallGuard and PrefillCall cancel calls under an
+// InlineBlock), so they may run inline.
 class RequestFlow::Receiver final : public DecodeStreamReceiver {
  public:
   Receiver(std::shared_ptr<RequestFlow> flow, int attempt)
       : flow_(std::move(flow)), attempt_(attempt) {}
   void OnEvent(const v1::DecodeEvent& event) override {
-    flow_->Post([n = attempt_, event](RequestFlow& f) { f.OnStreamEvent(n, event); });
+    flow_->RunOrPost([n = attempt_, event](RequestFlow& f) { f.OnStreamEvent(n, event); });
   }
   void OnDone(const grpc::Status& status) override {
-    flow_->Post([n = attempt_, status](RequestFlow& f) { f.OnStreamDone(n, status); });
+    flow_->RunOrPost([n = attempt_, status](RequestFlow& f) { f.OnStreamDone(n, status); });
   }
 
  private:
@@ -357,8 +359,10 @@ void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
   sink_->Write(*step.response,
                [weak = std::weak_ptr<RequestFlow>(shared_from_this()), n = attempt_->number,
                 tokens = step.response->tokens_size()](bool ok) {
+                 // A sink completes a write in its own reaction or I/O handler, lock-free.
                  if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
-                   flow->Post([n, tokens, ok](RequestFlow& f) { f.OnWritten(n, tokens, ok); });
+                   flow->RunOrPost(
+                       [n, tokens, ok](RequestFlow& f) { f.OnWritten(n, tokens, ok); });
                  }
                });
 }

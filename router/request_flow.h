@@ -1,8 +1,11 @@
 // One request's path through the router as a state machine that no thread waits on: its events
 // (a slot in the admission queue, the decode stream's events and end, a client write done, the
 // prefill's answer, the watchdog's wake-ups) arrive on gRPC's and the watchdog's threads and are
-// handled one at a time on its SerialExecutor (on the runner's few worker threads), so its
-// handlers hold no lock and never run inside a gRPC call or a watchdog poll. The decisions are
+// handled one at a time on its SerialExecutor, so its handlers hold no lock. The decode stream's
+// events and the client's write completions run inline on the gRPC thread that delivers them
+// when the executor allows (SerialExecutor::RunOrPost: no hand-off on the token path); the rest
+// are posted to the runner's few worker threads, so no handler runs inside a watchdog poll or a
+// caller's lock. The decisions are
 // the RequestRunner's (placement, JudgeAttempt, Apply); this object sequences them.
 //
 //   stage            what it waits for                      moved out by
@@ -102,6 +105,14 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   template <typename Handler>
   void Post(Handler handler) {
     executor_->Post(
+        [self = shared_from_this(), handler = std::move(handler)]() mutable { handler(*self); });
+  }
+
+  // Runs `handler` now on this thread if the executor allows it (RunOrPost), else posts it. Only
+  // for events delivered on a thread that holds none of our locks (a gRPC reaction).
+  template <typename Handler>
+  void RunOrPost(Handler handler) {
+    executor_->RunOrPost(
         [self = shared_from_this(), handler = std::move(handler)]() mutable { handler(*self); });
   }
 
