@@ -361,8 +361,7 @@ void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
                 tokens = step.response->tokens_size()](bool ok) {
                  // A sink completes a write in its own reaction or I/O handler, lock-free.
                  if (std::shared_ptr<RequestFlow> flow = weak.lock()) {
-                   flow->RunOrPost(
-                       [n, tokens, ok](RequestFlow& f) { f.OnWritten(n, tokens, ok); });
+                   flow->RunOrPost([n, tokens, ok](RequestFlow& f) { f.OnWritten(n, tokens, ok); });
                  }
                });
 }
