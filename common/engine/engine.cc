@@ -9,6 +9,7 @@
 #include <utility>
 #include <variant>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "common/sampling/rng.h"
 #include "common/util/status_macros.h"
@@ -105,22 +106,81 @@ absl::Status Engine::ValidateRequest(const GenerateRequest& request) const {
                      block_manager_.block_size(), " tokens, but the whole pool has ",
                      block_manager_.num_blocks()));
   }
-  return request.params.Validate(vocab_size_);
+  RETURN_IF_ERROR(request.params.Validate(vocab_size_));
+  return ValidateResumed(request);
+}
+
+absl::Status Engine::ValidateResumed(const GenerateRequest& request) const {
+  const std::vector<TokenId>& resumed = request.resumed_output_token_ids;
+  if (resumed.empty()) {
+    if (request.resumed_rng_counter == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("resumed_rng_counter is ",
+                                                   request.resumed_rng_counter,
+                                                   " but resumed_output_token_ids is empty"));
+  }
+  const SamplingParams& params = request.params;
+  const std::vector<int>& eos = backend_->config().eos_token_ids;
+  for (size_t i = 0; i < resumed.size(); ++i) {
+    const TokenId t = resumed[i];
+    if (t < 0 || t >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("resumed_output_token_ids[", i, "] = ", t,
+                                                     " is outside the vocabulary [0, ", vocab_size_,
+                                                     ")"));
+    }
+    const bool stops = (!params.ignore_eos && absl::c_linear_search(eos, t)) ||
+                       absl::c_linear_search(params.stop_token_ids, t);
+    if (stops && i + 1 < resumed.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resumed_output_token_ids[", i, "] = ", t, " is a stop token but not the last of the ",
+          resumed.size(), " resumed tokens: the run would have ended there"));
+    }
+  }
+  if (resumed.size() > static_cast<size_t>(params.max_tokens)) {
+    return absl::InvalidArgumentError(absl::StrCat("resumed_output_token_ids has ", resumed.size(),
+                                                   " tokens, more than max_tokens (",
+                                                   params.max_tokens, ") which counts them"));
+  }
+  const int64_t total = static_cast<int64_t>(request.prompt.size() + resumed.size());
+  const int max_positions = backend_->config().max_position_embeddings;
+  if (max_positions > 0 && total > max_positions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt (", request.prompt.size(), " tokens) and resumed_output_token_ids (",
+                     resumed.size(), ") have ", total, " tokens but the model's context length is ",
+                     max_positions));
+  }
+  const int64_t blocks = block_manager_.BlocksForTokens(total);
+  if (blocks > block_manager_.num_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", request.prompt.size(), " tokens) and resumed_output_token_ids (",
+        resumed.size(), ") need ", blocks, " KV blocks of ", block_manager_.block_size(),
+        " tokens, but the whole pool has ", block_manager_.num_blocks()));
+  }
+  return absl::OkStatus();
 }
 
 std::unique_ptr<Sequence> Engine::MakeSequence(GenerateRequest& request) {
   const RequestId id = next_id_.fetch_add(1, std::memory_order_relaxed);
   const SamplingParams& params = request.params;
   const uint64_t seed = params.seed.has_value() ? *params.seed : RandomSeed();
+  // max_tokens counts resumed output too.
   const int64_t expected_length = static_cast<int64_t>(request.prompt.size()) + params.max_tokens;
   auto seq = std::make_unique<Sequence>(
       id, std::move(request.prompt), params, seed,
       static_cast<int32_t>(std::min<int64_t>(expected_length, max_context_tokens_)));
+  // A resumed request: its output so far follows the prompt, as after a preemption.
+  seq->tokens.insert(seq->tokens.end(), request.resumed_output_token_ids.begin(),
+                     request.resumed_output_token_ids.end());
+  seq->rng.set_counter(request.resumed_rng_counter);
   seq->kv_exporter = std::move(request.kv_exporter);
   return seq;
 }
 
 absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request) {
+  if (request.kv_exporter != nullptr &&
+      (!request.resumed_output_token_ids.empty() || request.resumed_rng_counter != 0)) {
+    return absl::InvalidArgumentError(
+        "a prefill-only request cannot resume output (resumed_output_token_ids)");
+  }
   RETURN_IF_ERROR(ValidateRequest(request));
   std::unique_ptr<Sequence> seq = MakeSequence(request);
   const RequestId id = seq->id;
@@ -132,6 +192,10 @@ absl::StatusOr<RequestId> Engine::Reserve(GenerateRequest request, absl::Duratio
                                           ReservedCallback on_reserved) {
   if (request.kv_exporter != nullptr) {
     return absl::InvalidArgumentError("a reserved request cannot also export its KV");
+  }
+  if (!request.resumed_output_token_ids.empty() || request.resumed_rng_counter != 0) {
+    return absl::InvalidArgumentError(
+        "a reserved request cannot resume output (resumed_output_token_ids): Submit it");
   }
   if (lease <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -16,7 +16,9 @@
 //
 //   state        | lives in                    | moved on by                           | blocks
 //   -------------+-----------------------------+---------------------------------------+---------
-//   posted       | inbox_ (Submit, Reserve)    | DrainInbox: to waiting or reserving   | none
+//   posted       | inbox_ (Submit, Reserve)    | DrainInbox: to waiting or reserving;  | none
+//                |                             | a resumed request its resumed tokens  |
+//                |                             | already stop: ended                   |
 //   waiting      | scheduler_, waiting queue   | Schedule: to running                  | none
 //   running      | scheduler_, running         | Schedule: preempted, to waiting;      | its own
 //                |                             | Step: stop, length, prefill done,     |
@@ -134,8 +136,10 @@ class Engine {
 
   // Thread-safe. Validates and queues a request; its events go to request.on_event.
   // InvalidArgument: empty prompt, a token id outside the vocabulary, a prompt longer than the
-  // model's context, a prompt needing more KV blocks than the whole pool, or invalid sampling
-  // params (max_tokens < 1 among them). Unavailable after Stop().
+  // model's context, a prompt needing more KV blocks than the whole pool, invalid sampling params
+  // (max_tokens < 1 among them), or bad resumed output (request.h). Unavailable after Stop().
+  // A resumed request (request.resumed_output_token_ids) is computed like a preempted one: its
+  // prompt and resumed tokens are prefilled at admission, then it samples what follows.
   absl::StatusOr<RequestId> Submit(GenerateRequest request);
   // Thread-safe. Asks to end a request: it finishes with kAborted (its blocks are released) at the
   // engine thread's next turn. Unknown or already finished ids are ignored.
@@ -149,7 +153,8 @@ class Engine {
   // resend). The request's events go to request.on_event: the first is the imported first token
   // after CompleteImport; a lease that runs out first ends it with kError/DeadlineExceeded.
   // Cancel(id) works at every stage. `on_reserved` is called at most once, with an error if the
-  // request ended before blocks were found. request.kv_exporter must be empty.
+  // request ended before blocks were found. request.kv_exporter and the resumed output must be
+  // empty.
   absl::StatusOr<RequestId> Reserve(GenerateRequest request, absl::Duration lease,
                                     ReservedCallback on_reserved);
   // Thread-safe. The writer finished request `prefill.request_id`'s prompt KV: it joins the running
@@ -221,6 +226,8 @@ class Engine {
 
   // --- Any thread (engine.cc). ---
   absl::Status ValidateRequest(const GenerateRequest& request) const;
+  // The resumed output's part of ValidateRequest (request.h).
+  absl::Status ValidateResumed(const GenerateRequest& request) const;
   std::unique_ptr<Sequence> MakeSequence(GenerateRequest& request);
   // Queues a new request's command; Unavailable after Stop().
   absl::Status PostRequest(EngineCommand command);

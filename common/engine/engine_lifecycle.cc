@@ -26,8 +26,12 @@ absl::Status AsError(RequestId id, const absl::Status& status) {
 
 void Engine::Apply(engine_command::Submit& command) {
   const RequestId id = command.seq->id;
+  // A resumed request whose resumed tokens already end it (request.h): ends now, with no token.
+  const FinishReason stop =
+      command.seq->num_output_tokens() > 0 ? CheckStop(*command.seq) : FinishReason::kNone;
   if (command.on_event) callbacks_.emplace(id, std::move(command.on_event));
   scheduler_.Add(std::move(command.seq));
+  if (stop != FinishReason::kNone) EndRequest(id, stop, absl::OkStatus(), BlockFate::kFree);
 }
 
 void Engine::Apply(engine_command::Cancel& command) {
@@ -56,6 +60,7 @@ bool Engine::EmitToken(Sequence* seq, const SampleResult& token) {
   GenerationEvent event;
   event.request_id = seq->id;
   event.token = token.token;
+  event.rng_counter = seq->rng.counter();
   if (seq->first_token_nanos < 0) {
     seq->first_token_nanos = clock_->NowNanos();
     event.queue_nanos = seq->first_scheduled_nanos - seq->arrival_nanos;
@@ -97,6 +102,7 @@ void Engine::EndRequest(RequestId id, FinishReason reason, const absl::Status& s
   last.finish_reason = reason;
   last.usage = seq.usage();
   last.status = status;
+  last.rng_counter = rng_counter;
   if (taken.on_reserved) taken.on_reserved(AsError(id, status));
   if (seq.kv_exporter != nullptr) {
     if (reason == FinishReason::kPrefillDone) {

@@ -33,8 +33,11 @@ std::string_view FinishReasonName(FinishReason reason);
 
 struct Usage {
   int32_t prompt_tokens = 0;
+  // Output tokens, a resumed request's resumed_output_token_ids included: the same count an
+  // uninterrupted run reports, so a migrated request's final usage is the whole completion's.
   int32_t completion_tokens = 0;
-  // Prompt tokens served from the prefix cache at the request's first admission.
+  // Prompt tokens served from the prefix cache at the request's first admission (never more than
+  // prompt_tokens, even when a resumed request's cache hit reaches into its resumed tokens).
   int32_t cached_tokens = 0;
   bool operator==(const Usage&) const = default;
 };
@@ -57,6 +60,10 @@ struct GenerationEvent {
   // On the event with the request's first token: time from arrival to its first scheduled step
   // (a reserved request: from the reservation's arrival until its blocks were allocated).
   int64_t queue_nanos = -1;
+  // Random draws the request's sampler has taken after this event's token (on a final event with
+  // no token: when it ended); always 0 for greedy requests. A migrated request resumes from the
+  // value on the event of the last token the client got (GenerateRequest::resumed_rng_counter).
+  uint64_t rng_counter = 0;
 
   bool has_token() const { return token >= 0; }
 };
@@ -75,6 +82,27 @@ struct GenerateRequest {
   // KV blocks to the exporter as they become final (kv_exporter.h), samples the first token and
   // ends the request with FinishReason::kPrefillDone (the final event carries the token).
   std::shared_ptr<KvExporter> kv_exporter;
+
+  // Request migration: output tokens this request already generated elsewhere (the client has
+  // them), and the sampler's draws after the last of them (GenerationEvent::rng_counter of its
+  // event). The sequence starts as prompt + these; their KV is computed like a preempted
+  // sequence's (the prefix cache still serves the prompt). They count as output everywhere:
+  // penalties, max_tokens, stop conditions, Usage::completion_tokens. They are never delivered
+  // again: the first event carries the token after them, so with the same params (and seed) the
+  // events continue exactly where an uninterrupted run's would. Without a seed the continuation
+  // is sampled afresh.
+  //
+  // Submit only (Reserve and prefill-only requests refuse them). InvalidArgument, naming the
+  // field: an id outside the vocabulary; more of them than max_tokens; prompt + them longer than
+  // the context or the KV pool; a stop token (EOS unless ignore_eos, stop_token_ids) anywhere but
+  // last; a non-zero counter with no tokens.
+  // When they already end the request (max_tokens of them, prompt + them filling the context, or
+  // the last one a stop token: what ended the run that produced them), the request is accepted
+  // and finishes at once with kLength or kStop and no token (a final event with token -1, usage
+  // counting them), computing nothing: the router forwards that final event as it would have
+  // forwarded the original one.
+  std::vector<TokenId> resumed_output_token_ids;
+  uint64_t resumed_rng_counter = 0;
 };
 
 // Decode node: the blocks Engine::Reserve set aside for a prompt whose KV is computed elsewhere.

@@ -57,6 +57,7 @@ GenerationResult RequestStream::Fold() const {
       result.tokens.push_back(e.token);
       result.logprobs.push_back(e.logprob);
       result.top_logprobs.push_back(e.top_logprobs);
+      result.rng_counters.push_back(e.rng_counter);
     }
     result.usage = e.usage;
     result.finish_reason = e.finish_reason;

@@ -9,6 +9,7 @@
 #define TANDEM_COMMON_ENGINE_REQUEST_STREAM_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct GenerationResult {
   // top-N lists (empty when it asked for fewer than 1).
   std::vector<float> logprobs;
   std::vector<std::vector<TokenLogprob>> top_logprobs;
+  // Parallel to `tokens`: the sampler's draws after each (GenerationEvent::rng_counter).
+  std::vector<uint64_t> rng_counters;
   FinishReason finish_reason = FinishReason::kNone;
   Usage usage;
   absl::Status status;  // non-OK for kError (and for aborts caused by an engine stop)

@@ -36,7 +36,7 @@ Sequence::Sequence(RequestId id, std::vector<TokenId> prompt, const SamplingPara
 Usage Sequence::usage() const {
   return Usage{.prompt_tokens = num_prompt_tokens,
                .completion_tokens = num_output_tokens(),
-               .cached_tokens = std::max(num_cached_tokens, 0)};
+               .cached_tokens = std::clamp(num_cached_tokens, 0, num_prompt_tokens)};
 }
 
 }  // namespace tandem

@@ -34,7 +34,8 @@ struct Sequence {
            int32_t reserve_tokens = 0);
 
   RequestId id;
-  // The prompt followed by the generated tokens. Forward items point into it.
+  // The prompt followed by the output: a resumed request's resumed tokens (request.h), then the
+  // tokens generated here. Forward items point into it.
   std::vector<TokenId> tokens;
   int32_t num_prompt_tokens;
   SamplingParams params;
@@ -45,7 +46,8 @@ struct Sequence {
   BlockTable block_table;
   // Positions [0, num_computed_tokens) have their KV written (chunked prefill advances this).
   int32_t num_computed_tokens = 0;
-  // Prompt tokens found in the prefix cache at first admission; -1 before admission.
+  // Tokens found in the prefix cache at first admission; -1 before admission. (A resumed
+  // request's hit may reach past its prompt; usage() counts only the prompt's part.)
   int32_t num_cached_tokens = -1;
   int32_t num_preemptions = 0;
 

@@ -146,6 +146,14 @@ TEST(DisaggregationTest, SeededSamplingContinuesTheRandomStream) {
   auto colocated = MakeEngine(&colocated_backend);
   GenerationResult reference = RunOne(*colocated, request);
   EXPECT_EQ(disaggregated.tokens, reference.tokens);
+  // The decode node's events carry the counter a migrated request resumes from (request.h).
+  EXPECT_EQ(disaggregated.rng_counters, reference.rng_counters);
+  GenerateRequest migrated = request;
+  migrated.resumed_output_token_ids.assign(disaggregated.tokens.begin(),
+                                           disaggregated.tokens.begin() + 5);
+  migrated.resumed_rng_counter = disaggregated.rng_counters[4];
+  EXPECT_EQ(RunOne(*colocated, migrated).tokens,
+            std::vector<TokenId>(reference.tokens.begin() + 5, reference.tokens.end()));
 }
 
 TEST(DisaggregationTest, DecodeNodePrefixIsNotResent) {
