@@ -22,6 +22,8 @@ struct ClientOptions {
   std::string api_key;       // HTTP: "Authorization: Bearer KEY" when not empty
   std::optional<float> temperature = 0.0f;      // unset: the server's default
   absl::Duration timeout = absl::Seconds(600);  // per request
+  // gRPC: keep each request's token ids and finish_reason in its RequestResult.
+  bool record_tokens = false;
 };
 
 class BenchClient {

@@ -24,12 +24,17 @@ struct RequestResult {
   bool success = false;
   std::string error;          // why it failed (HTTP status and body, gRPC status, ...)
   int32_t http_status = 0;    // the HTTP response's status; 0: none arrived, or the gRPC API
+  int32_t grpc_code = 0;      // the gRPC API: the call's status code (0: OK, or the HTTP API)
   double start_s = 0;         // when it was sent, seconds from the start of the run
   double ttft_s = 0;          // sent → first token received
   double e2e_s = 0;           // sent → last byte of the response received
   std::vector<double> itl_s;  // gaps between consecutive streamed chunks after the first
   int32_t prompt_tokens = 0;  // as the server counted them (usage), else the request's
   int32_t output_tokens = 0;  // as the server counted them (usage), else chunks received
+  // gRPC API with ClientOptions::record_tokens only (tandem-chaos checks them): every token id
+  // streamed, in order, and the last response's finish_reason; kept on failures too.
+  std::vector<int32_t> token_ids;
+  std::string finish_reason;
 };
 
 }  // namespace tandem::bench

@@ -33,8 +33,14 @@ class GrpcBenchClient final : public BenchClient {
     std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
         stub_->Generate(&context, generate);
     v1::GenerateResponse response;
+    std::vector<int32_t> token_ids;
+    std::string finish_reason;
     while (reader->Read(&response)) {
       const absl::Time at = absl::Now();
+      if (options_.record_tokens) {
+        for (const v1::Token& token : response.tokens()) token_ids.push_back(token.id());
+        if (!response.finish_reason().empty()) finish_reason = response.finish_reason();
+      }
       if (response.tokens_size() > 0 || !response.text().empty()) {
         recorder.Content(at, std::max(response.tokens_size(), 1));
       }
@@ -50,9 +56,15 @@ class GrpcBenchClient final : public BenchClient {
                             : absl::StrCat("gRPC ", StatusCodeName(status.error_code()), ": ",
                                            status.error_message());
       r.e2e_s = absl::ToDoubleSeconds(end - sent);
+      r.grpc_code = static_cast<int32_t>(status.error_code());
+      r.token_ids = std::move(token_ids);
+      r.finish_reason = std::move(finish_reason);
       return r;
     }
-    return recorder.Finish(end, request);
+    RequestResult r = recorder.Finish(end, request);
+    r.token_ids = std::move(token_ids);
+    r.finish_reason = std::move(finish_reason);
+    return r;
   }
 
  private:

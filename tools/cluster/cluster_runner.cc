@@ -139,7 +139,8 @@ int Serve(LocalCluster& cluster, const ClusterOptions& options, SignalWatcher& s
   }
 }
 
-// 32 random bytes from the kernel, hex, in a file only the owner reads.
+}  // namespace
+
 absl::Status WriteClusterSecret(const std::string& path) {
   std::ifstream random("/dev/urandom", std::ios::binary);
   unsigned char bytes[32];
@@ -156,8 +157,6 @@ absl::Status WriteClusterSecret(const std::string& path) {
   close(fd);
   return absl::OkStatus();
 }
-
-}  // namespace
 
 int RunCluster(const ClusterOptions& options, SignalWatcher& signals) {
   std::error_code ec;

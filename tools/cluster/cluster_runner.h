@@ -3,6 +3,9 @@
 #ifndef TANDEM_TOOLS_CLUSTER_CLUSTER_RUNNER_H_
 #define TANDEM_TOOLS_CLUSTER_CLUSTER_RUNNER_H_
 
+#include <string>
+
+#include "absl/status/status.h"
 #include "tools/cluster/cluster_options.h"
 #include "tools/cluster/signal_watcher.h"
 
@@ -13,6 +16,10 @@ namespace tandem {
 // dies, or the prompt fails; 2 for a bad model/bin/log directory. Messages go to stderr;
 // endpoints go to stdout (stderr with --prompt, whose completion is the only stdout output).
 int RunCluster(const ClusterOptions& options, SignalWatcher& signals);
+
+// Writes a fresh cluster secret (32 random bytes from the kernel, hex) to `path`, a new file only
+// the owner reads (also used by tandem-chaos).
+absl::Status WriteClusterSecret(const std::string& path);
 
 }  // namespace tandem
 
