@@ -44,6 +44,27 @@ grpc::Status StreamStatus(const AttemptFacts& f, const char* ok_but_unfinished) 
                               : f.stream.status;
 }
 
+// Tokens reached the client and the decode stream failed: the request may migrate to another
+// decode node with them, unless the node found the request itself bad.
+void JudgeAfterTokens(const AttemptFacts& f, AttemptVerdict* v) {
+  const grpc::Status& status = f.stream.status;
+  v->blame_decode = true;
+  v->cancel_decode = true;  // whatever the failed stream still holds there
+  v->migrate = status.ok() || RetryableCode(status.error_code());
+  if (f.attempt_timed_out) {
+    v->migration_reason = MigrationReason::kFirstTokenTimeout;
+  } else if (status.ok()) {
+    v->migration_reason = MigrationReason::kStreamBroken;
+  } else if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    v->migration_reason = MigrationReason::kNodeUnreachable;
+  } else if (status.error_code() == grpc::StatusCode::CANCELLED ||
+             status.error_code() == grpc::StatusCode::ABORTED) {
+    v->migration_reason = MigrationReason::kStreamAborted;
+  } else {
+    v->migration_reason = MigrationReason::kStreamFailed;
+  }
+}
+
 AttemptVerdict JudgeReserveFailure(const AttemptFacts& f) {
   AttemptVerdict v;
   v.blame_decode = true;
@@ -74,10 +95,11 @@ AttemptVerdict JudgeDisaggregated(const AttemptFacts& f) {
   }
   v.cancel_prefill = cancel_prefill;
   if (f.sent_tokens) {
-    // Tokens reached the client: no retry, the stream fails with the node's status.
+    // Tokens reached the client: no retry from the prompt; a migration, or the node's status.
     const grpc::Status status = StreamStatus(f, "the stream ended without a finish reason");
     v.decode_unreachable = Unreachable(status);
     v.status = WithContext(status, f.decode_name);
+    JudgeAfterTokens(f, &v);
     return v;
   }
   // Nothing reached the client: release what this attempt holds, then retry elsewhere.
@@ -117,7 +139,10 @@ AttemptVerdict JudgeLocal(const AttemptFacts& f) {
   const grpc::Status status = StreamStatus(f, "the stream ended without a finish reason");
   v.decode_unreachable = Unreachable(status);
   v.status = WithContext(status, absl::StrCat(f.decode_name, ": Generate"));
-  if (f.sent_tokens) return v;
+  if (f.sent_tokens) {
+    JudgeAfterTokens(f, &v);
+    return v;
+  }
   v.cancel_decode = true;
   v.blame_decode = true;
   if (f.attempt_timed_out) {

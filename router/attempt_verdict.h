@@ -61,6 +61,10 @@ struct AttemptVerdict {
   grpc::Status status;  // OK: the request is done
   bool retry = false;   // another pair may succeed (the runner also checks tokens and limits)
   RetryReason reason = RetryReason::kDecodeFailed;
+  // Tokens already reached the client and the decode side failed: another decode node may go on
+  // from them (request migration; the runner checks --migration-limit).
+  bool migrate = false;
+  MigrationReason migration_reason = MigrationReason::kStreamFailed;
   // Nodes this request should not use again if it can avoid them.
   bool blame_decode = false;
   bool blame_prefill = false;

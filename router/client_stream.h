@@ -75,7 +75,11 @@ struct ClientStream {
       ids.reserve(event.tokens_size());
       for (const v1::Token& t : event.tokens()) ids.push_back(t.id());
       OutputText::Step text = output.Add(ids);
-      for (size_t i = 0; i < text.tokens_used; ++i) *response.add_tokens() = event.tokens(i);
+      for (size_t i = 0; i < text.tokens_used; ++i) {
+        *response.add_tokens() = event.tokens(i);
+        output_ids.push_back(ids[i]);
+      }
+      rng_counter = event.rng_counter();
       completion_tokens += static_cast<int64_t>(text.tokens_used);
       if (text.tokens_used > 0) sent_tokens = true;
       response.set_text(std::move(text.text));
@@ -123,6 +127,10 @@ struct ClientStream {
   bool client_gone = false;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  // Every output token so far, in order, and the node's sampler draws after the last of them:
+  // where a migrated request resumes (NodeGenerateRequest.resumed_*).
+  std::vector<TokenId> output_ids;
+  uint64_t rng_counter = 0;
 };
 
 }  // namespace tandem

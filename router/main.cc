@@ -136,6 +136,11 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                {"N",
                 "retries of a request that failed before its first token was sent, each on "
                 "another node pair (default 2)"});
+  flags.Number("migration-limit", &o->migration_limit,
+               {"N",
+                "moves of a request to another decode node when its decode side fails after "
+                "tokens reached the client: prompt + the tokens so far are recomputed there and "
+                "the stream goes on (default 3; 0: fail the stream)"});
   flags.Number("lease-ms", &o->lease_ms,
                {"N", "lease on the decode node's reserved KV blocks (default 30000)"});
   flags.Number("request-timeout-ms", &o->request_timeout_ms,
@@ -178,6 +183,7 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   if (o.pool.node_down_after_ms < 0) return "--node-down-after-ms must be >= 0";
   if (o.placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
   if (o.max_retries < 0) return "--max-retries must be >= 0";
+  if (o.migration_limit < 0) return "--migration-limit must be >= 0";
   if (o.lease_ms < 1) return "--lease-ms must be >= 1";
   if (o.request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
   if (o.first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";

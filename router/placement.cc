@@ -58,6 +58,8 @@ std::string_view PlacementReasonName(PlacementReason reason) {
       return "short_prompt";
     case PlacementReason::kNoPrefillNode:
       return "no_prefill_node";
+    case PlacementReason::kMigration:
+      return "migration";
   }
   return "?";
 }

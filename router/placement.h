@@ -62,8 +62,10 @@ enum class PlacementReason {
   kColocated,      // the router runs in colocated mode
   kShortPrompt,    // under the local-prefill threshold: the decode node prefills
   kNoPrefillNode,  // no prefill node is up: the decode node prefills
+  kMigration,      // a migrated request: the decode node recomputes prompt + the tokens so far
+                   // (set by the request's flow, never by the Placer)
 };
-// "disaggregated", "colocated", "short_prompt", "no_prefill_node" (logs, metrics).
+// "disaggregated", "colocated", "short_prompt", "no_prefill_node", "migration" (logs, metrics).
 std::string_view PlacementReasonName(PlacementReason reason);
 
 struct Placement {

@@ -194,10 +194,16 @@ void RequestFlow::NextAttempt() {
   if (!chosen.ok()) {
     ++r.counters_->no_node_available;
     ++r.counters_->requests_failed;
+    if (stream_->sent_tokens) ++r.counters_->failed_after_first_token;
     std::string message(chosen.status().message());
     if (attempt > 0) absl::StrAppend(&message, "; last error: ", last_error_);
     End(grpc::Status(grpc::StatusCode::UNAVAILABLE, WithRequestId(message, request_->request_id)));
     return;
+  }
+  if (migrations_ > 0) {  // the tokens so far exist only here: the decode node recomputes them
+    chosen->kind = PlacementKind::kLocalPrefill;
+    chosen->reason = PlacementReason::kMigration;
+    chosen->prefill = nullptr;
   }
   r.CountPlacement(*chosen, *request_, attempt);
   attempt_number_ = attempt;
@@ -293,6 +299,11 @@ void RequestFlow::StartLocal() {
   generate.mutable_prompt_token_ids()->Assign(request_->prompt.begin(), request_->prompt.end());
   *generate.mutable_sampling() = request_->node_sampling;
   generate.set_request_id(attempt_->node_request_id);
+  if (migrations_ > 0) {
+    generate.mutable_resumed_output_token_ids()->Assign(stream_->output_ids.begin(),
+                                                        stream_->output_ids.end());
+    generate.set_resumed_rng_counter(stream_->rng_counter);
+  }
   attempt_->stream = attempt_->chosen.decode->client().StartGenerate(
       attempt_->decode_ctx.get(), generate,
       std::make_shared<Receiver>(shared_from_this(), attempt_->number));
@@ -345,7 +356,7 @@ void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
     guard_->SetAttemptDeadline(absl::InfiniteFuture());
     if (attempt_->prefill != nullptr) {
       attempt_->prefill->ProtectStream();  // a late prefill error must not cut a live stream
-    } else {
+    } else if (migrations_ == 0) {         // the request's first token, not a migration's
       timer_.SetNodeQueue(absl::Microseconds(event.queue_us()));
     }
   }
@@ -502,6 +513,10 @@ void RequestFlow::AfterAttempt(RequestRunner::AttemptResult result) {
     return;
   }
   const int attempt = attempt_number_;
+  if (stream_->sent_tokens && result.migrate && migrations_ < r.options_.migration_limit) {
+    Migrate(result);
+    return;
+  }
   if (!result.retry || stream_->sent_tokens || attempt >= r.options_.max_retries) {
     ++r.counters_->requests_failed;
     if (stream_->sent_tokens) ++r.counters_->failed_after_first_token;
@@ -513,6 +528,22 @@ void RequestFlow::AfterAttempt(RequestRunner::AttemptResult result) {
   r.counters_->AddRetry(result.reason);
   spdlog::warn("{}: attempt {} failed ({}), retrying: {}", request_->request_id, attempt,
                RetryReasonName(result.reason), result.status.error_message());
+  for (const auto& node : result.blame) failed_nodes_.push_back(node->address());
+  last_error_ = ClientNodeErrorText(result.status, result.reason, 1);
+  stage_ = Stage::kWaitingForKv;
+  NextAttempt();
+}
+
+// Tokens reached the client and the decode side failed: the next attempt recomputes prompt + the
+// tokens so far on another decode node and the client's stream goes on from there.
+void RequestFlow::Migrate(const RequestRunner::AttemptResult& result) {
+  RequestRunner& r = *runner_;
+  ++migrations_;
+  r.counters_->AddMigration(result.migration_reason);
+  spdlog::warn("{}: decode side failed after {} tokens ({}), migrating ({} of {}): {}",
+               request_->request_id, stream_->output_ids.size(),
+               MigrationReasonName(result.migration_reason), migrations_,
+               r.options_.migration_limit, result.status.error_message());
   for (const auto& node : result.blame) failed_nodes_.push_back(node->address());
   last_error_ = ClientNodeErrorText(result.status, result.reason, 1);
   stage_ = Stage::kWaitingForKv;

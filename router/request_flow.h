@@ -18,7 +18,8 @@
 //                                                            or the verdict (local)
 //   kEndingPrefill   the prefill's answer (a grace after a   answer or give-up → the verdict
 //                    finished stream; else it is cancelled)
-//   the verdict → a retry (kWaitingForKv) or kDone.
+//   the verdict → a retry (kWaitingForKv), a migration (kWaitingForKv: tokens reached the client
+//   and the decode side failed; the next attempt resumes on another decode node), or kDone.
 //   kDone            nothing: `done` ran, the sink is not touched again.
 #ifndef TANDEM_ROUTER_REQUEST_FLOW_H_
 #define TANDEM_ROUTER_REQUEST_FLOW_H_
@@ -97,6 +98,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   void EndPrefill();
   void Conclude();
   void AfterAttempt(RequestRunner::AttemptResult result);
+  void Migrate(const RequestRunner::AttemptResult& result);
   void End(grpc::Status status);
   // The refusal of a request that never ran (admission, bad input).
   void Refuse(grpc::Status status);
@@ -144,6 +146,7 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   bool waiting_for_kv_ = false;
   absl::Time kv_give_up_ = absl::InfiniteFuture();
   int attempt_number_ = -1;
+  int migrations_ = 0;
   std::unique_ptr<Attempt> attempt_;
   std::vector<std::string> failed_nodes_;
   std::string last_error_;  // the last failed attempt, in client-safe words

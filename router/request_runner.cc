@@ -211,6 +211,8 @@ RequestRunner::AttemptResult RequestRunner::Apply(const AttemptVerdict& verdict,
   result.status = verdict.status;
   result.retry = verdict.retry;
   result.reason = verdict.reason;
+  result.migrate = verdict.migrate;
+  result.migration_reason = verdict.migration_reason;
   if (verdict.blame_decode) result.blame.push_back(chosen.decode);
   if (verdict.blame_prefill) result.blame.push_back(chosen.prefill);
   return result;
@@ -223,8 +225,13 @@ void RequestRunner::CountPlacement(const Chosen& chosen, const RouterRequest& re
       ++counters_->disaggregated;
       break;
     case PlacementKind::kLocalPrefill:
-      ++(chosen.reason == PlacementReason::kNoPrefillNode ? counters_->local_prefill_no_prefill_node
-                                                          : counters_->local_prefill_short_prompt);
+      if (chosen.reason == PlacementReason::kMigration) {
+        ++counters_->local_prefill_migration;
+      } else if (chosen.reason == PlacementReason::kNoPrefillNode) {
+        ++counters_->local_prefill_no_prefill_node;
+      } else {
+        ++counters_->local_prefill_short_prompt;
+      }
       break;
     case PlacementKind::kColocated:
       ++counters_->colocated;

@@ -120,6 +120,8 @@ class RequestRunner {
     grpc::Status status;  // OK: the request is done
     bool retry = false;
     RetryReason reason = RetryReason::kDecodeFailed;
+    bool migrate = false;  // tokens reached the client: another decode node may go on from them
+    MigrationReason migration_reason = MigrationReason::kStreamFailed;
     std::vector<std::shared_ptr<Node>> blame;  // not to be used again by this request if possible
   };
 

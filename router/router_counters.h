@@ -39,6 +39,32 @@ inline std::string_view RetryReasonName(RetryReason reason) {
   return "?";
 }
 
+// Why a request whose tokens already reached the client moved to another decode node.
+enum class MigrationReason {
+  kNodeUnreachable,    // the decode node's stream failed UNAVAILABLE (death, restart, network)
+  kStreamAborted,      // the node ended the stream CANCELLED/ABORTED (drain timeout, shutdown)
+  kStreamFailed,       // any other error status from the node
+  kStreamBroken,       // the stream ended OK without a finish reason
+  kFirstTokenTimeout,  // a migrated attempt gave no token within --first-token-timeout-ms
+};
+inline constexpr int kNumMigrationReasons = 5;
+
+inline std::string_view MigrationReasonName(MigrationReason reason) {
+  switch (reason) {
+    case MigrationReason::kNodeUnreachable:
+      return "node_unreachable";
+    case MigrationReason::kStreamAborted:
+      return "stream_aborted";
+    case MigrationReason::kStreamFailed:
+      return "stream_failed";
+    case MigrationReason::kStreamBroken:
+      return "stream_broken";
+    case MigrationReason::kFirstTokenTimeout:
+      return "first_token_timeout";
+  }
+  return "?";
+}
+
 struct RouterCounters {
   // Requests and how they ended.
   std::atomic<int64_t> requests{0};
@@ -47,7 +73,7 @@ struct RouterCounters {
   std::atomic<int64_t> requests_refused{0};    // the admission queue was full, or its wait ran out
   std::atomic<int64_t> requests_cancelled{0};  // the client went away
   std::atomic<int64_t> requests_failed{0};     // any other error
-  std::atomic<int64_t> failed_after_first_token{0};
+  std::atomic<int64_t> failed_after_first_token{0};  // not migrated (limit, or no node)
   std::atomic<int64_t> no_node_available{0};
   // Requests that waited for KV room on the decode nodes, and those that gave up waiting
   // (--kv-wait-timeout-ms or the queue full).
@@ -62,15 +88,21 @@ struct RouterCounters {
   std::atomic<int64_t> disaggregated{0};
   std::atomic<int64_t> local_prefill_short_prompt{0};
   std::atomic<int64_t> local_prefill_no_prefill_node{0};
+  std::atomic<int64_t> local_prefill_migration{0};
   std::atomic<int64_t> colocated{0};
 
   std::array<std::atomic<int64_t>, kNumRetryReasons> retries{};
+  std::array<std::atomic<int64_t>, kNumMigrationReasons> migrations{};
   std::atomic<int64_t> stop_string_hits{0};
   // Cancel RPCs sent to nodes (client disconnect, stop strings, abandoned attempts).
   std::atomic<int64_t> cancels_sent{0};
 
   int64_t retries_for(RetryReason reason) const { return retries[static_cast<int>(reason)].load(); }
   void AddRetry(RetryReason reason) { ++retries[static_cast<int>(reason)]; }
+  int64_t migrations_for(MigrationReason reason) const {
+    return migrations[static_cast<int>(reason)].load();
+  }
+  void AddMigration(MigrationReason reason) { ++migrations[static_cast<int>(reason)]; }
 
   // (name, value) pairs, e.g. ("retries{reason=prefill_failed}", 1), for logs and tests.
   std::vector<std::pair<std::string, int64_t>> Values() const {
@@ -91,6 +123,7 @@ struct RouterCounters {
         {"placements{kind=local_prefill,reason=short_prompt}", local_prefill_short_prompt.load()},
         {"placements{kind=local_prefill,reason=no_prefill_node}",
          local_prefill_no_prefill_node.load()},
+        {"placements{kind=local_prefill,reason=migration}", local_prefill_migration.load()},
         {"placements{kind=colocated}", colocated.load()},
         {"stop_string_hits", stop_string_hits.load()},
         {"cancels_sent", cancels_sent.load()},
@@ -99,6 +132,11 @@ struct RouterCounters {
       v.emplace_back(std::string("retries{reason=") +
                          std::string(RetryReasonName(static_cast<RetryReason>(i))) + "}",
                      retries[i].load());
+    }
+    for (int i = 0; i < kNumMigrationReasons; ++i) {
+      v.emplace_back(std::string("migrations{reason=") +
+                         std::string(MigrationReasonName(static_cast<MigrationReason>(i))) + "}",
+                     migrations[i].load());
     }
     return v;
   }

@@ -75,6 +75,8 @@ class RouterDecisions final : public prometheus::Collectable {
                {{"mode", "local_prefill"}, {"reason", "short_prompt"}}),
          Value(v(c_->local_prefill_no_prefill_node),
                {{"mode", "local_prefill"}, {"reason", "no_prefill_node"}}),
+         Value(v(c_->local_prefill_migration),
+               {{"mode", "local_prefill"}, {"reason", "migration"}}),
          Value(v(c_->colocated), {{"mode", "colocated"}, {"reason", "colocated_mode"}})}));
     std::vector<prometheus::ClientMetric> retries;
     for (int i = 0; i < kNumRetryReasons; ++i) {
@@ -86,6 +88,16 @@ class RouterDecisions final : public prometheus::Collectable {
                          "Attempts that failed before the first token and were retried on "
                          "other nodes, by reason.",
                          MetricType::Counter, std::move(retries)));
+    std::vector<prometheus::ClientMetric> migrations;
+    for (int i = 0; i < kNumMigrationReasons; ++i) {
+      const auto reason = static_cast<MigrationReason>(i);
+      migrations.push_back(Value(static_cast<double>(c_->migrations_for(reason)),
+                                 {{"reason", std::string(MigrationReasonName(reason))}}));
+    }
+    out.push_back(Family("tandem_router_migrations_total",
+                         "Requests moved to another decode node after tokens had reached the "
+                         "client (prompt + the tokens so far recomputed there), by reason.",
+                         MetricType::Counter, std::move(migrations)));
     out.push_back(Family("tandem_router_no_node_available_total",
                          "Requests that found no usable node to place on.", MetricType::Counter,
                          {Value(v(c_->no_node_available))}));
@@ -106,7 +118,8 @@ class RouterDecisions final : public prometheus::Collectable {
                          "past --kv-wait-timeout-ms, or with the wait queue full.",
                          MetricType::Counter, {Value(v(c_->kv_wait_refusals))}));
     out.push_back(Family("tandem_router_failed_after_first_token_total",
-                         "Requests that failed after tokens had reached the client (no retry).",
+                         "Requests that failed after tokens had reached the client and were not "
+                         "migrated (--migration-limit reached, or no other decode node).",
                          MetricType::Counter, {Value(v(c_->failed_after_first_token))}));
     out.push_back(Family("tandem_router_stop_string_hits_total",
                          "Requests ended by a stop string the router matched.", MetricType::Counter,

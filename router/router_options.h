@@ -63,6 +63,8 @@ struct RouterOptions {
   NodePoolOptions pool;
   PlacementOptions placement;
   int max_retries = 2;
+  // Moves of a request to another decode node after tokens reached the client (0: none).
+  int migration_limit = 3;
   int64_t lease_ms = 30000;
   // Whole request, unless the client's deadline is sooner.
   int64_t request_timeout_ms = 600000;

@@ -150,16 +150,66 @@ TEST(JudgeAttemptTest, TheFirstTokenTimeoutBlamesBothNodesWhateverTheyAnswered) 
   EXPECT_TRUE(v.blame_prefill);
 }
 
-TEST(JudgeAttemptTest, AFailureAfterTokensIsNeverRetried) {
+TEST(JudgeAttemptTest, AFailureAfterTokensMigratesInsteadOfRetrying) {
   for (AttemptFacts f : {Disaggregated(), Local()}) {
     f.sent_tokens = true;
     f.stream.status = Unavailable();
     const AttemptVerdict v = JudgeAttempt(f);
     EXPECT_EQ(v.status.error_code(), grpc::StatusCode::UNAVAILABLE);
-    EXPECT_FALSE(v.retry);
+    EXPECT_FALSE(v.retry);  // never from the prompt: the client has tokens
+    EXPECT_TRUE(v.migrate);
+    EXPECT_EQ(v.migration_reason, MigrationReason::kNodeUnreachable);
     EXPECT_TRUE(v.decode_unreachable);
-    EXPECT_FALSE(v.cancel_decode);
+    EXPECT_TRUE(v.blame_decode);
+    EXPECT_TRUE(v.cancel_decode);  // frees what the failed stream still holds
   }
+}
+
+TEST(JudgeAttemptTest, TheMigrationReasonFollowsHowTheStreamFailed) {
+  struct Case {
+    grpc::Status status;
+    bool attempt_timed_out;
+    MigrationReason reason;
+  };
+  const Case cases[] = {
+      {grpc::Status(grpc::StatusCode::CANCELLED, "draining"), false,
+       MigrationReason::kStreamAborted},
+      {grpc::Status(grpc::StatusCode::ABORTED, "engine stopped"), false,
+       MigrationReason::kStreamAborted},
+      {grpc::Status(grpc::StatusCode::INTERNAL, "backend failed"), false,
+       MigrationReason::kStreamFailed},
+      {grpc::Status::OK, false, MigrationReason::kStreamBroken},
+      {grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"), true,
+       MigrationReason::kFirstTokenTimeout},
+  };
+  for (const Case& c : cases) {
+    AttemptFacts f = Local();
+    f.sent_tokens = true;
+    f.stream.status = c.status;
+    f.attempt_timed_out = c.attempt_timed_out;
+    const AttemptVerdict v = JudgeAttempt(f);
+    EXPECT_TRUE(v.migrate) << c.status.error_message();
+    EXPECT_EQ(v.migration_reason, c.reason) << MigrationReasonName(c.reason);
+  }
+}
+
+TEST(JudgeAttemptTest, ARequestTheNodeFoundBadDoesNotMigrate) {
+  AttemptFacts f = Local();
+  f.sent_tokens = true;
+  f.stream.status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "context full");
+  const AttemptVerdict v = JudgeAttempt(f);
+  EXPECT_FALSE(v.migrate);
+  EXPECT_EQ(v.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST(JudgeAttemptTest, AClientThatLeftAfterTokensDoesNotMigrate) {
+  AttemptFacts f = Local();
+  f.sent_tokens = true;
+  f.client_gone = true;
+  f.stream.status = Unavailable();
+  const AttemptVerdict v = JudgeAttempt(f);
+  EXPECT_FALSE(v.migrate);
+  EXPECT_EQ(v.status.error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST(JudgeAttemptTest, AStreamThatEndsOkWithoutAFinishReasonIsInternal) {

@@ -101,7 +101,7 @@ TEST_F(GenerateServiceTest, RetriesWhenTheDecodeStreamFailsBeforeTheFirstToken) 
   EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 1);
 }
 
-TEST_F(GenerateServiceTest, NoRetryOnceATokenWasSent) {
+TEST_F(GenerateServiceTest, AFailureAfterTokensMigratesToTheOtherDecodeNode) {
   DecodeScript script = Script(" one two three four five");
   script.fail_after_tokens = 2;
   script.stream_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node died");
@@ -110,8 +110,35 @@ TEST_F(GenerateServiceTest, NoRetryOnceATokenWasSent) {
   d2_.SetScript(Script(" other"));
   StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
   StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(d1_.reserve_calls(), 1);
   EXPECT_EQ(d2_.reserve_calls(), 0);
+  ASSERT_EQ(d2_.generate_calls(), 1);  // recomputed there: prompt + the two tokens
+  const v1::NodeGenerateRequest resumed = d2_.generates()[0];
+  EXPECT_EQ(resumed.resumed_output_token_ids_size(), 2);
+  const std::vector<int32_t> sent = r.token_ids();
+  ASSERT_GE(sent.size(), 2u);
+  EXPECT_EQ(resumed.resumed_output_token_ids(0), sent[0]);
+  EXPECT_EQ(resumed.resumed_output_token_ids(1), sent[1]);
+  EXPECT_EQ(counters().migrations_for(MigrationReason::kNodeUnreachable), 1);
+  EXPECT_EQ(counters().failed_after_first_token.load(), 0);
+  EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 0);
+}
+
+TEST_F(GenerateServiceTest, WithoutMigrationNoRetryOnceATokenWasSent) {
+  DecodeScript script = Script(" one two three four five");
+  script.fail_after_tokens = 2;
+  script.stream_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node died");
+  d1_.SetScript(script);
+  d1_.SetLoad(5000);  // picked first
+  d2_.SetScript(Script(" other"));
+  RouterOptions options = TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()});
+  options.migration_limit = 0;
+  StartRouter(options);
+  StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
+  EXPECT_EQ(d1_.reserve_calls(), 1);
+  EXPECT_EQ(d2_.reserve_calls(), 0);
+  EXPECT_EQ(d2_.generate_calls(), 0);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   // The client hears the stage and the code; the node's own words and address stay in the log.
   EXPECT_THAT(r.status.error_message(), HasSubstr("decoding failed (UNAVAILABLE)"));
@@ -123,7 +150,7 @@ TEST_F(GenerateServiceTest, NoRetryOnceATokenWasSent) {
   EXPECT_EQ(counters().retries_for(RetryReason::kDecodeFailed), 0);
 }
 
-TEST_F(GenerateServiceTest, DecodeNodeDyingMidStreamFailsTheStream) {
+TEST_F(GenerateServiceTest, DecodeNodeDyingMidStreamMigratesTheStream) {
   DecodeScript script;
   script.tokens.assign(200, 1734);
   script.token_interval = absl::Milliseconds(10);
@@ -139,11 +166,19 @@ TEST_F(GenerateServiceTest, DecodeNodeDyingMidStreamFailsTheStream) {
   ASSERT_TRUE(killer.joinable()) << "the stream ended after " << r.token_ids().size()
                                  << " tokens: " << r.status.error_message();
   killer.join();
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
-  EXPECT_GE(r.token_ids().size(), 2u);
-  EXPECT_LT(r.token_ids().size(), 200u);
-  EXPECT_EQ(d2_.reserve_calls(), 0);  // no retry after tokens were sent
-  EXPECT_EQ(counters().failed_after_first_token.load(), 1);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(d2_.reserve_calls(), 0);  // never from the prompt once tokens were sent
+  ASSERT_EQ(d2_.generate_calls(), 1);
+  const v1::NodeGenerateRequest resumed = d2_.generates()[0];
+  EXPECT_GE(resumed.resumed_output_token_ids_size(), 2);
+  // The client got every token d1 streamed before it died, then d2's, each once.
+  const std::vector<int32_t> sent = r.token_ids();
+  ASSERT_GT(sent.size(), static_cast<size_t>(resumed.resumed_output_token_ids_size()));
+  for (int i = 0; i < resumed.resumed_output_token_ids_size(); ++i) {
+    EXPECT_EQ(sent[i], resumed.resumed_output_token_ids(i));
+  }
+  EXPECT_EQ(counters().failed_after_first_token.load(), 0);
+  EXPECT_EQ(counters().migrations_for(MigrationReason::kNodeUnreachable), 1);
 }
 
 TEST_F(GenerateServiceTest, DecodeNodeDyingBeforeTheFirstTokenIsRetried) {

@@ -136,7 +136,61 @@ TEST_F(RequestRunnerTest, APrefillFailureReleasesTheDecodeNodeAndRetriesOnAnothe
   EXPECT_TRUE(directory_.failures().empty());  // busy is not unreachable
 }
 
-TEST_F(RequestRunnerTest, AFailureAfterTokensEndsTheRequestWithoutRetry) {
+TEST_F(RequestRunnerTest, AFailureAfterTokensMigratesWithTheTokensSoFar) {
+  FakeNode p(NodeRole::kPrefill, "p:1");
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2");
+  Add(p);
+  Add(d1);
+  Add(d2);
+  std::vector<v1::DecodeEvent> first = TokenEvents(Encode(" partial"), "");
+  first.back().set_rng_counter(7);
+  d1.client->AddStream(
+      {.events = first, .end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "node died")});
+  d2.client->AddStream({.events = TokenEvents(Encode(" rest"))});
+  CollectingSink sink;
+  const grpc::Status status = Run("Hi", sink);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(sink.text(), " partial rest");  // nothing repeated, nothing missing
+  // The migrated attempt is a local Generate on the other decode node, resuming the output.
+  ASSERT_EQ(d2.client->generates().size(), 1u);
+  const v1::NodeGenerateRequest resumed = d2.client->generates()[0];
+  EXPECT_EQ(resumed.prompt_token_ids_size(), d1.client->reserves()[0].prompt_token_ids_size());
+  const std::vector<int32_t> partial = Encode(" partial");
+  EXPECT_EQ(std::vector<int32_t>(resumed.resumed_output_token_ids().begin(),
+                                 resumed.resumed_output_token_ids().end()),
+            partial);
+  EXPECT_EQ(resumed.resumed_rng_counter(), 7u);
+  EXPECT_TRUE(d2.client->reserves().empty());
+  EXPECT_EQ(counters_.migrations_for(MigrationReason::kNodeUnreachable), 1);
+  EXPECT_EQ(counters_.local_prefill_migration.load(), 1);
+  EXPECT_EQ(counters_.failed_after_first_token.load(), 0);
+  EXPECT_EQ(counters_.requests_ok.load(), 1);
+  EXPECT_THAT(directory_.failures(), ElementsAre("d:1"));
+  EXPECT_THAT(d1.client->cancels(), ElementsAre(HasSubstr("")));  // frees what d:1 may hold
+  // The client saw one usage: every token counted once.
+  EXPECT_EQ(sink.responses.back().usage().completion_tokens(),
+            static_cast<int32_t>(partial.size() + Encode(" rest").size()));
+}
+
+TEST_F(RequestRunnerTest, AFailureAfterTokensEndsTheStreamOnceTheMigrationLimitIsReached) {
+  options_.migration_limit = 1;
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2");
+  options_.placement.mode = ServingMode::kColocated;
+  Add(d1);
+  Add(d2);
+  const grpc::Status died(grpc::StatusCode::UNAVAILABLE, "node died");
+  d1.client->AddStream({.events = TokenEvents(Encode(" one"), ""), .end = died});
+  d2.client->AddStream({.events = TokenEvents(Encode(" two"), ""), .end = died});
+  CollectingSink sink;
+  const grpc::Status status = Run("Hi", sink);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(sink.text(), " one two");
+  EXPECT_EQ(counters_.migrations_for(MigrationReason::kNodeUnreachable), 1);
+  EXPECT_EQ(counters_.failed_after_first_token.load(), 1);
+}
+
+TEST_F(RequestRunnerTest, WithoutMigrationAFailureAfterTokensEndsTheRequest) {
+  options_.migration_limit = 0;
   FakeNode p(NodeRole::kPrefill, "p:1");
   FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2");
   Add(p);
@@ -149,6 +203,7 @@ TEST_F(RequestRunnerTest, AFailureAfterTokensEndsTheRequestWithoutRetry) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(sink.text(), " partial");
   EXPECT_TRUE(d2.client->reserves().empty());
+  EXPECT_TRUE(d2.client->generates().empty());
   EXPECT_EQ(counters_.failed_after_first_token.load(), 1);
   EXPECT_THAT(directory_.failures(), ElementsAre("d:1"));
 }
