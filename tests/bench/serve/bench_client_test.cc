@@ -341,5 +341,41 @@ TEST_F(GrpcBenchClientTest, AnEmptyStreamIsAFailure) {
   EXPECT_THAT(r.error, HasSubstr("no output"));
 }
 
+TEST_F(GrpcBenchClientTest, RecordsTokenIdsFinishReasonAndCodeWhenAsked) {
+  FakeGenerationService::Script script;
+  script.responses = {TextResponse("a", 11), TextResponse("b", 12)};
+  script.responses.back().set_finish_reason("length");
+  server_.service().SetScript(script);
+  ClientOptions options;
+  options.api = "grpc";
+  options.address = server_.address();
+  BenchRequest request;
+  request.prompt_ids = {7, 8};
+  request.prompt_len = 2;
+  request.output_len = 2;
+  // Not asked: nothing kept.
+  auto plain = CreateBenchClient(options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  RequestResult r = (*plain)->Send(request);
+  ASSERT_TRUE(r.success) << r.error;
+  EXPECT_TRUE(r.token_ids.empty());
+  options.record_tokens = true;
+  auto recording = CreateBenchClient(options);
+  ASSERT_TRUE(recording.ok()) << recording.status();
+  r = (*recording)->Send(request);
+  ASSERT_TRUE(r.success) << r.error;
+  EXPECT_THAT(r.token_ids, ElementsAre(11, 12));
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.grpc_code, 0);
+  // A stream that breaks after its first token keeps what it delivered and the code.
+  script.responses = {TextResponse("a", 21)};
+  script.status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node lost");
+  server_.service().SetScript(script);
+  r = (*recording)->Send(request);
+  EXPECT_FALSE(r.success);
+  EXPECT_THAT(r.token_ids, ElementsAre(21));
+  EXPECT_EQ(r.grpc_code, static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+}
+
 }  // namespace
 }  // namespace tandem::bench
