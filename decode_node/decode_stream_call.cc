@@ -106,8 +106,12 @@ void DecodeStreamCall::BeginGenerate(const v1::NodeGenerateRequest& request) {
     return End({ReservationOutcome::kRefused, std::move(claimed)});
   }
   claimed_ = true;
-  absl::StatusOr<RequestId> id =
-      s.engine_->Submit(MakeRequest(request.prompt_token_ids(), request.sampling()));
+  GenerateRequest engine_request = MakeRequest(request.prompt_token_ids(), request.sampling());
+  // A migrated request: the engine validates these (naming the fields) and streams what follows.
+  engine_request.resumed_output_token_ids.assign(request.resumed_output_token_ids().begin(),
+                                                 request.resumed_output_token_ids().end());
+  engine_request.resumed_rng_counter = request.resumed_rng_counter();
+  absl::StatusOr<RequestId> id = s.engine_->Submit(std::move(engine_request));
   if (!id.ok()) return End({ReservationOutcome::kFailed, id.status()});
   id_ = *id;
   if (!s.router_ids_.Bind(router_id_, id_)) s.engine_->Cancel(id_);
@@ -238,6 +242,7 @@ void DecodeStreamCall::ConsumeEvent(const GenerationEvent& event) {
   v1::DecodeEvent out;
   if (event.has_token()) {
     TokenToProto(event, with_logprobs_, out.add_tokens());
+    out.set_rng_counter(event.rng_counter);  // where a migration of this request resumes
     if (!summary_.got_token && event.queue_nanos >= 0) {
       out.set_queue_us(event.queue_nanos / 1000);
       if (DecodeMetrics* metrics = service_->options_.metrics; metrics != nullptr) {

@@ -9,6 +9,9 @@
 // Events are written one at a time: at most one StartWrite is outstanding, OnWriteDone starts the
 // next. After the client went away (or a write failed) the request is cancelled in the engine and
 // nothing more is written; its final event still comes, and the call ends with it.
+// A Generate may carry a migrated request's resumed output and rng counter (engine request.h: the
+// engine validates them, naming the fields, and streams only what follows). Every event with
+// tokens, on both calls, carries the request's rng_counter after them: where a migration resumes.
 //
 //   stage                what it waits for                       moved out by
 //   kStarting            nothing: Begin runs (refusals, the      refused → kDone; Reserve →

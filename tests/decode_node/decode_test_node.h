@@ -126,8 +126,10 @@ inline void WriteKv(FakeBackend& backend, const v1::KvHandoff& handoff,
   ASSERT_TRUE(backend.Forward(ForwardBatch{items}, LogitsOutput{}).ok());
 }
 
-// Sends the decode node the completion a prefill node sends once its writes are done.
-inline void SendCompletion(const v1::KvHandoff& handoff, bool ok, int first_token) {
+// Sends the decode node the completion a prefill node sends once its writes are done, with the
+// prefill node's sampler draws for the first token.
+inline void SendCompletion(const v1::KvHandoff& handoff, bool ok, int first_token,
+                           uint64_t rng_counter = 0) {
   auto target = KvWriteTargetFromHandoff(handoff, "local");
   ASSERT_TRUE(target.ok()) << target.status();
   LocalTransport prefill_transport;
@@ -136,7 +138,7 @@ inline void SendCompletion(const v1::KvHandoff& handoff, bool ok, int first_toke
   v1::KvCompletion completion =
       MakeKvCompletion(*target, prefill_transport.incarnation(),
                        ok ? absl::OkStatus() : absl::UnavailableError("prefill node lost the KV"),
-                       ok ? &first : nullptr, 0);
+                       ok ? &first : nullptr, rng_counter);
   absl::Notification sent;
   absl::Status result;
   prefill_transport.Notify(target->target, completion.SerializeAsString(),
