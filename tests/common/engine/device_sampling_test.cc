@@ -83,6 +83,15 @@ TEST(DeviceSamplingTest, RandomRowsCarryTheSeedAndAnAdvancingCounter) {
   ASSERT_TRUE(r.status.ok()) << r.status;
   // Draw k uses counter k: tokens (10 + 0), (10 + 1), ... mod vocab.
   EXPECT_EQ(r.tokens, (std::vector<TokenId>{10, 11, 12, 13}));
+  EXPECT_EQ(r.rng_counters, (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(backend.host_steps, 0);
+
+  // A migrated request resumes the device's draws at its counter.
+  request.resumed_output_token_ids = {10, 11};
+  request.resumed_rng_counter = 2;
+  GenerationResult resumed = RunOne(*engine, request);
+  EXPECT_EQ(resumed.tokens, (std::vector<TokenId>{12, 13}));
+  EXPECT_EQ(resumed.rng_counters, (std::vector<uint64_t>{3, 4}));
   EXPECT_EQ(backend.host_steps, 0);
 }
 
