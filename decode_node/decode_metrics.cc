@@ -12,8 +12,14 @@ namespace {
 constexpr const char* kOutcomeNames[kNumReservationOutcomes] = {
     "imported", "refused", "cancelled", "lease_expired", "aborted", "failed"};
 constexpr const char* kPathNames[] = {"reserve", "generate"};
+constexpr const char* kRefusalNames[kNumImportRefusals] = {"checksum_mismatch", "missing_checksums",
+                                                           "stale_epoch", "unverifiable"};
 
 }  // namespace
+
+const char* ImportRefusalName(ImportRefusal refusal) {
+  return kRefusalNames[static_cast<int>(refusal)];
+}
 
 const char* ReservationOutcomeName(ReservationOutcome outcome) {
   return kOutcomeNames[static_cast<int>(outcome)];
@@ -51,6 +57,25 @@ DecodeMetrics::DecodeMetrics() : engine_metrics_("tandem_decode") {
                "prefill node of this cluster, or altered).")
            .Register(registry_)
            .Add({});
+  imports_verified_ =
+      &prometheus::BuildCounter()
+           .Name("tandem_decode_kv_imports_verified_total")
+           .Help("Imports whose landed KV matched the writer's checksum of every block.")
+           .Register(registry_)
+           .Add({});
+  auto& refused =
+      prometheus::BuildCounter()
+          .Name("tandem_decode_kv_imports_refused_total")
+          .Help(
+              "Authenticated KV completions whose import was refused (the request failed with "
+              "DATA_LOSS and is retried), by reason: checksum_mismatch (a block's landed bytes "
+              "differ from what the prefill node wrote), missing_checksums, stale_epoch (the "
+              "completion is for another epoch of the reservation), unverifiable (the landed "
+              "KV could not be hashed).")
+          .Register(registry_);
+  for (int i = 0; i < kNumImportRefusals; ++i) {
+    imports_refused_[i] = &refused.Add({{"reason", kRefusalNames[i]}});
+  }
   auto& queue =
       prometheus::BuildHistogram()
           .Name("tandem_decode_queue_seconds")
@@ -79,6 +104,12 @@ void DecodeMetrics::ReservationEnded(ReservationOutcome outcome) {
 void DecodeMetrics::GenerateStarted() { generates_->Increment(); }
 
 void DecodeMetrics::CompletionRefused() { completions_refused_->Increment(); }
+
+void DecodeMetrics::ImportVerified() { imports_verified_->Increment(); }
+
+void DecodeMetrics::ImportRefused(ImportRefusal refusal) {
+  imports_refused_[static_cast<int>(refusal)]->Increment();
+}
 
 void DecodeMetrics::ObserveQueueTime(DecodePath path, absl::Duration wait) {
   queue_[static_cast<int>(path)]->Observe(absl::ToDoubleSeconds(wait));

@@ -37,6 +37,18 @@ inline constexpr int kNumReservationOutcomes = 6;
 // "imported", "refused", "cancelled", "lease_expired", "aborted", "failed".
 const char* ReservationOutcomeName(ReservationOutcome outcome);
 
+// Why an authenticated KV completion was not admitted (the `reason` label; kv_import_verifier.h).
+enum class ImportRefusal {
+  kChecksumMismatch,  // a block's landed bytes do not hash to the writer's checksum
+  kMissingChecksums,  // not one checksum per written block
+  kStaleEpoch,        // the completion names another epoch of the reservation
+  kUnverifiable,      // the landed KV could not be hashed (the pool is shorter than the layout)
+};
+inline constexpr int kNumImportRefusals = 4;
+
+// "checksum_mismatch", "missing_checksums", "stale_epoch", "unverifiable".
+const char* ImportRefusalName(ImportRefusal refusal);
+
 // Which call a request came in by (the `path` label): "reserve" (KV from a prefill node) or
 // "generate" (prefilled here).
 enum class DecodePath { kReserve, kGenerate };
@@ -56,6 +68,9 @@ class DecodeMetrics : public prometheus::Collectable {
   void GenerateStarted();
   // A KV completion whose MAC did not verify was dropped.
   void CompletionRefused();
+  // An import whose landed KV matched every block checksum; one that was refused, and why.
+  void ImportVerified();
+  void ImportRefused(ImportRefusal refusal);
   // Time a request waited before its prompt (generate) or its reservation (reserve) was
   // scheduled; GenerationEvent::queue_nanos of its first token.
   void ObserveQueueTime(DecodePath path, absl::Duration wait);
@@ -69,6 +84,8 @@ class DecodeMetrics : public prometheus::Collectable {
   std::array<prometheus::Counter*, kNumReservationOutcomes> ended_;
   prometheus::Counter* generates_;
   prometheus::Counter* completions_refused_;
+  prometheus::Counter* imports_verified_;
+  std::array<prometheus::Counter*, kNumImportRefusals> imports_refused_;
   std::array<prometheus::Histogram*, 2> queue_;
 
   mutable absl::Mutex mu_;

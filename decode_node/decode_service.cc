@@ -16,6 +16,9 @@ DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServi
     : engine_(engine),
       transport_(transport),
       options_(std::move(options)),
+      verifier_(std::make_unique<KvImportVerifier>(
+          transport, engine != nullptr ? engine->kv_layout() : KvLayout(),
+          KvImportVerifierOptions{.checksums = options_.kv_checksums, .clock = options_.clock})),
       workers_(options_.worker_threads),
       ticker_(options_.tick_interval) {
   transport_->SetNoticeHandler([this](std::string_view payload) { OnNotice(payload); });
@@ -82,8 +85,9 @@ v1::DecodeEvent DecodeService::HandoffEvent(const KvReservation& reservation) co
   // this service the same one).
   const int64_t lease_remaining_ms = std::max<int64_t>(
       0, (reservation.lease_deadline_nanos - options_.clock->NowNanos()) / 1'000'000);
-  *first.mutable_handoff() = MakeKvHandoff(reservation, *transport_, engine_->kv_layout(),
-                                           transport_->incarnation(), lease_remaining_ms);
+  *first.mutable_handoff() =
+      MakeKvHandoff(reservation, *transport_, engine_->kv_layout(), transport_->incarnation(),
+                    lease_remaining_ms, verifier_->Seal(reservation));
   first.mutable_handoff()->set_issued_unix_ms(absl::ToUnixMillis(options_.clock->Now()));
   if (options_.handoff_auth != nullptr) options_.handoff_auth->Sign(first.mutable_handoff());
   return first;
@@ -153,13 +157,24 @@ void DecodeService::OnNotice(std::string_view payload) {
                  completion->request_id(), completion->decode_incarnation());
     return;
   }
-  if (!completion->ok()) {
-    engine_->AbortImport(completion->request_id(),
-                         absl::AbortedError(absl::StrCat("the prefill node stopped writing: ",
-                                                         completion->error())));
-    return;
+  verifier_->Judge(*std::move(completion), [this](ImportVerdict verdict) { Act(verdict); });
+}
+
+void DecodeService::Act(ImportVerdict verdict) {
+  switch (verdict.kind) {
+    case ImportVerdict::Kind::kAdmit:
+      if (verdict.verified && options_.metrics != nullptr) options_.metrics->ImportVerified();
+      engine_->CompleteImport(std::move(verdict.prefill));
+      return;
+    case ImportVerdict::Kind::kWriterStopped:
+      engine_->AbortImport(verdict.id, verdict.status);
+      return;
+    case ImportVerdict::Kind::kRefused:
+      spdlog::warn("decode: {}", std::string(verdict.status.message()));
+      if (options_.metrics != nullptr) options_.metrics->ImportRefused(verdict.refusal);
+      engine_->AbortImport(verdict.id, verdict.status, verdict.writer_stopped);
+      return;
   }
-  engine_->CompleteImport(ImportedPrefillFromCompletion(*completion));
 }
 
 }  // namespace tandem

@@ -17,7 +17,8 @@
 // Owns: the router-id table of this node's calls, the count of reservations waiting for blocks,
 // the ticker of its calls' deadlines. Touches: the engine (Reserve, Submit, Cancel, imports,
 // load), the KV transport's notices (it installs the handler) and identity, the handoff
-// authenticator and the metrics it is given.
+// authenticator and the metrics it is given; its KvImportVerifier seals each handoff (epoch,
+// checksum key) and judges each completion before the engine admits it.
 #ifndef TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 #define TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 
@@ -40,6 +41,7 @@
 #include "common/util/worker_pool.h"
 #include "decode_node/decode_metrics.h"
 #include "decode_node/decode_stream_call.h"
+#include "decode_node/kv_import_verifier.h"
 #include "tandem/v1/node.grpc.pb.h"
 
 namespace tandem {
@@ -60,6 +62,9 @@ struct DecodeServiceOptions {
   bool accept_reservations = true;
   // Where reservations, their outcomes and queue times are counted; borrowed; may be null.
   DecodeMetrics* metrics = nullptr;
+  // --kv-checksums: handoffs carry a checksum key and imports are admitted only when the landed
+  // KV matches the writer's block checksums (kv_import_verifier.h). Epochs are checked always.
+  bool kv_checksums = true;
   // ConnectKv (the nccl KV transport): starts this node's side of a communicator with a prefill
   // node, e.g. NcclKvTransport::AcceptConnection. Unset: ConnectKv answers UNIMPLEMENTED.
   std::function<absl::Status(std::string_view nccl_unique_id, uint64_t prefill_incarnation)>
@@ -92,7 +97,8 @@ class DecodeService final
   grpc::Status ConnectKv(grpc::ServerContext* context, const v1::ConnectKvRequest* request,
                          v1::ConnectKvResponse* response) override;
 
-  // A KvCompletion from a prefill node (transport thread).
+  // A KvCompletion from a prefill node (transport thread): checked for its MAC and incarnation,
+  // then judged by the import verifier (its thread), whose verdict Act carries out.
   void OnNotice(std::string_view payload);
 
  private:
@@ -116,12 +122,16 @@ class DecodeService final
   v1::DecodeEvent HandoffEvent(const KvReservation& reservation) const;
   // The outcome of a reservation whose handoff was sent, from its stream.
   static ReservationOutcome OutcomeOf(const DecodeStreamSummary& summary);
+  // Admits, aborts or refuses an import as the verifier judged it.
+  void Act(ImportVerdict verdict);
 
   Engine* const engine_;
   KvTransport* const transport_;
   const DecodeServiceOptions options_;
   RouterRequestIds router_ids_;
   std::atomic<int64_t> waiting_reservations_{0};
+  // Seals handoffs and judges completions; its thread calls the engine (outlived by it).
+  std::unique_ptr<KvImportVerifier> verifier_;
   // Where the calls' handlers run; outlives the ticker, which posts to them.
   WorkerPool workers_;
   CallTicker ticker_;

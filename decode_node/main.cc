@@ -32,6 +32,7 @@ struct DecodeMainOptions {
   int64_t max_lease_ms = 60000;
   int64_t reserve_wait_timeout_ms = 10000;
   int64_t max_waiting_reservations = 1024;
+  bool kv_checksums = true;
 };
 
 }  // namespace
@@ -57,6 +58,10 @@ int main(int argc, char** argv) {
   flags.Number(
       "max-waiting-reservations", &o.max_waiting_reservations,
       {"N", "reservations waiting for blocks beyond N are refused at once (default 1024)"});
+  flags.Switch("no-kv-checksums", &o.kv_checksums,
+               "admit imported KV without checking the prefill node's keyed block checksums "
+               "(epochs are still checked); see README, KV integrity",
+               false);
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
   if (help) {
@@ -113,6 +118,7 @@ int main(int argc, char** argv) {
        .handoff_auth = *handoff_auth,
        .accept_reservations = *handoff_auth != nullptr || o.kv.insecure_no_handoff_auth,
        .metrics = metrics.get(),
+       .kv_checksums = o.kv_checksums,
        .accept_kv_connection = tandem::NcclAcceptor(kv_transport)});
   if (*handoff_auth == nullptr && !o.kv.insecure_no_handoff_auth) {
     spdlog::warn(

@@ -215,8 +215,8 @@ void Engine::CompleteImport(ImportedPrefill prefill) {
   Post(engine_command::Import{std::move(prefill)});
 }
 
-void Engine::AbortImport(RequestId id, absl::Status reason) {
-  Post(engine_command::AbortImport{id, std::move(reason)});
+void Engine::AbortImport(RequestId id, absl::Status reason, bool writer_stopped) {
+  Post(engine_command::AbortImport{id, std::move(reason), writer_stopped});
 }
 
 void Engine::ReleaseExportedBlocks(RequestId id) { Post(engine_command::Release{id}); }

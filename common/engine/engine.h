@@ -164,7 +164,9 @@ class Engine {
   void CompleteImport(ImportedPrefill prefill);
   // Thread-safe. The writer of request `id` stopped without completing and will write no more: the
   // request fails with kError/`reason` (if still waiting for its KV) and its blocks are freed.
-  void AbortImport(RequestId id, absl::Status reason);
+  // With `writer_stopped` false (the import is refused while its writer may still write: a
+  // completion of another epoch), the blocks are quarantined as for a lease expiry instead.
+  void AbortImport(RequestId id, absl::Status reason, bool writer_stopped = true);
 
   // --- Prefill node. ---
   //

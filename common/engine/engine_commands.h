@@ -45,6 +45,7 @@ struct Import {
 struct AbortImport {
   RequestId id = 0;
   absl::Status reason;
+  bool writer_stopped = true;
 };
 // Engine::ReleaseExportedBlocks.
 struct Release {

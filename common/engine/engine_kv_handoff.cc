@@ -53,12 +53,13 @@ void Engine::Apply(engine_command::Import& command) {
 }
 
 void Engine::Apply(engine_command::AbortImport& command) {
-  if (FreeQuarantined(command.id)) return;
+  if (command.writer_stopped && FreeQuarantined(command.id)) return;
   if (!awaiting_kv_.contains(command.id)) return;
   absl::Status status = command.reason.ok()
                             ? absl::AbortedError("the prefill node stopped writing the KV")
                             : std::move(command.reason);
-  EndRequest(command.id, FinishReason::kError, status, BlockFate::kFree);
+  EndRequest(command.id, FinishReason::kError, status,
+             command.writer_stopped ? BlockFate::kFree : BlockFate::kQuarantine);
 }
 
 void Engine::Apply(engine_command::Release& command) {

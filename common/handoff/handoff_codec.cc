@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/handoff/kv_checksum.h"
 
 namespace tandem {
 
@@ -91,6 +92,11 @@ absl::Status ValidateKvWriteTarget(const KvWriteTarget& t) {
                                                      t.layout.num_blocks, "-block pool"));
     }
   }
+  if (!t.checksum_key.empty() && t.checksum_key.size() != kKvChecksumKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("KV target: a checksum key of ",
+                                                   t.checksum_key.size(), " bytes, not ",
+                                                   kKvChecksumKeyBytes));
+  }
   const int64_t capacity = static_cast<int64_t>(t.block_ids.size()) * t.layout.block_size;
   if (t.num_cached_tokens < 0 || t.num_cached_tokens % t.layout.block_size != 0 ||
       t.num_cached_tokens > capacity) {
@@ -103,7 +109,7 @@ absl::Status ValidateKvWriteTarget(const KvWriteTarget& t) {
 
 tandem::v1::KvHandoff MakeKvHandoff(const KvReservation& reservation, const KvTransport& transport,
                                     const KvLayout& layout, uint64_t decode_incarnation,
-                                    int64_t lease_remaining_ms) {
+                                    int64_t lease_remaining_ms, const KvSeal& seal) {
   tandem::v1::KvHandoff handoff;
   handoff.set_request_id(reservation.request_id);
   handoff.set_decode_incarnation(decode_incarnation);
@@ -115,6 +121,8 @@ tandem::v1::KvHandoff MakeKvHandoff(const KvReservation& reservation, const KvTr
   handoff.mutable_block_ids()->Add(reservation.block_ids.begin(), reservation.block_ids.end());
   handoff.set_num_cached_tokens(reservation.num_cached_tokens);
   handoff.set_lease_remaining_ms(lease_remaining_ms);
+  handoff.set_epoch(seal.epoch);
+  handoff.set_checksum_key(seal.checksum_key);
   return handoff;
 }
 
@@ -137,6 +145,8 @@ absl::StatusOr<KvWriteTarget> KvWriteTargetFromHandoff(const tandem::v1::KvHando
   t.num_cached_tokens = handoff.num_cached_tokens();
   t.decode_request_id = handoff.request_id();
   t.decode_incarnation = handoff.decode_incarnation();
+  t.epoch = handoff.epoch();
+  t.checksum_key = handoff.checksum_key();
   absl::Status s = ValidateKvWriteTarget(t);
   if (!s.ok()) return s;
   return t;
@@ -148,11 +158,12 @@ absl::Time HandoffDeadline(const tandem::v1::KvHandoff& handoff, absl::Time rece
 
 tandem::v1::KvCompletion MakeKvCompletion(const KvWriteTarget& target, uint64_t prefill_incarnation,
                                           const absl::Status& status,
-                                          const GenerationEvent* first_token,
-                                          uint64_t rng_counter) {
+                                          const GenerationEvent* first_token, uint64_t rng_counter,
+                                          std::span<const uint64_t> block_checksums) {
   tandem::v1::KvCompletion c;
   c.set_request_id(target.decode_request_id);
   c.set_decode_incarnation(target.decode_incarnation);
+  c.set_epoch(target.epoch);
   c.set_prefill_incarnation(prefill_incarnation);
   c.set_ok(status.ok());
   if (!status.ok()) c.set_error(status.ToString());
@@ -166,6 +177,7 @@ tandem::v1::KvCompletion MakeKvCompletion(const KvWriteTarget& target, uint64_t 
       out->set_logprob(lp.logprob);
     }
     c.set_rng_counter(rng_counter);
+    c.mutable_block_checksums()->Add(block_checksums.begin(), block_checksums.end());
   }
   return c;
 }

@@ -5,6 +5,7 @@
 #define TANDEM_COMMON_HANDOFF_HANDOFF_CODEC_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,16 +40,27 @@ struct KvWriteTarget {
   int32_t num_cached_tokens = 0;  // a whole number of blocks the writer skips
   RequestId decode_request_id = 0;
   uint64_t decode_incarnation = 0;
+  // The reservation's epoch and checksum key (kv_checksum.h); an empty key: no checksums.
+  uint64_t epoch = 0;
+  std::string checksum_key;
+};
+
+// What a decode node binds to one reservation for the integrity checks (kv_checksum.h).
+struct KvSeal {
+  uint64_t epoch = 0;
+  std::string checksum_key;  // empty: this node does not verify checksums
 };
 
 // Checks the target alone: non-empty address and key, block ids inside the remote pool,
-// num_cached_tokens a whole number of blocks no larger than the blocks given.
+// num_cached_tokens a whole number of blocks no larger than the blocks given, a checksum key of
+// kKvChecksumKeyBytes or none.
 absl::Status ValidateKvWriteTarget(const KvWriteTarget& target);
 
-// Decode node: the handoff for `reservation`, publishing `transport`'s address and pool.
+// Decode node: the handoff for `reservation`, publishing `transport`'s address and pool, sealed
+// with `seal`.
 tandem::v1::KvHandoff MakeKvHandoff(const KvReservation& reservation, const KvTransport& transport,
                                     const KvLayout& layout, uint64_t decode_incarnation,
-                                    int64_t lease_remaining_ms);
+                                    int64_t lease_remaining_ms, const KvSeal& seal);
 
 // Prefill node: decodes and validates a handoff. `transport_name` is the local transport's
 // name(): a handoff for another kind of transport is FailedPrecondition.
@@ -59,10 +71,12 @@ absl::StatusOr<KvWriteTarget> KvWriteTargetFromHandoff(const tandem::v1::KvHando
 absl::Time HandoffDeadline(const tandem::v1::KvHandoff& handoff, absl::Time received_at);
 
 // The notice a writer sends when it is done with `target`: ok with the first token (and
-// rng_counter), or not ok with `status`'s message.
+// rng_counter) and the written blocks' checksums, or not ok with `status`'s message. Carries
+// target.epoch.
 tandem::v1::KvCompletion MakeKvCompletion(const KvWriteTarget& target, uint64_t prefill_incarnation,
                                           const absl::Status& status,
-                                          const GenerationEvent* first_token, uint64_t rng_counter);
+                                          const GenerationEvent* first_token, uint64_t rng_counter,
+                                          std::span<const uint64_t> block_checksums = {});
 
 // Decode node: parses a notice payload (InvalidArgument when it is not a KvCompletion).
 absl::StatusOr<tandem::v1::KvCompletion> ParseKvCompletion(std::string_view payload);

@@ -1,5 +1,6 @@
 #include "common/handoff/kv_block_writer.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -10,9 +11,12 @@ namespace {
 
 std::string Notice(const KvWriteTarget& target, uint64_t local_incarnation,
                    const HandoffAuthenticator* auth, const absl::Status& status,
-                   const GenerationEvent* first_token, uint64_t rng_counter) {
-  tandem::v1::KvCompletion completion =
-      MakeKvCompletion(target, local_incarnation, status, first_token, rng_counter);
+                   const GenerationEvent* first_token, uint64_t rng_counter,
+                   std::span<const uint64_t> block_checksums = {},
+                   std::optional<uint64_t> epoch = std::nullopt) {
+  tandem::v1::KvCompletion completion = MakeKvCompletion(target, local_incarnation, status,
+                                                         first_token, rng_counter, block_checksums);
+  if (epoch.has_value()) completion.set_epoch(*epoch);
   if (auth != nullptr) auth->Sign(&completion);
   return completion.SerializeAsString();
 }
@@ -29,10 +33,25 @@ absl::StatusOr<std::shared_ptr<KvBlockWriter>> KvBlockWriter::Create(KvBlockWrit
   if (!s.ok()) return s;
   s = ValidateKvWriteTarget(options.target);
   if (!s.ok()) return s;
-  return std::shared_ptr<KvBlockWriter>(new KvBlockWriter(std::move(options)));
+  std::optional<KvBlockHasher> hasher;
+  uint64_t epoch = options.target.epoch;
+  if (TakeTestStaleKvEpoch()) --epoch;
+  if (!options.target.checksum_key.empty()) {
+    if (options.transport->host_pool().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the handoff asks for KV checksums, but this node's ",
+          std::string(options.transport->name()), " transport has no pool readable on the host"));
+    }
+    absl::StatusOr<KvBlockHasher> made = KvBlockHasher::Create(options.target.checksum_key, epoch);
+    if (!made.ok()) return made.status();
+    hasher = *made;
+  }
+  return std::shared_ptr<KvBlockWriter>(new KvBlockWriter(std::move(options), hasher, epoch));
 }
 
-KvBlockWriter::KvBlockWriter(KvBlockWriterOptions options) : options_(std::move(options)) {}
+KvBlockWriter::KvBlockWriter(KvBlockWriterOptions options, std::optional<KvBlockHasher> hasher,
+                             uint64_t notice_epoch)
+    : options_(std::move(options)), hasher_(std::move(hasher)), notice_epoch_(notice_epoch) {}
 
 void KvBlockWriter::NotifyFailure(KvTransport* transport, const KvWriteTarget& target,
                                   uint64_t local_incarnation, const HandoffAuthenticator* auth,
@@ -140,6 +159,34 @@ void KvBlockWriter::OnBlocksReady(RequestId id, int32_t first_index,
     options_.transport->Write(
         options_.target.target, std::move(copies), options_.deadline,
         [self = shared_from_this(), bytes](absl::Status s) { self->OnWriteDone(s, bytes); });
+    // The source blocks stay as they are until released: hash them while the write travels.
+    if (hasher_.has_value()) HashWrittenBlocks(first_index, blocks);
+  }
+  Run(std::move(actions));
+}
+
+void KvBlockWriter::HashWrittenBlocks(int32_t first_index, std::span<const int32_t> blocks) {
+  const int32_t skip = options_.target.num_cached_tokens / options_.target.layout.block_size;
+  const int32_t from = std::max(0, skip - first_index);
+  if (from >= static_cast<int32_t>(blocks.size())) return;
+  const absl::Time start = options_.clock->Now();
+  absl::StatusOr<std::vector<uint64_t>> sums = hasher_->HashBlocks(
+      options_.transport->host_pool(), options_.local_layout, blocks.subspan(from));
+  const int64_t nanos = absl::ToInt64Nanoseconds(options_.clock->Now() - start);
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    result_.checksum_nanos += nanos;
+    if (!sums.ok()) {
+      Fail(sums.status());
+    } else if (static_cast<int64_t>(checksums_.size()) != int64_t{first_index} + from - skip) {
+      Fail(absl::InternalError(absl::StrCat("KV checksums: blocks from prompt block ",
+                                            first_index + from, " arrived after ",
+                                            checksums_.size(), " written blocks")));
+    } else {
+      checksums_.insert(checksums_.end(), sums->begin(), sums->end());
+    }
+    actions = Progress();
   }
   Run(std::move(actions));
 }
@@ -220,8 +267,9 @@ KvBlockWriter::Actions KvBlockWriter::Progress() {
       notice_started_ = true;
       result_.completion_sent = options_.clock->Now();
       a.notify = true;
-      a.notice = Notice(options_.target, options_.local_incarnation, options_.auth,
-                        absl::OkStatus(), &first_token_, result_.rng_counter);
+      a.notice =
+          Notice(options_.target, options_.local_incarnation, options_.auth, absl::OkStatus(),
+                 &first_token_, result_.rng_counter, checksums_, notice_epoch_);
     }
   } else if (writes_over && !notice_started_) {
     notice_started_ = true;

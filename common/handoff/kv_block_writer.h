@@ -17,6 +17,12 @@
 // The writer has no timer: it checks the deadline when the engine calls it, and the transport
 // fails writes and notices that run past it.
 //
+// Integrity (kv_checksum.h): when the handoff carries a checksum key, the writer hashes each block
+// it hands to the transport (from its own pool, on the calling engine thread, while the write is
+// under way) and the ok notice carries the checksums, in prompt order, and the handoff's epoch.
+// That needs a pool the transport reads on the host (KvTransport::host_pool): a device pool with a
+// checksum key is refused at Create.
+//
 // Engine-thread entry points never block: transport calls only queue. release_blocks and
 // on_finished may run on the engine thread or the transport's thread, never under the writer's
 // lock; they must be quick.
@@ -26,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -37,6 +44,7 @@
 #include "common/engine/kv_exporter.h"
 #include "common/engine/request.h"
 #include "common/handoff/handoff_codec.h"
+#include "common/handoff/kv_checksum.h"
 #include "common/kv/kv_layout.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/kv_transport.h"
@@ -54,6 +62,7 @@ struct KvWriteResult {
   int32_t num_transport_writes = 0;  // KvTransport::Write calls
   int32_t num_blocks_written = 0;
   int32_t num_blocks_skipped = 0;  // below num_cached_tokens
+  int64_t checksum_nanos = 0;      // hashing the written blocks (0 without a checksum key)
   // InfinitePast when it did not happen (no blocks to write).
   absl::Time prefill_done = absl::InfinitePast();  // OnPrefillDone (the first token sampled)
   absl::Time first_write_issued = absl::InfinitePast();
@@ -80,7 +89,7 @@ struct KvBlockWriterOptions {
 class KvBlockWriter : public KvExporter, public std::enable_shared_from_this<KvBlockWriter> {
  public:
   // Errors (nothing written, nothing called): a layout mismatch naming the field, an invalid
-  // target, a missing transport or callback.
+  // target, a missing transport or callback, a checksum key for a pool not readable on the host.
   static absl::StatusOr<std::shared_ptr<KvBlockWriter>> Create(KvBlockWriterOptions options);
 
   // Sends `target` a notice ok=false with `status` without a writer (a request refused before it
@@ -103,7 +112,12 @@ class KvBlockWriter : public KvExporter, public std::enable_shared_from_this<KvB
                                                         int32_t* num_skipped);
 
  private:
-  explicit KvBlockWriter(KvBlockWriterOptions options);
+  KvBlockWriter(KvBlockWriterOptions options, std::optional<KvBlockHasher> hasher,
+                uint64_t notice_epoch);
+
+  // Hashes the written blocks among `blocks` (prompt blocks from `first_index`) and appends their
+  // checksums. Engine thread, outside the lock.
+  void HashWrittenBlocks(int32_t first_index, std::span<const int32_t> blocks);
 
   // What to do outside the lock.
   struct Actions {
@@ -123,6 +137,10 @@ class KvBlockWriter : public KvExporter, public std::enable_shared_from_this<KvB
   void Run(Actions actions);
 
   const KvBlockWriterOptions options_;
+  // Set when the handoff carries a checksum key.
+  const std::optional<KvBlockHasher> hasher_;
+  // The epoch the notice carries: the handoff's (a test hook may make it stale, kv_checksum.h).
+  const uint64_t notice_epoch_;
 
   absl::Mutex mu_;
   RequestId engine_id_ ABSL_GUARDED_BY(mu_) = 0;
@@ -137,6 +155,8 @@ class KvBlockWriter : public KvExporter, public std::enable_shared_from_this<KvB
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   bool reported_ ABSL_GUARDED_BY(mu_) = false;
   KvWriteResult result_ ABSL_GUARDED_BY(mu_);
+  // One per written block, in prompt order.
+  std::vector<uint64_t> checksums_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/tls/tls_flags.h"
+#include "common/transport/kv_write_corruption.h"
 #include "common/transport/ucx_transport.h"
 #include "common/util/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -163,6 +164,7 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
   if (kind == "ucx") {
     UcxTransportOptions ucx_options;
     ucx_options.name = options.name;
+    ucx_options.test_corrupt_writes = KvWriteCorruption::FromEnvironment();
     RestrictUcxInterfaces(options, &ucx_options);
     ASSIGN_OR_RETURN(std::unique_ptr<UcxTransport> ucx, UcxTransport::Create(ucx_options));
     return std::unique_ptr<KvTransport>(std::move(ucx));

@@ -34,7 +34,7 @@ class Encoder {
 };
 
 std::string HandoffMessage(const tandem::v1::KvHandoff& h) {
-  Encoder e("tandem.v1.KvHandoff/1");
+  Encoder e("tandem.v1.KvHandoff/2");
   e.U64(h.request_id());
   e.U64(h.decode_incarnation());
   e.Bytes(h.transport());
@@ -53,11 +53,13 @@ std::string HandoffMessage(const tandem::v1::KvHandoff& h) {
   e.I64(h.num_cached_tokens());
   e.I64(h.lease_remaining_ms());
   e.I64(h.issued_unix_ms());
+  e.U64(h.epoch());
+  e.Bytes(h.checksum_key());
   return e.Take();
 }
 
 std::string CompletionMessage(const tandem::v1::KvCompletion& c) {
-  Encoder e("tandem.v1.KvCompletion/1");
+  Encoder e("tandem.v1.KvCompletion/2");
   e.U64(c.request_id());
   e.U64(c.decode_incarnation());
   e.U64(c.prefill_incarnation());
@@ -79,6 +81,9 @@ std::string CompletionMessage(const tandem::v1::KvCompletion& c) {
     e.U64(bits);
   }
   e.U64(c.rng_counter());
+  e.U64(c.epoch());
+  e.U64(static_cast<uint64_t>(c.block_checksums_size()));
+  for (uint64_t sum : c.block_checksums()) e.U64(sum);
   return e.Take();
 }
 

@@ -16,7 +16,10 @@
 // router can replay a handoff it saw but not forge a new one), and rotates with a rolling restart.
 //
 // The MAC covers a fixed, length-prefixed encoding of every field but the MAC itself (not the
-// protobuf bytes, whose encoding is not canonical), under a per-message-type domain tag.
+// protobuf bytes, whose encoding is not canonical), under a per-message-type domain tag. Version 2
+// of the tags covers the KV integrity fields: the handoff's epoch and checksum key, the
+// completion's epoch and block checksums (common/handoff/kv_checksum.h), so nobody on the way can
+// change the checksums a decode node checks the landed KV against.
 #ifndef TANDEM_COMMON_TRANSPORT_HANDOFF_AUTH_H_
 #define TANDEM_COMMON_TRANSPORT_HANDOFF_AUTH_H_
 

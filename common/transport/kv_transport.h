@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,8 +66,8 @@ class KvTransport {
   // active-message emulation of RMA that memory from elsewhere gets (several times slower, far
   // slower on busy CPUs). The default allocates ordinary memory and calls RegisterPool.
   virtual absl::StatusOr<void*> AllocatePool(size_t bytes);
-  // Instead of RegisterPool, for a pool in CUDA device memory on `cuda_device` (the cuda backend's).
-  // Transports that cannot move device memory return Unimplemented (the default).
+  // Instead of RegisterPool, for a pool in CUDA device memory on `cuda_device` (the cuda
+  // backend's). Transports that cannot move device memory return Unimplemented (the default).
   virtual absl::Status RegisterDevicePool(void* base, size_t bytes, int cuda_device);
 
   // Owner side: what a KvHandoff carries.
@@ -75,6 +76,10 @@ class KvTransport {
   virtual uint64_t pool_base() const = 0;
   // Random per process start.
   virtual uint64_t incarnation() const = 0;
+  // The registered pool's bytes when they are host memory this process reads directly (what the
+  // KV block checksums hash, common/handoff/kv_checksum.h); empty for a device pool, or before a
+  // pool is registered.
+  virtual std::span<const uint8_t> host_pool() const { return {}; }
   // Set once, before traffic.
   virtual void SetNoticeHandler(NoticeHandler handler) = 0;
 

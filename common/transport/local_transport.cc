@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/transport/kv_write_corruption.h"
 
 namespace tandem {
 
@@ -20,7 +22,6 @@ namespace {
 // A queued operation, owned by the queue; `cancelled` is true when the transport shut down
 // before running it.
 using Task = absl::AnyInvocable<void(bool cancelled)>;
-
 
 }  // namespace
 
@@ -36,6 +37,7 @@ struct LocalTransport::Endpoint {
   bool paused ABSL_GUARDED_BY(mu) = false;
   int pending ABSL_GUARDED_BY(mu) = 0;
   absl::Status injected ABSL_GUARDED_BY(mu);
+  KvWriteCorruption corruption;
   NoticeHandler handler ABSL_GUARDED_BY(mu);
 
   // Writers copy into the pool under a reader lock; closing takes the writer lock, so no copy is
@@ -176,6 +178,10 @@ absl::Status LocalTransport::Endpoint::WriteNow(const KvTarget& target,
     std::memcpy(peer->pool + (target.remote_base + c.dst_offset - peer_base),
                 src_pool + c.src_offset, c.bytes);
   }
+  if (std::optional<KvByteFlip> flip = corruption.Take(copies)) {
+    const KvCopy& c = copies[flip->copy];
+    peer->pool[target.remote_base + c.dst_offset - peer_base + flip->offset] ^= KvByteFlip::kMask;
+  }
   return absl::OkStatus();
 }
 
@@ -303,6 +309,13 @@ void LocalTransport::Pause() {
 void LocalTransport::Resume() {
   absl::MutexLock lock(&endpoint_->mu);
   endpoint_->paused = false;
+}
+
+void LocalTransport::CorruptNextWrites(int64_t writes) { endpoint_->corruption.Arm(writes); }
+
+std::span<const uint8_t> LocalTransport::host_pool() const {
+  absl::ReaderMutexLock lock(&endpoint_->pool_mu);
+  return {reinterpret_cast<const uint8_t*>(endpoint_->pool), endpoint_->pool_bytes};
 }
 
 void LocalTransport::InjectWriteError(absl::Status status) {

@@ -9,7 +9,8 @@
 // then), or on the writer's thread when it failed before reaching the target.
 //
 // Test hooks: a per-write delay (to exercise deadlines), Pause()/Resume() of the worker (to hold
-// writes in flight), and an injected error for subsequent writes.
+// writes in flight), an injected error for subsequent writes, and a byte flipped in flight
+// (kv_write_corruption.h).
 #ifndef TANDEM_COMMON_TRANSPORT_LOCAL_TRANSPORT_H_
 #define TANDEM_COMMON_TRANSPORT_LOCAL_TRANSPORT_H_
 
@@ -49,6 +50,7 @@ class LocalTransport : public KvTransport {
   std::string pool_remote_key() const override;
   uint64_t pool_base() const override;
   uint64_t incarnation() const override;
+  std::span<const uint8_t> host_pool() const override;
   void SetNoticeHandler(NoticeHandler handler) override;
   void Write(const KvTarget& target, std::vector<KvCopy> copies, absl::Time deadline,
              TransferDone done) override;
@@ -61,6 +63,8 @@ class LocalTransport : public KvTransport {
   void Resume();
   // Writes that start after this fail with `status` (OK clears it).
   void InjectWriteError(absl::Status status);
+  // The next `writes` Writes each land with one byte flipped (the source stays intact).
+  void CorruptNextWrites(int64_t writes);
   // Operations queued and not yet finished.
   int pending() const;
 

@@ -12,7 +12,8 @@
 namespace tandem {
 
 void UcxOps::StartWrite(const KvTarget& target, const std::vector<KvCopy>& copies,
-                        absl::Time deadline, TransferDone done, const Pool& pool) {
+                        absl::Time deadline, TransferDone done, const Pool& pool,
+                        std::optional<KvByteFlip> flip) {
   if (pool.base == nullptr) {
     done(absl::FailedPreconditionError("ucx write: no pool registered"));
     return;
@@ -31,7 +32,7 @@ void UcxOps::StartWrite(const KvTarget& target, const std::vector<KvCopy>& copie
   if (!rkey.ok()) {
     op->status = rkey.status();
   } else {
-    IssuePuts(op, target, copies, *rkey, pool);
+    IssuePuts(op, target, copies, *rkey, pool, flip);
     if (op->status.ok()) IssueFlush(op);
   }
   Advance(op);
@@ -73,18 +74,38 @@ UcxOp* UcxOps::NewOp(const std::string& address, absl::Time deadline, TransferDo
 }
 
 void UcxOps::IssuePuts(UcxOp* op, const KvTarget& target, const std::vector<KvCopy>& copies,
-                       ucp_rkey_h rkey, const Pool& pool) {
+                       ucp_rkey_h rkey, const Pool& pool, std::optional<KvByteFlip> flip) {
   ucp_request_param_t p{};
   p.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMH;
   p.cb.send = &UcxOps::PutCb;
   p.user_data = op;
   p.memh = pool.memh;
-  for (const KvCopy& c : copies) {
-    if (c.bytes == 0) continue;
-    ucs_status_ptr_t r = ucp_put_nbx(op->ep->ep, pool.base + c.src_offset, c.bytes,
-                                     target.remote_base + c.dst_offset, rkey, &p);
-    if (!Track(op, r, op->puts_outstanding, "ucp_put_nbx")) break;
+  // The test hook's byte goes from op->flipped_byte, not from the pool: no memory handle.
+  ucp_request_param_t unregistered = p;
+  unregistered.op_attr_mask &= ~UCP_OP_ATTR_FIELD_MEMH;
+  auto put = [&](uint64_t src, uint64_t dst, uint64_t bytes) {
+    if (bytes == 0) return true;
+    return Track(
+        op, ucp_put_nbx(op->ep->ep, pool.base + src, bytes, target.remote_base + dst, rkey, &p),
+        op->puts_outstanding, "ucp_put_nbx");
+  };
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const KvCopy& c = copies[i];
+    if (!flip.has_value() || flip->copy != i) {
+      if (!put(c.src_offset, c.dst_offset, c.bytes)) return;
+      continue;
+    }
+    const uint64_t at = flip->offset;
+    op->flipped_byte = static_cast<uint8_t>(pool.base[c.src_offset + at]) ^ KvByteFlip::kMask;
+    if (!put(c.src_offset, c.dst_offset, at)) return;
+    if (!Track(op,
+               ucp_put_nbx(op->ep->ep, &op->flipped_byte, 1, target.remote_base + c.dst_offset + at,
+                           rkey, &unregistered),
+               op->puts_outstanding, "ucp_put_nbx")) {
+      return;
+    }
+    if (!put(c.src_offset + at + 1, c.dst_offset + at + 1, c.bytes - at - 1)) return;
   }
 }
 

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/transport/kv_transport.h"
+#include "common/transport/kv_write_corruption.h"
 #include "common/transport/ucx_endpoint_cache.h"
 #include "common/transport/ucx_handles.h"
 #include "common/transport/ucx_transport.h"
@@ -57,6 +58,7 @@ struct UcxOp {
   absl::Time deadline;
   TransferDone done;
   std::string payload;        // the notice
+  uint8_t flipped_byte = 0;   // the test hook's corrupted byte, put from here
   int puts_outstanding = 0;   // requests that may still read local memory
   int other_outstanding = 0;  // flushes and the notice
   absl::Status status;
@@ -82,8 +84,9 @@ class UcxOps {
   UcxOps& operator=(const UcxOps&) = delete;
 
   // Start an operation, or run `done` at once with why it cannot start.
+  // With `flip` (a test hook, kv_write_corruption.h), that byte is put from a flipped copy.
   void StartWrite(const KvTarget& target, const std::vector<KvCopy>& copies, absl::Time deadline,
-                  TransferDone done, const Pool& pool);
+                  TransferDone done, const Pool& pool, std::optional<KvByteFlip> flip = {});
   void StartNotify(const KvTarget& target, std::string payload, absl::Time deadline,
                    TransferDone done);
 
@@ -117,7 +120,7 @@ class UcxOps {
   // endpoint, or runs `done` with the error and returns null.
   UcxOp* NewOp(const std::string& address, absl::Time deadline, TransferDone& done, UcxOpKind kind);
   void IssuePuts(UcxOp* op, const KvTarget& target, const std::vector<KvCopy>& copies,
-                 ucp_rkey_h rkey, const Pool& pool);
+                 ucp_rkey_h rkey, const Pool& pool, std::optional<KvByteFlip> flip);
   void IssueFlush(UcxOp* op);
   void IssueNotice(UcxOp* op);
   // Takes what a ucp_*_nbx `call` returned for `op`: nothing to wait for (null), an error (into

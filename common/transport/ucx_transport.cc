@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -20,6 +21,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/transport/kv_write_corruption.h"
 #include "common/transport/ucx_endpoint_cache.h"
 #include "common/transport/ucx_handles.h"
 #include "common/transport/ucx_notice_receiver.h"
@@ -30,7 +32,6 @@
 namespace tandem {
 
 namespace {
-
 
 // UCX's configuration (its environment) with `options`' transports and settings applied.
 absl::StatusOr<UcpConfig> ReadConfig(const UcxTransportOptions& options) {
@@ -58,7 +59,9 @@ class UcxTransport::Impl : private UcxProgressLoop::Work {
         incarnation_(RandomIncarnation()),
         endpoints_(options_.peer_error_handling),
         ops_(options_.clock, options_.notice_protocol, &endpoints_),
-        loop_(options_.busy_poll, options_.clock) {}
+        loop_(options_.busy_poll, options_.clock) {
+    corruption_.Arm(options_.test_corrupt_writes);
+  }
 
   // Stops the progress thread (which tears everything down) before the parts it uses go.
   ~Impl() override { loop_.Stop(); }
@@ -113,11 +116,17 @@ class UcxTransport::Impl : private UcxProgressLoop::Work {
 
   void SetNoticeHandler(NoticeHandler handler) { notices_.SetHandler(std::move(handler)); }
 
+  std::span<const uint8_t> host_pool() const {
+    absl::MutexLock lock(&pool_mu_);
+    return {reinterpret_cast<const uint8_t*>(pool_), pool_ == nullptr ? 0 : pool_bytes_};
+  }
+
   void Write(const KvTarget& target, std::vector<KvCopy> copies, absl::Time deadline,
              TransferDone done) {
+    std::optional<KvByteFlip> flip = corruption_.Take(copies);
     PostOp(std::move(done),
-           [this, target, copies = std::move(copies), deadline](TransferDone done) {
-             ops_.StartWrite(target, copies, deadline, std::move(done), PoolForWrites());
+           [this, target, copies = std::move(copies), deadline, flip](TransferDone done) {
+             ops_.StartWrite(target, copies, deadline, std::move(done), PoolForWrites(), flip);
            });
   }
 
@@ -309,7 +318,8 @@ class UcxTransport::Impl : private UcxProgressLoop::Work {
 
   const UcxTransportOptions options_;
   const uint64_t incarnation_;
-  std::string address_;  // set by Init, read-only after
+  KvWriteCorruption corruption_;  // a test hook; disarmed unless options_ say otherwise
+  std::string address_;           // set by Init, read-only after
 
   // The pool: written on the progress thread, read anywhere.
   mutable absl::Mutex pool_mu_;
@@ -351,6 +361,7 @@ std::string UcxTransport::address() const { return impl_->address(); }
 std::string UcxTransport::pool_remote_key() const { return impl_->pool_remote_key(); }
 uint64_t UcxTransport::pool_base() const { return impl_->pool_base(); }
 uint64_t UcxTransport::incarnation() const { return impl_->incarnation(); }
+std::span<const uint8_t> UcxTransport::host_pool() const { return impl_->host_pool(); }
 
 void UcxTransport::SetNoticeHandler(NoticeHandler handler) {
   impl_->SetNoticeHandler(std::move(handler));

@@ -72,6 +72,9 @@ struct UcxTransportOptions {
   absl::Duration shutdown_timeout = absl::Seconds(2);
   // UCP context/worker name (shows up in UCX logs).
   std::string name = "tandem";
+  // Test hook (kv_write_corruption.h): the first this many Writes each put one byte flipped. The
+  // nodes set it from TANDEM_TEST_CORRUPT_KV_WRITES; nothing else should.
+  int64_t test_corrupt_writes = 0;
   // The clock operations' deadlines are read on (borrowed; the callers' deadlines come from the
   // same clock). The progress loop's pacing and the shutdown wait are real time: UCX's I/O is.
   Clock* clock = Clock::Real();
@@ -104,6 +107,7 @@ class UcxTransport : public KvTransport {
   std::string pool_remote_key() const override;
   uint64_t pool_base() const override;
   uint64_t incarnation() const override;
+  std::span<const uint8_t> host_pool() const override;
   void SetNoticeHandler(NoticeHandler handler) override;
   void Write(const KvTarget& target, std::vector<KvCopy> copies, absl::Time deadline,
              TransferDone done) override;

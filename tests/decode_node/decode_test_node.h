@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/engine/engine.h"
 #include "common/handoff/handoff_codec.h"
+#include "common/handoff/kv_checksum.h"
 #include "common/serving/grpc_server.h"
 #include "common/transport/local_transport.h"
 #include "decode_node/decode_metrics.h"
@@ -126,19 +128,41 @@ inline void WriteKv(FakeBackend& backend, const v1::KvHandoff& handoff,
   ASSERT_TRUE(backend.Forward(ForwardBatch{items}, LogitsOutput{}).ok());
 }
 
+// The block checksums a writer of exactly what the decode node's pool holds now would send: the
+// handoff's key and epoch over its written blocks (LocalTransport's pool base is the pool's
+// address in this process).
+inline std::vector<uint64_t> LandedChecksums(const v1::KvHandoff& handoff) {
+  if (handoff.checksum_key().empty()) return {};
+  auto layout = KvLayoutFromProto(handoff.layout());
+  auto hasher = KvBlockHasher::Create(handoff.checksum_key(), handoff.epoch());
+  EXPECT_TRUE(layout.ok() && hasher.ok());
+  const std::span<const uint8_t> pool(reinterpret_cast<const uint8_t*>(handoff.remote_base()),
+                                      layout->total_bytes());
+  const std::vector<int32_t> written(
+      handoff.block_ids().begin() + handoff.num_cached_tokens() / layout->block_size,
+      handoff.block_ids().end());
+  auto sums = hasher->HashBlocks(pool, *layout, written);
+  EXPECT_TRUE(sums.ok()) << sums.status();
+  return sums.value_or(std::vector<uint64_t>());
+}
+
 // Sends the decode node the completion a prefill node sends once its writes are done, with the
-// prefill node's sampler draws for the first token.
+// prefill node's sampler draws for the first token and (ok) the checksums of the landed blocks;
+// `edit` may change it before it is sent.
 inline void SendCompletion(const v1::KvHandoff& handoff, bool ok, int first_token,
-                           uint64_t rng_counter = 0) {
+                           uint64_t rng_counter = 0,
+                           const std::function<void(v1::KvCompletion&)>& edit = nullptr) {
   auto target = KvWriteTargetFromHandoff(handoff, "local");
   ASSERT_TRUE(target.ok()) << target.status();
   LocalTransport prefill_transport;
   GenerationEvent first;
   first.token = first_token;
+  const std::vector<uint64_t> sums = ok ? LandedChecksums(handoff) : std::vector<uint64_t>();
   v1::KvCompletion completion =
       MakeKvCompletion(*target, prefill_transport.incarnation(),
                        ok ? absl::OkStatus() : absl::UnavailableError("prefill node lost the KV"),
-                       ok ? &first : nullptr, rng_counter);
+                       ok ? &first : nullptr, rng_counter, sums);
+  if (edit) edit(completion);
   absl::Notification sent;
   absl::Status result;
   prefill_transport.Notify(target->target, completion.SerializeAsString(),

@@ -9,9 +9,9 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/engine/engine.h"
+#include "common/handoff/handoff_codec.h"
 #include "common/metrics/prometheus_text.h"
 #include "common/serving/grpc_server.h"
-#include "common/handoff/handoff_codec.h"
 #include "common/transport/local_transport.h"
 #include "gtest/gtest.h"
 #include "prefill_node/prefill_service.h"
@@ -124,7 +124,8 @@ TEST(PrefillServiceMetricsTest, CountsHandoffsBytesAndRefusals) {
     std::vector<char> pool(decode.layout.total_bytes());
     ASSERT_TRUE(departed.RegisterPool(pool.data(), pool.size()).ok());
     KvReservation r{.request_id = 6, .block_ids = {11, 12, 13}};
-    gone = decode.Signed(MakeKvHandoff(r, departed, decode.layout, departed.incarnation(), 30000));
+    gone = decode.Signed(
+        MakeKvHandoff(r, departed, decode.layout, departed.incarnation(), 30000, KvSeal{}));
   }
   EXPECT_FALSE(prefill.Prefill(prompt, gone, &response).ok());
 

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/engine/engine.h"
 #include "common/handoff/handoff_codec.h"
+#include "common/handoff/kv_checksum.h"
 #include "common/serving/grpc_server.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_gate.h"
@@ -54,8 +55,10 @@ struct FakeDecodeNode {
     reservation.request_id = id;
     reservation.block_ids = std::move(blocks);
     reservation.num_cached_tokens = cached_tokens;
+    // Sealed as a decode node seals it: the prefill side hashes what it writes.
     v1::KvHandoff handoff =
-        MakeKvHandoff(reservation, transport, layout, transport.incarnation(), lease_ms);
+        MakeKvHandoff(reservation, transport, layout, transport.incarnation(), lease_ms,
+                      KvSeal{.epoch = id, .checksum_key = NewKvChecksumKey()});
     return Signed(std::move(handoff));
   }
   v1::KvHandoff Signed(v1::KvHandoff handoff) const {

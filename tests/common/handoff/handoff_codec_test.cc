@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "common/handoff/kv_checksum.h"
 #include "common/transport/local_transport.h"
 
 namespace tandem {
@@ -76,7 +77,8 @@ TEST(HandoffCodecTest, HandoffRoundTripsThroughTheWire) {
   r.request_id = 42;
   r.block_ids = {5, 6, 7, 99};
   r.num_cached_tokens = 32;
-  tandem::v1::KvHandoff h = MakeKvHandoff(r, transport, Layout(), 777, 1500);
+  const KvSeal seal{.epoch = 12, .checksum_key = NewKvChecksumKey()};
+  tandem::v1::KvHandoff h = MakeKvHandoff(r, transport, Layout(), 777, 1500, seal);
   std::string wire = h.SerializeAsString();
   tandem::v1::KvHandoff parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire));
@@ -91,6 +93,8 @@ TEST(HandoffCodecTest, HandoffRoundTripsThroughTheWire) {
   EXPECT_EQ(t->block_ids, r.block_ids);
   EXPECT_EQ(t->num_cached_tokens, 32);
   EXPECT_EQ(t->layout, Layout());
+  EXPECT_EQ(t->epoch, 12u);
+  EXPECT_EQ(t->checksum_key, seal.checksum_key);
   const absl::Time now = absl::Now();
   EXPECT_EQ(HandoffDeadline(parsed, now), now + absl::Milliseconds(1500));
 }
@@ -102,7 +106,7 @@ TEST(HandoffCodecTest, HandoffValidation) {
   KvReservation r;
   r.request_id = 1;
   r.block_ids = {1, 2};
-  auto h = MakeKvHandoff(r, transport, Layout(), 1, 1000);
+  auto h = MakeKvHandoff(r, transport, Layout(), 1, 1000, KvSeal{});
 
   EXPECT_EQ(KvWriteTargetFromHandoff(h, "ucx").status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -117,6 +121,10 @@ TEST(HandoffCodecTest, HandoffValidation) {
   bad = h;
   bad.set_num_cached_tokens(48);  // more than the blocks given
   EXPECT_FALSE(KvWriteTargetFromHandoff(bad, "local").ok());
+  bad = h;
+  bad.set_checksum_key("too short");
+  EXPECT_THAT(std::string(KvWriteTargetFromHandoff(bad, "local").status().message()),
+              HasSubstr("checksum key"));
   bad = h;
   bad.clear_transport_address();
   EXPECT_FALSE(KvWriteTargetFromHandoff(bad, "local").ok());

@@ -33,6 +33,8 @@ v1::KvHandoff Handoff() {
   h.set_num_cached_tokens(16);
   h.set_lease_remaining_ms(30000);
   h.set_issued_unix_ms(1'700'000'000'000);
+  h.set_epoch(5);
+  h.set_checksum_key(std::string(32, 'k'));
   return h;
 }
 
@@ -68,6 +70,9 @@ TEST(HandoffAuthTest, EveryAlteredFieldFailsTheMac) {
       [](v1::KvHandoff& h) { h.set_num_cached_tokens(0); },
       [](v1::KvHandoff& h) { h.set_lease_remaining_ms(300000); },
       [](v1::KvHandoff& h) { h.set_issued_unix_ms(1'800'000'000'000); },
+      [](v1::KvHandoff& h) { h.set_epoch(6); },
+      [](v1::KvHandoff& h) { h.set_checksum_key(std::string(32, 'j')); },
+      [](v1::KvHandoff& h) { h.clear_checksum_key(); },
   };
   for (size_t i = 0; i < alterations.size(); ++i) {
     v1::KvHandoff h = Handoff();
@@ -103,6 +108,9 @@ TEST(HandoffAuthTest, CompletionsAreSignedToo) {
   c.mutable_first_token()->set_id(42);
   c.mutable_first_token()->set_logprob(-0.5f);
   c.set_rng_counter(3);
+  c.set_epoch(9);
+  c.add_block_checksums(0x1234);
+  c.add_block_checksums(0x5678);
   auth->Sign(&c);
   EXPECT_TRUE(auth->Verify(c).ok());
   v1::KvCompletion forged = c;
@@ -113,6 +121,16 @@ TEST(HandoffAuthTest, CompletionsAreSignedToo) {
   EXPECT_TRUE(absl::IsPermissionDenied(auth->Verify(forged)));
   forged = c;
   forged.mutable_first_token()->set_logprob(-0.25f);
+  EXPECT_TRUE(absl::IsPermissionDenied(auth->Verify(forged)));
+  // The integrity fields: nobody on the data plane changes the epoch or the checksums.
+  forged = c;
+  forged.set_epoch(10);
+  EXPECT_TRUE(absl::IsPermissionDenied(auth->Verify(forged)));
+  forged = c;
+  forged.set_block_checksums(1, 0x5679);
+  EXPECT_TRUE(absl::IsPermissionDenied(auth->Verify(forged)));
+  forged = c;
+  forged.mutable_block_checksums()->RemoveLast();
   EXPECT_TRUE(absl::IsPermissionDenied(auth->Verify(forged)));
   // A handoff's MAC is no completion's MAC (separate domains).
   v1::KvCompletion unsigned_completion = c;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/transport/kv_write_corruption.h"
 #include "common/util/clock.h"
 #include "tests/common/transport/transport_test_util.h"
 
@@ -210,6 +212,38 @@ TEST(LocalTransportTest, AllocatePoolGivesAZeroedRegisteredPool) {
                absl::InfiniteFuture(), d.Callback());
   EXPECT_TRUE(d.Wait().ok());
   EXPECT_EQ(std::count(bytes + 9000, bytes + 10000, 7), 1000);
+}
+
+// The test hook behind the KV checksum tests: the next N Writes land with exactly one byte flipped
+// (in the middle of the first copy), the writer's own pool untouched; later Writes are clean.
+TEST(LocalTransportTest, CorruptNextWritesFlipsOneLandedByteOfEachWrite) {
+  LocalPair p;
+  const std::vector<char> source = p.writer_pool;
+  p.writer.CorruptNextWrites(1);
+  EXPECT_EQ(p.owner.host_pool().data(), reinterpret_cast<const uint8_t*>(p.owner_pool.data()));
+  EXPECT_EQ(p.owner.host_pool().size(), p.owner_pool.size());
+  const std::vector<KvCopy> copies = {{0, 0, 1000}, {2000, 2000, 1000}};
+  for (int round = 0; round < 2; ++round) {
+    std::fill(p.owner_pool.begin(), p.owner_pool.end(), 0);
+    Done write;
+    p.writer.Write(p.target(), copies, absl::InfiniteFuture(), write.Callback());
+    ASSERT_TRUE(write.Wait().ok());
+    std::vector<size_t> differ;
+    for (const KvCopy& c : copies) {
+      for (uint64_t i = 0; i < c.bytes; ++i) {
+        if (p.owner_pool[c.dst_offset + i] != p.writer_pool[c.src_offset + i]) {
+          differ.push_back(c.dst_offset + i);
+        }
+      }
+    }
+    if (round == 0) {
+      EXPECT_EQ(differ, std::vector<size_t>{500});
+      EXPECT_EQ(static_cast<uint8_t>(p.owner_pool[500] ^ p.writer_pool[500]), KvByteFlip::kMask);
+    } else {
+      EXPECT_TRUE(differ.empty()) << "only the first Write was to be corrupted";
+    }
+  }
+  EXPECT_EQ(p.writer_pool, source);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/transport/kv_write_corruption.h"
 #include "tests/common/transport/transport_test_util.h"
 
 // UCX 1.13 keeps a few small allocations of its transport lists until exit; they are not ours.
@@ -227,6 +228,43 @@ TEST_P(UcxTransportTest, EagerAndRendezvousNoticesArriveIntact) {
     std::sort(sent.begin(), sent.end());
     EXPECT_EQ(got, sent) << "protocol " << static_cast<int>(protocol);
   }
+}
+
+// The test hook behind the integration tests' corrupted transfers: with test_corrupt_writes = 1
+// the first Write lands with exactly one byte flipped (sent from a copy: the writer's pool stays
+// intact) and the next one lands clean.
+TEST_P(UcxTransportTest, TestHookFlipsOneByteInFlight) {
+  constexpr size_t kPool = 1 << 20;
+  UcxTransportOptions writer_options;
+  writer_options.test_corrupt_writes = 1;
+  Pair p = MakePair(kPool, kPool, writer_options);
+  ASSERT_TRUE(p.owner);
+  EXPECT_EQ(p.owner->host_pool().data(), reinterpret_cast<const uint8_t*>(p.owner_pool.data()));
+  const std::vector<char> source = p.writer_pool;
+  const std::vector<KvCopy> copies = {{4096, 0, 100000}, {300000, 200000, 50000}};
+  for (int round = 0; round < 2; ++round) {
+    std::fill(p.owner_pool.begin(), p.owner_pool.end(), 0);
+    Result r;
+    p.writer->Write(p.target(), copies, absl::Now() + absl::Seconds(20), r.Callback());
+    ASSERT_TRUE(r.Wait(absl::Seconds(30)));
+    ASSERT_TRUE(r.status().ok()) << r.status();
+    std::vector<size_t> differ;
+    for (const KvCopy& c : copies) {
+      for (uint64_t i = 0; i < c.bytes; ++i) {
+        if (p.owner_pool[c.dst_offset + i] != p.writer_pool[c.src_offset + i]) {
+          differ.push_back(c.dst_offset + i);
+        }
+      }
+    }
+    if (round == 0) {
+      ASSERT_EQ(differ, std::vector<size_t>{50000});
+      EXPECT_EQ(static_cast<uint8_t>(p.owner_pool[50000] ^ p.writer_pool[4096 + 50000]),
+                KvByteFlip::kMask);
+    } else {
+      EXPECT_TRUE(differ.empty());
+    }
+  }
+  EXPECT_EQ(p.writer_pool, source);
 }
 
 TEST_P(UcxTransportTest, SourceOutOfPoolIsInvalidArgument) {
