@@ -1,5 +1,8 @@
 #include "tests/integration/cluster/local_cluster_fixture.h"
 
+#include <sstream>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "tests/integration/cluster_secret.h"
@@ -46,6 +49,18 @@ absl::StatusOr<std::string> ScrapeMetrics(const std::string& address) {
   return r.stdout_text;
 }
 
+double MetricValue(const std::string& body, const std::string& series) {
+  std::istringstream lines(body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ') {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return -1;
+}
+
 v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_tokens) {
   v1::GenerateRequest request;
   request.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
@@ -65,6 +80,9 @@ absl::StatusOr<std::string> LocalCluster::StartNode(
   args.push_back("test-model");
   LaunchedProcess::Options options;
   options.env = {{"UCX_TLS", spec_.ucx_tls}};
+  if (binary == "tandem-prefill") {
+    options.env.insert(options.env.end(), spec_.prefill_env.begin(), spec_.prefill_env.end());
+  }
   auto process = LaunchedProcess::Start(BinaryPath(binary), args, options);
   if (!process.ok()) return process.status();
   if (static_cast<int>(processes->size()) <= i) processes->resize(i + 1);

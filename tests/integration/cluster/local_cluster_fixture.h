@@ -26,6 +26,7 @@ struct ClusterSpec {
   std::vector<std::string> node_args;    // extra flags for every node
   std::vector<std::string> decode_args;  // extra flags for decode nodes
   std::vector<std::string> router_args;  // extra flags for the router
+  EnvVars prefill_env;                    // extra environment for prefill nodes (test hooks)
 };
 
 struct GenerateOutcome {
@@ -94,6 +95,10 @@ class LocalCluster {
 
 // GET http://`address`/metrics (curl), the body on status 200.
 absl::StatusOr<std::string> ScrapeMetrics(const std::string& address);
+
+// The value of `series` (its name and labels exactly as exported, e.g.
+// `tandem_router_migrations_total{reason="node_unreachable"}`) in a /metrics body; -1 if absent.
+double MetricValue(const std::string& body, const std::string& series);
 
 // A greedy token-id request of `max_tokens` that ignores EOS.
 v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_tokens);
