@@ -26,7 +26,7 @@ struct ClusterSpec {
   std::vector<std::string> node_args;    // extra flags for every node
   std::vector<std::string> decode_args;  // extra flags for decode nodes
   std::vector<std::string> router_args;  // extra flags for the router
-  EnvVars prefill_env;                    // extra environment for prefill nodes (test hooks)
+  EnvVars prefill_env;                   // extra environment for prefill nodes (test hooks)
 };
 
 struct GenerateOutcome {
