@@ -27,7 +27,11 @@ class RequestFlow::Receiver final : public DecodeStreamReceiver {
   Receiver(std::shared_ptr<RequestFlow> flow, int attempt)
       : flow_(std::move(flow)), attempt_(attempt) {}
   void OnEvent(const v1::DecodeEvent& event) override {
-    flow_->RunOrPost([n = attempt_, event](RequestFlow& f) { f.OnStreamEvent(n, event); });
+    const absl::Time arrived = flow_->runner_->clock_->Now();
+    flow_->RunOrPost([n = attempt_, event, arrived](RequestFlow& f) {
+      if (event.tokens_size() > 0) f.timer_.FirstEventArrived(arrived);
+      f.OnStreamEvent(n, event);
+    });
   }
   void OnDone(const grpc::Status& status) override {
     flow_->RunOrPost([n = attempt_, status](RequestFlow& f) { f.OnStreamDone(n, status); });
@@ -367,6 +371,9 @@ void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
     return;
   }
   attempt_->writing = true;
+  if (step.response->tokens_size() > 0) {
+    runner_->metrics_->FirstTokenForwarded(timer_, runner_->clock_->Now());
+  }
   sink_->Write(*step.response,
                [weak = std::weak_ptr<RequestFlow>(shared_from_this()), n = attempt_->number,
                 tokens = step.response->tokens_size()](bool ok) {

@@ -199,6 +199,14 @@ RouterMetrics::RouterMetrics(const RouterCounters* counters, const NodePool* poo
                     "Arrival at the router until the first token was written to the client, of "
                     "requests that produced tokens.",
                     RequestLatencyBuckets());
+  own_first_token_ = histogram(
+      "tandem_router_own_first_token_seconds",
+      "The router's own share of a request's time to first token: arrival until its node call "
+      "was sent (parsing, tokenizing, admission, placement; also any wait for a slot or KV room), "
+      "plus the node's first token arriving until its write to the client began. The network and "
+      "the nodes are not in it.",
+      {25e-6, 50e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3,
+       0.1, 1.0});
   inter_token_ = histogram("tandem_router_inter_token_latency_seconds",
                            "Time between consecutive token-carrying responses to a client.",
                            StepLatencyBuckets());
@@ -236,6 +244,16 @@ void RouterMetrics::TokensWritten(RequestTimer& timer, int64_t n, absl::Time now
   }
   timer.last_token_ = now;
   timer.tokens_ += n;
+}
+
+void RouterMetrics::FirstTokenForwarded(RequestTimer& timer, absl::Time now) {
+  if (timer.first_token_forwarded_ || timer.first_event_ == absl::InfinitePast() ||
+      timer.dispatched_ == absl::InfinitePast()) {
+    return;
+  }
+  timer.first_token_forwarded_ = true;
+  own_first_token_->Observe(
+      Seconds((timer.dispatched_ - timer.arrival_) + (now - timer.first_event_)));
 }
 
 void RouterMetrics::RequestFinished(RequestApi api, grpc::StatusCode code,

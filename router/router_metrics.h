@@ -36,6 +36,10 @@ class RequestTimer {
   void Dispatched(absl::Time now) {
     if (!has_first_token()) dispatched_ = now;
   }
+  // The decode node's first token of the request reached the router (across attempts: the first).
+  void FirstEventArrived(absl::Time when) {
+    if (first_event_ == absl::InfinitePast()) first_event_ = when;
+  }
   // Time the request waited on a node before its prompt was scheduled (reported by the node).
   void SetNodeQueue(absl::Duration queued) { node_queue_ = queued; }
 
@@ -54,6 +58,8 @@ class RequestTimer {
   friend class RouterMetrics;
   const absl::Time arrival_;
   absl::Time dispatched_ = absl::InfinitePast();
+  absl::Time first_event_ = absl::InfinitePast();
+  bool first_token_forwarded_ = false;
   absl::Time first_token_ = absl::InfinitePast();
   absl::Time last_token_ = absl::InfinitePast();
   absl::Duration node_queue_ = absl::ZeroDuration();
@@ -74,6 +80,9 @@ class RouterMetrics {
   // A response carrying `n` > 0 tokens reached the client: updates `timer`, and observes the gap
   // since the previous such response (inter-token latency).
   void TokensWritten(RequestTimer& timer, int64_t n, absl::Time now);
+  // The response with the request's first token starts its write to the client (`now`): observes
+  // the router's own share of the time to first token, once per request.
+  void FirstTokenForwarded(RequestTimer& timer, absl::Time now);
   // Ends a request started with RequestStarted: counts it by API and status, observes its
   // latencies (TTFT etc. only when it produced tokens) and adds its token counts.
   void RequestFinished(RequestApi api, grpc::StatusCode code, const RequestTimer& timer,
@@ -88,6 +97,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>* requests_;
   prometheus::Gauge* in_flight_;
   prometheus::Histogram* ttft_;
+  prometheus::Histogram* own_first_token_;
   prometheus::Histogram* inter_token_;
   prometheus::Histogram* tpot_;
   prometheus::Histogram* e2e_;

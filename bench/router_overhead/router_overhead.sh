@@ -2,7 +2,8 @@
 # Router overhead on this machine: starts one tandem-decode and a colocated tandem-router in
 # front of it on loopback, runs tandem-bench-router-overhead (TTFT direct vs through the router's
 # gRPC and HTTP APIs, interleaved in one run; then streamed tokens/s to many clients), prints the
-# table and writes bench/results/router_overhead.json.
+# table and the router's own share of those TTFTs (its tandem_router_own_first_token_seconds
+# histogram), and writes bench/results/router_overhead.json.
 #
 #   bench/router_overhead/router_overhead.sh [MODEL_DIR]
 #
@@ -36,4 +37,33 @@ echo "model $(basename "$model"), $threads thread(s) on the decode node, $(nproc
 "$bin/tandem-bench-router-overhead" --decode "$decode" --router "$(field "$work/r.json" grpc)" \
   --router-http "$(field "$work/r.json" http)" --rate "${RATE:-8}" --requests "${REQUESTS:-300}" \
   --streams "${STREAMS:-64}" --stream-tokens "${STREAM_TOKENS:-64}" --json "$out"
+# The router's own share of those first tokens (tandem_router_own_first_token_seconds: before the
+# node call, and from the node's first token to the client write), from its /metrics histogram.
+curl -sS --max-time 10 "http://$(field "$work/r.json" metrics)/metrics" >"$work/metrics.txt"
+python3 - "$work/metrics.txt" "$out" <<'PY'
+import json, sys
+name = "tandem_router_own_first_token_seconds"
+buckets, count = [], 0.0
+for line in open(sys.argv[1]):
+    if line.startswith(name + "_bucket{"):
+        le = line.split('le="')[1].split('"')[0]
+        buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
+    elif line.startswith(name + "_count"):
+        count = float(line.split()[-1])
+def quantile(q):  # linear within the bucket, as Prometheus' histogram_quantile does
+    rank, lo, below = q * count, 0.0, 0.0
+    for le, cum in buckets:
+        if cum >= rank:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * ((rank - below) / (cum - below) if cum > below else 1.0)
+        lo, below = le, cum
+    return lo
+own = {f"p{int(q * 100)}": round(quantile(q) * 1e3, 3) for q in (0.5, 0.9, 0.99)}
+print(f"router's own share of TTFT ({int(count)} requests, from its histogram), ms: "
+      + "  ".join(f"{k} {v:.3f}" for k, v in own.items()))
+report = json.load(open(sys.argv[2]))
+report["router_own_first_token_ms"] = dict(own, n=int(count))
+json.dump(report, open(sys.argv[2], "w"), indent=2)
+PY
 echo "wrote $out"
