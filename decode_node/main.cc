@@ -155,7 +155,14 @@ int main(int argc, char** argv) {
   }
   const int sig = tandem::WaitForTerminationSignal();
   spdlog::info("tandem-decode: signal {}, draining (up to {} ms)", sig, o.server.drain_timeout_ms);
-  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.server.drain_timeout_ms));
+  // Streams still running at the drain timeout end ABORTED: the router migrates each one to
+  // another decode node, so a drain cuts no client's stream.
+  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.server.drain_timeout_ms), [&] {
+    spdlog::info(
+        "tandem-decode: drain timeout; ending the streams left (the router migrates them)");
+    (*node)->engine()->Stop(
+        absl::AbortedError("the decode node is shutting down (--drain-timeout-ms passed)"));
+  });
   (*node)->engine()->Stop();
   server->server->Wait();
   spdlog::info("tandem-decode: drained");

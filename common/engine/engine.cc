@@ -250,7 +250,7 @@ void Engine::Start() {
   thread_ = std::thread([this] { Loop(); });
 }
 
-void Engine::Stop() {
+void Engine::Stop(absl::Status why) {
   {
     absl::MutexLock lock(&mu_);
     stop_requested_ = true;
@@ -259,10 +259,8 @@ void Engine::Stop() {
   // Nothing runs the loop any more: end whatever is left so that every waiter wakes up. No writer
   // writes into a stopped node's blocks.
   DrainInbox();
-  const absl::Status stopped = absl::UnavailableError("engine stopped");
   for (RequestId id : UnfinishedIds()) {
-    EndRequest(id, FinishReason::kAborted, stopped,
-               UnfinishedBlockFate(id, /*writer_stopped=*/true));
+    EndRequest(id, FinishReason::kAborted, why, UnfinishedBlockFate(id, /*writer_stopped=*/true));
   }
   ReleaseQuarantine(/*release_all=*/true);
   PublishStats();

@@ -179,9 +179,10 @@ class Engine {
   // Starts the engine thread. At most once; not together with RunUntilIdle().
   void Start();
   // Stops and joins the engine thread (if started), then aborts every unfinished request (final
-  // event kAborted with an Unavailable status) so that no waiter hangs. Later Submits fail.
-  // Idempotent, but not to be called concurrently with itself or RunUntilIdle().
-  void Stop();
+  // event kAborted with status `why`, by default Unavailable "engine stopped") so that no waiter
+  // hangs. Later Submits fail. Idempotent, but not to be called concurrently with itself or
+  // RunUntilIdle().
+  void Stop(absl::Status why = absl::UnavailableError("engine stopped"));
   // Without an engine thread: runs the loop on the calling thread until every submitted request
   // has finished. Returns the first backend error (the affected requests already finished with
   // kError); FailedPrecondition when the engine thread is running. One caller at a time.

@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
@@ -74,12 +76,27 @@ int WaitForTerminationSignal() {
   return sig;
 }
 
-void DrainGrpcServer(grpc::Server& server, absl::Duration drain) {
+void DrainGrpcServer(grpc::Server& server, absl::Duration drain, absl::AnyInvocable<void()> cut) {
+  // After `cut`, the calls it ended need a moment to send their status.
+  constexpr absl::Duration kAfterCut = absl::Seconds(2);
   if (grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
       health != nullptr) {
     health->SetServingStatus(false);
   }
-  server.Shutdown(absl::ToChronoTime(absl::Now() + drain));
+  // Real time on purpose: a drain bounds the process's own exit (a virtual clock does not run
+  // while a process shuts down).
+  const absl::Time deadline = absl::Now() + drain;
+  if (cut == nullptr) {
+    server.Shutdown(absl::ToChronoTime(deadline));
+    return;
+  }
+  absl::Notification stopped;
+  std::thread shutdown([&] {
+    server.Shutdown(absl::ToChronoTime(deadline + kAfterCut));
+    stopped.Notify();
+  });
+  if (!stopped.WaitForNotificationWithDeadline(deadline)) cut();
+  shutdown.join();
 }
 
 }  // namespace tandem

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -50,9 +51,12 @@ int WaitForTerminationSignal();
 
 // A node's graceful drain: the health service turns NOT_SERVING (so routers and Kubernetes
 // readiness stop sending new work), new RPCs are refused, and RPCs in flight (a decode node's
-// token streams, a prefill node's prefills) get until `drain` from now to finish before they are
-// cancelled. Returns once the server has stopped.
-void DrainGrpcServer(grpc::Server& server, absl::Duration drain);
+// token streams, a prefill node's prefills) get until `drain` from now to finish. Those still
+// running then are ended by `cut` when given (a decode node ends its streams with ABORTED, which
+// the router reads as "migrate this stream", not as a dead node), and cancelled by gRPC after a
+// further grace (or at `drain` without `cut`). Returns once the server has stopped.
+void DrainGrpcServer(grpc::Server& server, absl::Duration drain,
+                     absl::AnyInvocable<void()> cut = nullptr);
 
 }  // namespace tandem
 
