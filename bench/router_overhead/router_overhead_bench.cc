@@ -9,7 +9,7 @@
 // latency against direct). A second phase opens many concurrent streams through each path in turn
 // and reports the tokens per second the clients receive.
 //
-//   tandem-bench-router-overhead --decode ADDR --router ADDR --router-http ADDR \
+//   tandem-bench-router-overhead --decode ADDR --router ADDR --router-http ADDR
 //       [--rate 8] [--requests 300] [--prompt-tokens 64] [--max-tokens 8] \
 //       [--streams 64] [--stream-tokens 64] [--json out.json]
 #include <algorithm>
