@@ -157,9 +157,6 @@ TEST_F(NodeDrainTest, ADrainTimeoutCutsTheStreamsAndTheRouterMigratesThem) {
   // round_robin put half of them on each node: drain one while all stream.
   const int busy = BusyDecodeNode();
   ASSERT_GE(busy, 0) << cluster_.Logs();
-  auto before = cluster_.DecodeLoad(cluster_.decode(busy).grpc_address());
-  ASSERT_TRUE(before.ok());
-  const int running_there = before->num_running();
   const absl::Time signalled = absl::Now();
   cluster_.decode(busy).Signal(SIGTERM);
   std::optional<int> exit = cluster_.decode(busy).WaitExit(absl::Seconds(20));
@@ -178,7 +175,6 @@ TEST_F(NodeDrainTest, ADrainTimeoutCutsTheStreamsAndTheRouterMigratesThem) {
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_GE(MetricValue(*metrics, "tandem_router_migrations_total{reason=\"stream_aborted\"}"), 1)
       << *metrics;
-  EXPECT_GT(running_there, 0);
   const int other = 1 - busy;
   EXPECT_TRUE(cluster_.WaitForLoad(
       cluster_.decode(other).grpc_address(), /*decode=*/true,
