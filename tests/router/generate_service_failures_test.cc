@@ -102,12 +102,7 @@ TEST_F(GenerateServiceTest, RetriesWhenTheDecodeStreamFailsBeforeTheFirstToken) 
 }
 
 TEST_F(GenerateServiceTest, AFailureAfterTokensMigratesToTheOtherDecodeNode) {
-  DecodeScript script = Script(" one two three four five");
-  script.fail_after_tokens = 2;
-  script.stream_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node died");
-  d1_.SetScript(script);
-  d1_.SetLoad(5000);  // picked first
-  d2_.SetScript(Script(" other"));
+  DecodeOneDiesAfterTwoTokens();
   StartRouter(TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()}));
   StreamResult r = RunGenerate(*stub_, TextRequest("Hi"));
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
@@ -126,12 +121,7 @@ TEST_F(GenerateServiceTest, AFailureAfterTokensMigratesToTheOtherDecodeNode) {
 }
 
 TEST_F(GenerateServiceTest, WithoutMigrationNoRetryOnceATokenWasSent) {
-  DecodeScript script = Script(" one two three four five");
-  script.fail_after_tokens = 2;
-  script.stream_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node died");
-  d1_.SetScript(script);
-  d1_.SetLoad(5000);  // picked first
-  d2_.SetScript(Script(" other"));
+  DecodeOneDiesAfterTwoTokens();
   RouterOptions options = TestRouterOptions({p1_.address()}, {d1_.address(), d2_.address()});
   options.migration_limit = 0;
   StartRouter(options);

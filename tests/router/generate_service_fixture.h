@@ -65,6 +65,16 @@ class GenerateServiceTest : public ::testing::Test {
     return s;
   }
 
+  // d1 (picked first) streams two tokens, then dies; d2 would stream " other".
+  void DecodeOneDiesAfterTwoTokens() {
+    DecodeScript script = Script(" one two three four five");
+    script.fail_after_tokens = 2;
+    script.stream_error = grpc::Status(grpc::StatusCode::UNAVAILABLE, "decode node died");
+    d1_.SetScript(script);
+    d1_.SetLoad(5000);
+    d2_.SetScript(Script(" other"));
+  }
+
   static v1::GenerateRequest TextRequest(const std::string& text, const std::string& id = "") {
     v1::GenerateRequest r;
     r.set_text(text);
