@@ -105,7 +105,9 @@ TEST(ChaosTest, TwoMinutesOfFaultsLoseNothingCorruptNothingLeakNothing) {
   EXPECT_EQ(report["faults"].size(), static_cast<size_t>(std::ceil(seconds / 10) - 1)) << context;
   if (seconds >= 90) {
     EXPECT_TRUE(kinds.count("kill") && kinds.count("stop") && kinds.count("term")) << context;
-    if (report["network_cuts"] == "available") EXPECT_TRUE(kinds.count("netcut")) << context;
+    if (report["network_cuts"] == "available") {
+      EXPECT_TRUE(kinds.count("netcut")) << context;
+    }
   }
   EXPECT_TRUE(report["unexpected_exits"].empty()) << report["unexpected_exits"].dump();
   // RSS and threads were sampled for the router and every node.
