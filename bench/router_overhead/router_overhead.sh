@@ -8,7 +8,10 @@
 #   bench/router_overhead/router_overhead.sh [MODEL_DIR]
 #
 # RATE, REQUESTS, STREAMS, STREAM_TOKENS, THREADS override the defaults below; BIN_DIR runs another
-# build's tandem-decode, tandem-router and bench (e.g. an older build, to compare), OUT its JSON.
+# build's tandem-decode and tandem-router (e.g. an older build, to compare; the measuring client and
+# the relay always come from this checkout's build/), OUT its JSON. RELAY=0 leaves out the relay
+# row: tandem-grpc-relay, a bare gRPC hop in front of the same decode node (what any front end
+# pays here).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${BIN_DIR:-$root/build/bin}"
@@ -31,12 +34,20 @@ decode="$(field "$work/d.json" grpc)"
   --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --ready-file "$work/r.json" >"$work/r.log" 2>&1 &
 for _ in $(seq 600); do [[ -f "$work/r.json" ]] && break; sleep 0.1; done
+tools="$root/build/bin"
+relay_args=()
+if [[ "${RELAY:-1}" == 1 ]]; then
+  "$tools/tandem-grpc-relay" --decode "$decode" --ready-file "$work/relay.json" \
+    >"$work/relay.log" 2>&1 &
+  for _ in $(seq 600); do [[ -f "$work/relay.json" ]] && break; sleep 0.1; done
+  relay_args=(--relay "$(field "$work/relay.json" grpc)")
+fi
 mkdir -p "$root/bench/results"
 out="${OUT:-$root/bench/results/router_overhead.json}"
 echo "model $(basename "$model"), $threads thread(s) on the decode node, $(nproc) cores"
-"$bin/tandem-bench-router-overhead" --decode "$decode" --router "$(field "$work/r.json" grpc)" \
+"$tools/tandem-bench-router-overhead" --decode "$decode" --router "$(field "$work/r.json" grpc)" \
   --router-http "$(field "$work/r.json" http)" --rate "${RATE:-8}" --requests "${REQUESTS:-300}" \
-  --streams "${STREAMS:-64}" --stream-tokens "${STREAM_TOKENS:-64}" --json "$out"
+  --streams "${STREAMS:-64}" --stream-tokens "${STREAM_TOKENS:-64}" "${relay_args[@]}" --json "$out"
 # The router's own share of those first tokens (tandem_router_own_first_token_seconds: before the
 # node call, and from the node's first token to the client write), from its /metrics histogram.
 curl -sS --max-time 10 "http://$(field "$work/r.json" metrics)/metrics" >"$work/metrics.txt"

@@ -5,12 +5,14 @@
 //   grpc    the router's Generation.Generate (gRPC)
 //   http    the router's POST /v1/completions, streamed (SSE); timed from the request's first
 //           byte on a connected socket, as the gRPC paths use connected channels
+//   relay   (with --relay) tandem-grpc-relay's Generation.Generate: a bare callback-API hop in
+//           front of the same decode node, the floor any gRPC front end pays on this machine
 // and the time to first token of each path is reported (p50/p90/p99 and the router's added
 // latency against direct). A second phase opens many concurrent streams through each path in turn
 // and reports the tokens per second the clients receive.
 //
-//   tandem-bench-router-overhead --decode ADDR --router ADDR --router-http ADDR
-//       [--rate 8] [--requests 300] [--prompt-tokens 64] [--max-tokens 8] \
+//   tandem-bench-router-overhead --decode ADDR --router ADDR --router-http ADDR [--relay ADDR]
+//       [--rate 8] [--requests 300] [--prompt-tokens 64] [--max-tokens 8]
 //       [--streams 64] [--stream-tokens 64] [--json out.json]
 #include <algorithm>
 #include <atomic>
@@ -39,7 +41,8 @@ struct Options {
   std::string decode;
   std::string router;
   std::string router_http;
-  double rate = 8;  // requests per second, all paths together
+  std::string relay;  // "": no relay path
+  double rate = 8;    // requests per second, all paths together
   int requests = 300;
   int prompt_tokens = 64;
   int max_tokens = 8;
@@ -49,8 +52,15 @@ struct Options {
   std::string json;
 };
 
-enum Path { kDirect = 0, kGrpc = 1, kHttp = 2 };
-constexpr const char* kPathNames[] = {"direct", "grpc", "http"};
+enum Path { kDirect = 0, kGrpc = 1, kHttp = 2, kRelay = 3 };
+constexpr const char* kPathNames[] = {"direct", "grpc", "http", "relay"};
+
+// The paths this run measures: the relay's only with --relay.
+std::vector<Path> ActivePaths(const Options& o) {
+  std::vector<Path> paths = {kDirect, kGrpc, kHttp};
+  if (!o.relay.empty()) paths.push_back(kRelay);
+  return paths;
+}
 
 struct Result {
   bool ok = false;
@@ -77,6 +87,10 @@ class Paths {
         grpc::CreateChannel(o.decode, grpc::InsecureChannelCredentials()));
     router_ = tandem::v1::Generation::NewStub(
         grpc::CreateChannel(o.router, grpc::InsecureChannelCredentials()));
+    if (!o.relay.empty()) {
+      relay_ = tandem::v1::Generation::NewStub(
+          grpc::CreateChannel(o.relay, grpc::InsecureChannelCredentials()));
+    }
   }
 
   Result Run(Path path, const std::vector<int>& prompt, int max_tokens, const std::string& id) {
@@ -84,7 +98,9 @@ class Paths {
       case kDirect:
         return Direct(prompt, max_tokens, id);
       case kGrpc:
-        return Router(prompt, max_tokens, id);
+        return Router(*router_, prompt, max_tokens, id);
+      case kRelay:
+        return Router(*relay_, prompt, max_tokens, id);
       case kHttp:
         return Http(prompt, max_tokens);
     }
@@ -104,14 +120,16 @@ class Paths {
                       [](const tandem::v1::DecodeEvent& e) { return e.tokens_size(); });
   }
 
-  Result Router(const std::vector<int>& prompt, int max_tokens, const std::string& id) {
+  // Generation.Generate on `stub`: the router's gRPC API, or the relay's.
+  Result Router(tandem::v1::Generation::Stub& stub, const std::vector<int>& prompt, int max_tokens,
+                const std::string& id) {
     tandem::v1::GenerateRequest req;
     req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
     Sampling(req.mutable_sampling(), max_tokens);
     req.set_request_id(id);
     grpc::ClientContext ctx;
     const absl::Time start = absl::Now();
-    auto reader = router_->Generate(&ctx, req);
+    auto reader = stub.Generate(&ctx, req);
     return ReadStream(*reader, start,
                       [](const tandem::v1::GenerateResponse& r) { return r.tokens_size(); });
   }
@@ -186,6 +204,7 @@ class Paths {
   const Options& o_;
   std::unique_ptr<tandem::v1::DecodeNode::Stub> decode_;
   std::unique_ptr<tandem::v1::Generation::Stub> router_;
+  std::unique_ptr<tandem::v1::Generation::Stub> relay_;
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -203,10 +222,11 @@ struct TtftStats {
   std::string first_error;
 };
 
-// Phase 1: requests at a fixed rate, path i % 3, each on its own thread (open loop: a slow
-// request does not delay the next one's start).
+// Phase 1: requests at a fixed rate, taking the paths in turn, each on its own thread (open loop:
+// a slow request does not delay the next one's start).
 std::vector<TtftStats> MeasureTtft(const Options& o, Paths& paths) {
-  std::vector<TtftStats> stats(3);
+  const std::vector<Path> active = ActivePaths(o);
+  std::vector<TtftStats> stats(4);
   absl::Mutex mu;
   std::vector<std::thread> threads;
   const absl::Duration interval = absl::Seconds(1.0 / o.rate);
@@ -214,7 +234,7 @@ std::vector<TtftStats> MeasureTtft(const Options& o, Paths& paths) {
   for (int i = 0; i < o.requests; ++i) {
     absl::SleepFor(start + interval * i - absl::Now());
     threads.emplace_back([&, i] {
-      const Path path = static_cast<Path>(i % 3);
+      const Path path = active[static_cast<size_t>(i) % active.size()];
       Result r =
           paths.Run(path, Prompt(o.prompt_tokens, i), o.max_tokens, absl::StrCat("bench-ttft-", i));
       absl::MutexLock lock(&mu);
@@ -262,7 +282,8 @@ constexpr char kIntro[] =
     R"(Usage: tandem-bench-router-overhead --decode ADDR --router ADDR --router-http ADDR [options]
 
 Time to first token directly on a decode node, through the router's gRPC API and through its HTTP
-API, interleaved at a fixed rate; then tokens per second of concurrent streams through each.
+API (and through tandem-grpc-relay with --relay), interleaved at a fixed rate; then tokens per
+second of concurrent streams through each.
 )";
 
 // Declares every flag against `o` with its --help line.
@@ -270,6 +291,10 @@ void AddBenchFlags(tandem::FlagSet& flags, Options* o) {
   flags.String("decode", &o->decode, {"ADDR", "the decode node's gRPC address (required)"});
   flags.String("router", &o->router, {"ADDR", "the router's gRPC address (required)"});
   flags.String("router-http", &o->router_http, {"ADDR", "the router's HTTP address (required)"});
+  flags.String("relay", &o->relay,
+               {"ADDR",
+                "also time tandem-grpc-relay in front of the same decode node: the floor "
+                "of a gRPC hop (row relay)"});
   flags.Number("rate", &o->rate, {"R", "requests per second, all paths together (default 8)"});
   flags.Number("requests", &o->requests, {"N", "requests of the first phase (default 300)"});
   flags.Number("prompt-tokens", &o->prompt_tokens, {"N", "tokens per prompt (default 64)"});
@@ -316,7 +341,7 @@ int main(int argc, char** argv) {
   Paths paths(o);
   // Warm up every path (connections, first-request costs).
   for (int i = 0; i < 3; ++i) {
-    for (Path p : {kDirect, kGrpc, kHttp}) {
+    for (Path p : ActivePaths(o)) {
       Result r = paths.Run(p, Prompt(o.prompt_tokens, 900000 + i), 2, absl::StrCat("warm-", p, i));
       if (!r.ok) {
         std::fprintf(stderr, "warm-up on %s failed: %s\n", kPathNames[p], r.error.c_str());
@@ -336,7 +361,7 @@ int main(int argc, char** argv) {
   out["max_tokens"] = o.max_tokens;
   const double direct_p50 = Percentile(ttft[kDirect].ttft_ms, 50);
   const double direct_p99 = Percentile(ttft[kDirect].ttft_ms, 99);
-  for (Path p : {kDirect, kGrpc, kHttp}) {
+  for (Path p : ActivePaths(o)) {
     const auto& v = ttft[p].ttft_ms;
     const double p50 = Percentile(v, 50), p90 = Percentile(v, 90), p99 = Percentile(v, 99);
     std::printf("%-8s %6zu %8.2f %8.2f %8.2f %10.2f %10.2f\n", kPathNames[p], v.size(), p50, p90,
@@ -351,7 +376,7 @@ int main(int argc, char** argv) {
 
   std::printf("\n%d concurrent streams of %d tokens\n", o.streams, o.stream_tokens);
   std::printf("%-8s %10s %10s %8s\n", "path", "tokens/s", "seconds", "failed");
-  for (Path p : {kDirect, kGrpc, kHttp}) {
+  for (Path p : ActivePaths(o)) {
     StreamStats s = MeasureStreams(o, paths, p);
     std::printf("%-8s %10.1f %10.2f %8d\n", kPathNames[p], s.tokens_per_s, s.seconds, s.failed);
     if (s.failed > 0) std::printf("  first failure: %s\n", s.first_error.c_str());
