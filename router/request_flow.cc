@@ -234,7 +234,9 @@ void RequestFlow::NextAttempt() {
 // --kv-wait-timeout-ms (within its deadline), and then gets UNAVAILABLE.
 bool RequestFlow::KvRoomOrWait() {
   RequestRunner& r = *runner_;
-  const int64_t prompt_tokens = static_cast<int64_t>(request_->prompt.size());
+  // A migrated request's next node computes its output so far too.
+  const int64_t prompt_tokens = static_cast<int64_t>(
+      request_->prompt.size() + (migrations_ > 0 ? stream_->output_ids.size() : 0));
   std::vector<v1::NodeLoad> loads;
   for (const auto& node : r.pool_->UpNodes(NodeRole::kDecode))
     loads.push_back(node->snapshot().load);
