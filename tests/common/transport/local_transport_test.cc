@@ -19,6 +19,7 @@
 namespace tandem {
 namespace {
 
+using testing::DifferingBytes;
 using testing::FillRandom;
 
 // Records one `done`.
@@ -228,14 +229,7 @@ TEST(LocalTransportTest, CorruptNextWritesFlipsOneLandedByteOfEachWrite) {
     Done write;
     p.writer.Write(p.target(), copies, absl::InfiniteFuture(), write.Callback());
     ASSERT_TRUE(write.Wait().ok());
-    std::vector<size_t> differ;
-    for (const KvCopy& c : copies) {
-      for (uint64_t i = 0; i < c.bytes; ++i) {
-        if (p.owner_pool[c.dst_offset + i] != p.writer_pool[c.src_offset + i]) {
-          differ.push_back(c.dst_offset + i);
-        }
-      }
-    }
+    const std::vector<size_t> differ = DifferingBytes(p.owner_pool, p.writer_pool, copies);
     if (round == 0) {
       EXPECT_EQ(differ, std::vector<size_t>{500});
       EXPECT_EQ(static_cast<uint8_t>(p.owner_pool[500] ^ p.writer_pool[500]), KvByteFlip::kMask);

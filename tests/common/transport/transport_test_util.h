@@ -22,6 +22,20 @@ extern char** environ;
 
 namespace tandem::testing {
 
+// Offsets in `dst` where a copy's bytes differ from their source in `src` (what a write should
+// have made equal); `copies` hold {src_offset, dst_offset, bytes} (KvCopy).
+template <typename Copies>
+std::vector<size_t> DifferingBytes(const std::vector<char>& dst, const std::vector<char>& src,
+                                   const Copies& copies) {
+  std::vector<size_t> differ;
+  for (const auto& c : copies) {
+    for (uint64_t i = 0; i < c.bytes; ++i) {
+      if (dst[c.dst_offset + i] != src[c.src_offset + i]) differ.push_back(c.dst_offset + i);
+    }
+  }
+  return differ;
+}
+
 inline std::string ToHex(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string out;

@@ -25,6 +25,7 @@ namespace tandem {
 namespace {
 
 using testing::ChildProcess;
+using testing::DifferingBytes;
 using testing::FillRandom;
 using testing::Fnv1a;
 using testing::FromHex;
@@ -248,14 +249,7 @@ TEST_P(UcxTransportTest, TestHookFlipsOneByteInFlight) {
     p.writer->Write(p.target(), copies, absl::Now() + absl::Seconds(20), r.Callback());
     ASSERT_TRUE(r.Wait(absl::Seconds(30)));
     ASSERT_TRUE(r.status().ok()) << r.status();
-    std::vector<size_t> differ;
-    for (const KvCopy& c : copies) {
-      for (uint64_t i = 0; i < c.bytes; ++i) {
-        if (p.owner_pool[c.dst_offset + i] != p.writer_pool[c.src_offset + i]) {
-          differ.push_back(c.dst_offset + i);
-        }
-      }
-    }
+    const std::vector<size_t> differ = DifferingBytes(p.owner_pool, p.writer_pool, copies);
     if (round == 0) {
       ASSERT_EQ(differ, std::vector<size_t>{50000});
       EXPECT_EQ(static_cast<uint8_t>(p.owner_pool[50000] ^ p.writer_pool[4096 + 50000]),
