@@ -193,10 +193,6 @@ absl::StatusOr<RequestId> Engine::Reserve(GenerateRequest request, absl::Duratio
   if (request.kv_exporter != nullptr) {
     return absl::InvalidArgumentError("a reserved request cannot also export its KV");
   }
-  if (!request.resumed_output_token_ids.empty() || request.resumed_rng_counter != 0) {
-    return absl::InvalidArgumentError(
-        "a reserved request cannot resume output (resumed_output_token_ids): Submit it");
-  }
   if (lease <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("lease must be positive, got ", absl::FormatDuration(lease)));
@@ -204,6 +200,12 @@ absl::StatusOr<RequestId> Engine::Reserve(GenerateRequest request, absl::Duratio
   RETURN_IF_ERROR(ValidateRequest(request));
   std::unique_ptr<Sequence> seq = MakeSequence(request);
   const RequestId id = seq->id;
+  // A request moving in with its KV (live migration) must still have tokens to generate.
+  if (seq->num_output_tokens() > 0 && CheckStop(*seq) != FinishReason::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resumed_output_token_ids (", seq->num_output_tokens(),
+        " tokens) already end the request: there is nothing left to move"));
+  }
   RETURN_IF_ERROR(PostRequest(engine_command::Reserve{std::move(seq), std::move(request.on_event),
                                                       std::move(on_reserved), lease}));
   return id;
@@ -220,6 +222,14 @@ void Engine::AbortImport(RequestId id, absl::Status reason, bool writer_stopped)
 }
 
 void Engine::ReleaseExportedBlocks(RequestId id) { Post(engine_command::Release{id}); }
+
+void Engine::PauseForMigration(RequestId id) { Post(engine_command::Pause{id}); }
+
+void Engine::ResumePaused(RequestId id) { Post(engine_command::Resume{id}); }
+
+void Engine::ExportPaused(RequestId id, std::shared_ptr<KvExporter> exporter) {
+  Post(engine_command::ExportPaused{id, std::move(exporter)});
+}
 
 absl::Status Engine::PostRequest(EngineCommand command) {
   absl::MutexLock lock(&mu_);
@@ -283,6 +293,7 @@ void Engine::Loop() {
     }
     DrainInbox();
     RunHousekeeping();
+    PauseWhereAsked();
     if (scheduler_.HasUnfinished()) {
       absl::Status status = Step();
       if (!status.ok()) spdlog::error("engine: step failed: {}", status.ToString());
@@ -301,6 +312,7 @@ absl::Status Engine::RunUntilIdle() {
   while (true) {
     DrainInbox();
     RunHousekeeping();
+    PauseWhereAsked();
     if (!scheduler_.HasUnfinished()) break;
     absl::Status status = Step();
     if (!status.ok() && first_error.ok()) first_error = status;
@@ -462,6 +474,7 @@ void Engine::PublishStats() {
   int32_t held = 0;
   for (const auto& [id, table] : export_held_) held += static_cast<int32_t>(table.blocks.size());
   stats_.num_export_held_blocks = held;
+  stats_.num_paused = static_cast<int32_t>(paused_.size());
   stats_.kv_cache_version = block_manager_.cache_version();
   if (published_cache_version_ != block_manager_.cache_version()) {
     published_cache_version_ = block_manager_.cache_version();

@@ -28,11 +28,17 @@
 //                |                             | first token); AbortImport, a bad      |
 //                |                             | first token, lease expiry: ended      |
 //   prefilled    | scheduler_, prefilled queue | Schedule: to running                  | its own
+//   paused       | paused_                     | ResumePaused: to prefilled; Cancel,   | its own
+//                |                             | Stop: ended                           |
 //   ended        | -                           | -                                     | below
+// A running or prefilled request with a pause asked for (PauseForMigration) moves to paused at the
+// engine thread's next turn once its KV is computed up to its last token (it has one output token
+// at least): between steps, never in one.
 // Cancel and Stop end a request in any state but posted and ended. The blocks of an ended request
 // go to quarantine_ when it ended awaiting KV while a writer may still write them (Cancel, lease
 // expiry), until an Import or AbortImport for it or the lease deadline plus kv_write_grace; to
-// export_held_ when it was prefill-only, until ReleaseExportedBlocks; else back to the pool.
+// export_held_ when it was prefill-only (or paused with an export reading its blocks), until
+// ReleaseExportedBlocks; else back to the pool.
 #ifndef TANDEM_COMMON_ENGINE_ENGINE_H_
 #define TANDEM_COMMON_ENGINE_ENGINE_H_
 
@@ -47,6 +53,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -118,6 +125,8 @@ struct EngineStats {
   int64_t num_expired_leases = 0;
   // Prefill node: blocks kept for exports that are not released yet.
   int32_t num_export_held_blocks = 0;
+  // Decode node: requests paused for live KV migration (holding their blocks).
+  int32_t num_paused = 0;
   // The prefix cache's content changes whenever this does (see CachedBlockHashes()).
   uint64_t kv_cache_version = 0;
 };
@@ -153,8 +162,12 @@ class Engine {
   // resend). The request's events go to request.on_event: the first is the imported first token
   // after CompleteImport; a lease that runs out first ends it with kError/DeadlineExceeded.
   // Cancel(id) works at every stage. `on_reserved` is called at most once, with an error if the
-  // request ended before blocks were found. request.kv_exporter and the resumed output must be
-  // empty.
+  // request ended before blocks were found. request.kv_exporter must be empty.
+  // Live KV migration: with resumed output (validated as for Submit) the request arrives from
+  // another decode node with its KV. The blocks reserved hold prompt + resumed tokens but the last
+  // one (the writer sends that KV); CompleteImport's first_token must be the last resumed token
+  // (else the request fails with DataLoss) and is not delivered again: the first event carries
+  // the token after it.
   absl::StatusOr<RequestId> Reserve(GenerateRequest request, absl::Duration lease,
                                     ReservedCallback on_reserved);
   // Thread-safe. The writer finished request `prefill.request_id`'s prompt KV: it joins the running
@@ -167,6 +180,26 @@ class Engine {
   // With `writer_stopped` false (the import is refused while its writer may still write: a
   // completion of another epoch), the blocks are quarantined as for a lease expiry instead.
   void AbortImport(RequestId id, absl::Status reason, bool writer_stopped = true);
+
+  // --- Live KV migration (decode node): a running request handed on with its KV. ---
+  //
+  // Thread-safe. Asks to pause request `id`: once it is running or prefilled with its KV computed
+  // up to its last token and one output token at least (a request not there yet is paused when it
+  // gets there), it leaves the batch holding its blocks, and its on_event gets an event with
+  // `paused` set: no token, not finished, usage and rng_counter as of its last token. Unknown or
+  // ended ids are ignored; so is a second pause.
+  void PauseForMigration(RequestId id);
+  // Thread-safe. Takes back a pause: a paused request joins the batch again and decodes on from
+  // its last token as if never paused (after ReleaseExportedBlocks when an export is reading its
+  // blocks); a pending pause is dropped.
+  void ResumePaused(RequestId id);
+  // Thread-safe. Exports paused request `id`'s KV as a prefill node's request does
+  // (kv_exporter.h), on the engine thread: OnBlocksReady(id, 0, the blocks of its computed
+  // tokens: prompt + output but the last token), then OnPrefillDone with its last token and its
+  // rng counter. Its blocks stay allocated and unchanged until the exporter calls
+  // ReleaseExportedBlocks(id), even if the request ends meanwhile. OnAborted with
+  // FailedPrecondition when the request is not paused or an export of it still reads.
+  void ExportPaused(RequestId id, std::shared_ptr<KvExporter> exporter);
 
   // --- Prefill node. ---
   //
@@ -202,6 +235,13 @@ class Engine {
     std::unique_ptr<Sequence> seq;
     ReservedCallback on_reserved;
     absl::Duration lease;
+  };
+  // Decode node: a request paused for live migration, and the exporter reading its blocks (if
+  // one is).
+  struct PausedRequest {
+    std::unique_ptr<Sequence> seq;
+    std::shared_ptr<KvExporter> exporter;  // set from ExportPaused until ReleaseExportedBlocks
+    bool resume_after_release = false;     // ResumePaused came while the exporter read
   };
   // Blocks of a reservation that ended without a completion: writes may still land in them.
   struct QuarantinedBlocks {
@@ -287,6 +327,18 @@ class Engine {
   // Prefill node: hands newly final blocks of an exporting sequence to its exporter.
   void ExportBlocks(Sequence* seq, bool prompt_done);
 
+  // --- Live KV migration (engine_migration.cc). ---
+  void Apply(engine_command::Pause& command);
+  void Apply(engine_command::Resume& command);
+  void Apply(engine_command::ExportPaused& command);
+  // Pauses each request with a pause asked for that can pause now (between steps); forgets the
+  // asks of requests that ended.
+  void PauseWhereAsked();
+  // A paused request back to the batch (prefilled: it decodes its last token next).
+  void ResumeNow(RequestId id);
+  // Live migration's part of Release: true when `id` was paused (its exporter stopped reading).
+  bool ReleasePausedExport(RequestId id);
+
   Backend* const backend_;
   const EngineOptions options_;
   Clock* const clock_;
@@ -315,6 +367,9 @@ class Engine {
   std::map<RequestId, QuarantinedBlocks> quarantine_;
   // Prefill node: blocks of finished exporting requests, until their exporter releases them.
   absl::flat_hash_map<RequestId, BlockTable> export_held_;
+  // Decode node, live migration: pauses asked for and not done yet; paused requests.
+  absl::flat_hash_set<RequestId> pause_asked_;
+  std::map<RequestId, PausedRequest> paused_;
   uint64_t published_cache_version_ = ~uint64_t{0};
   int64_t num_imported_requests_ = 0;
   int64_t num_expired_leases_ = 0;

@@ -51,12 +51,26 @@ struct AbortImport {
 struct Release {
   RequestId id = 0;
 };
+// Engine::PauseForMigration.
+struct Pause {
+  RequestId id = 0;
+};
+// Engine::ResumePaused.
+struct Resume {
+  RequestId id = 0;
+};
+// Engine::ExportPaused.
+struct ExportPaused {
+  RequestId id = 0;
+  std::shared_ptr<KvExporter> exporter;
+};
 
 }  // namespace engine_command
 
 using EngineCommand =
     std::variant<engine_command::Submit, engine_command::Cancel, engine_command::Reserve,
-                 engine_command::Import, engine_command::AbortImport, engine_command::Release>;
+                 engine_command::Import, engine_command::AbortImport, engine_command::Release,
+                 engine_command::Pause, engine_command::Resume, engine_command::ExportPaused>;
 
 }  // namespace tandem
 

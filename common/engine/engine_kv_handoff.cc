@@ -40,6 +40,25 @@ void Engine::Apply(engine_command::Import& command) {
     return;
   }
   Sequence* seq = it->second.get();
+  if (seq->num_output_tokens() > 0) {
+    // Moved in with its KV (live migration): the writer's "first token" is the request's last,
+    // which the client already has.
+    if (prefill.first_token != seq->tokens.back()) {
+      EndRequest(id, FinishReason::kError,
+                 absl::DataLossError(absl::StrCat(
+                     "request ", id, ": the source decode node's completion names token ",
+                     prefill.first_token, " as the last one, but the request's is ",
+                     seq->tokens.back())),
+                 BlockFate::kFree);
+      return;
+    }
+    ++num_imported_requests_;
+    seq->num_computed_tokens = seq->num_tokens() - 1;
+    block_manager_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
+    seq->rng.set_counter(prefill.rng_counter);
+    scheduler_.AddPrefilled(std::move(awaiting_kv_.extract(id).mapped()));
+    return;
+  }
   ++num_imported_requests_;
   seq->num_computed_tokens = seq->num_prompt_tokens;
   block_manager_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
@@ -63,6 +82,7 @@ void Engine::Apply(engine_command::AbortImport& command) {
 }
 
 void Engine::Apply(engine_command::Release& command) {
+  if (ReleasePausedExport(command.id)) return;
   auto it = export_held_.find(command.id);
   if (it == export_held_.end()) return;
   block_manager_.Free(&it->second);
@@ -85,7 +105,11 @@ void Engine::AdmitReservations() {
   while (!pending_reservations_.empty()) {
     PendingReservation& head = pending_reservations_.front();
     Sequence* seq = head.seq.get();
-    std::optional<int32_t> cached = block_manager_.Allocate(seq->tokens, &seq->block_table);
+    // The KV the writer sends: the prompt's; a request moving in with its KV, all but its last
+    // token's (the next step computes that one).
+    const size_t kv_tokens = seq->tokens.size() - (seq->num_output_tokens() > 0 ? 1 : 0);
+    std::optional<int32_t> cached = block_manager_.Allocate(
+        std::span<const TokenId>(seq->tokens).first(kv_tokens), &seq->block_table);
     if (!cached.has_value()) return;  // FIFO: the head waits for blocks
     PendingReservation pending = std::move(head);
     pending_reservations_.pop_front();

@@ -90,6 +90,7 @@ void Engine::EndRequest(RequestId id, FinishReason reason, const absl::Status& s
                         BlockFate blocks, GenerationEvent last) {
   TakenRequest taken = TakeRequest(id, reason);
   if (taken.seq == nullptr) return;  // already ended, or never existed
+  pause_asked_.erase(id);
   Sequence& seq = *taken.seq;
   seq.status = SequenceStatus::kFinished;
   seq.finish_reason = reason;
@@ -119,6 +120,7 @@ Engine::TakenRequest Engine::TakeRequest(RequestId id, FinishReason reason) {
     return TakenRequest{std::move(seq), nullptr};
   }
   if (auto node = awaiting_kv_.extract(id)) return TakenRequest{std::move(node.mapped()), nullptr};
+  if (auto node = paused_.extract(id)) return TakenRequest{std::move(node.mapped().seq), nullptr};
   auto pending = std::find_if(pending_reservations_.begin(), pending_reservations_.end(),
                               [id](const PendingReservation& p) { return p.seq->id == id; });
   if (pending == pending_reservations_.end()) return TakenRequest{};
@@ -129,6 +131,9 @@ Engine::TakenRequest Engine::TakeRequest(RequestId id, FinishReason reason) {
 
 Engine::BlockFate Engine::UnfinishedBlockFate(RequestId id, bool writer_stopped) {
   if (awaiting_kv_.contains(id)) return writer_stopped ? BlockFate::kFree : BlockFate::kQuarantine;
+  if (auto it = paused_.find(id); it != paused_.end()) {
+    return it->second.exporter != nullptr ? BlockFate::kHoldForExport : BlockFate::kFree;
+  }
   const Sequence* seq = scheduler_.Find(id);
   if (seq != nullptr && seq->kv_exporter != nullptr) return BlockFate::kHoldForExport;
   return BlockFate::kFree;
@@ -158,6 +163,7 @@ std::vector<RequestId> Engine::UnfinishedIds() const {
   std::vector<RequestId> ids;
   for (const PendingReservation& pending : pending_reservations_) ids.push_back(pending.seq->id);
   for (const auto& [id, seq] : awaiting_kv_) ids.push_back(id);
+  for (const auto& [id, paused] : paused_) ids.push_back(id);
   for (RequestId id : scheduler_.UnfinishedIds()) ids.push_back(id);
   return ids;
 }

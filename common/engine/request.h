@@ -64,6 +64,8 @@ struct GenerationEvent {
   // no token: when it ended); always 0 for greedy requests. A migrated request resumes from the
   // value on the event of the last token the client got (GenerateRequest::resumed_rng_counter).
   uint64_t rng_counter = 0;
+  // Live KV migration: the request paused (Engine::PauseForMigration): no token, not finished.
+  bool paused = false;
 
   bool has_token() const { return token >= 0; }
 };
@@ -92,7 +94,8 @@ struct GenerateRequest {
   // events continue exactly where an uninterrupted run's would. Without a seed the continuation
   // is sampled afresh.
   //
-  // Submit only (Reserve and prefill-only requests refuse them). InvalidArgument, naming the
+  // Submit, and Reserve for a request moving in with its KV (engine.h); prefill-only requests
+  // refuse them. InvalidArgument, naming the
   // field: an id outside the vocabulary; more of them than max_tokens; prompt + them longer than
   // the context or the KV pool; a stop token (EOS unless ignore_eos, stop_token_ids) anywhere but
   // last; a non-zero counter with no tokens.

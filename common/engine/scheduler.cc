@@ -194,7 +194,7 @@ void Scheduler::CompleteStep(const SchedulerOutput& out) {
   }
 }
 
-std::unique_ptr<Sequence> Scheduler::Finish(RequestId id, FinishReason reason, bool keep_blocks) {
+std::unique_ptr<Sequence> Scheduler::Remove(RequestId id) {
   auto it = sequences_.find(id);
   if (it == sequences_.end()) return nullptr;
   std::unique_ptr<Sequence> seq = std::move(it->second);
@@ -206,6 +206,12 @@ std::unique_ptr<Sequence> Scheduler::Finish(RequestId id, FinishReason reason, b
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq.get()));
   }
+  return seq;
+}
+
+std::unique_ptr<Sequence> Scheduler::Finish(RequestId id, FinishReason reason, bool keep_blocks) {
+  std::unique_ptr<Sequence> seq = Remove(id);
+  if (seq == nullptr) return nullptr;
   if (!keep_blocks) block_manager_->Free(&seq->block_table);
   seq->status = SequenceStatus::kFinished;
   seq->finish_reason = reason;

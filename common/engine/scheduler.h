@@ -88,6 +88,10 @@ class Scheduler {
   // caller frees them later: a prefill node's export still reading them).
   std::unique_ptr<Sequence> Finish(RequestId id, FinishReason reason, bool keep_blocks = false);
 
+  // Takes a sequence out wherever it is, as Finish does, but keeps its blocks and its status (a
+  // decode node pausing it for live migration). nullptr if `id` is unknown.
+  std::unique_ptr<Sequence> Remove(RequestId id);
+
   Sequence* Find(RequestId id);
   bool HasUnfinished() const { return !sequences_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size() + prefilled_.size()); }

@@ -17,6 +17,8 @@ std::string_view SequenceStatusName(SequenceStatus status) {
       return "awaiting_kv";
     case SequenceStatus::kPrefilled:
       return "prefilled";
+    case SequenceStatus::kPaused:
+      return "paused";
     case SequenceStatus::kFinished:
       return "finished";
   }

@@ -23,6 +23,7 @@ enum class SequenceStatus {
   kPreempted,   // was running, lost its blocks, queued again to recompute prompt + output so far
   kAwaitingKv,  // decode node: holds reserved blocks while another node writes the prompt's KV
   kPrefilled,   // decode node: prompt KV imported, first token known; waits for a seat to decode
+  kPaused,      // decode node: out of the batch with its KV, for live migration (Engine)
   kFinished,
 };
 

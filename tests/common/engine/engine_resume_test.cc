@@ -263,10 +263,12 @@ TEST(EngineResumeTest, BadResumedOutputIsRefusedNamingTheField) {
   GenerateRequest ignored = resumed({5, 1}, 8);
   ignored.params.ignore_eos = true;
   EXPECT_TRUE(engine->Submit(std::move(ignored)).ok());
-  // Reserve and prefill-only requests take no resumed output.
-  auto reserved = engine->Reserve(resumed({1}, 8), absl::Seconds(1), nullptr);
+  // Reserve (a request moving in with its KV) validates them the same way; prefill-only requests
+  // take none.
+  auto reserved = engine->Reserve(resumed({5, 1}, 8), absl::Seconds(1), nullptr);
   ASSERT_FALSE(reserved.ok());
-  EXPECT_THAT(std::string(reserved.status().message()), HasSubstr("cannot resume output"));
+  EXPECT_THAT(std::string(reserved.status().message()),
+              HasSubstr("resumed_output_token_ids[0] = 5 is a stop token"));
   class NullExporter : public KvExporter {
     void OnBlocksReady(RequestId, int32_t, std::span<const int32_t>) override {}
     void OnPrefillDone(const GenerationEvent&, uint64_t) override {}
