@@ -136,6 +136,14 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                {"N",
                 "retries of a request that failed before its first token was sent, each on "
                 "another node pair (default 2)"});
+  flags.Switch("no-live-kv-migration", &o->live_kv_migration,
+               "do not move a stream with its KV when its decode node pauses it (drain): resume it "
+               "there instead (README: Live KV migration)",
+               false);
+  flags.Number("kv-move-timeout-ms", &o->kv_move_timeout_ms,
+               {"MS",
+                "a live KV move of one stream (pause to the destination's first token) that takes "
+                "longer is given up and the stream resumes on its node (default 5000)"});
   flags.Number("migration-limit", &o->migration_limit,
                {"N",
                 "moves of a request to another decode node when its decode side fails after "
@@ -184,6 +192,7 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   if (o.placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
   if (o.max_retries < 0) return "--max-retries must be >= 0";
   if (o.migration_limit < 0) return "--migration-limit must be >= 0";
+  if (o.kv_move_timeout_ms < 1) return "--kv-move-timeout-ms must be >= 1";
   if (o.lease_ms < 1) return "--lease-ms must be >= 1";
   if (o.request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
   if (o.first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";

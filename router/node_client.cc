@@ -100,4 +100,19 @@ void GrpcNodeClient::Cancel(grpc::ClientContext* ctx, const v1::CancelRequest* r
   }
 }
 
+void GrpcNodeClient::PauseOrResume(grpc::ClientContext* ctx, bool resume,
+                                   const v1::MigrationRequest* request,
+                                   v1::MigrationResponse* response, Done done) {
+  if (resume) {
+    decode_->async()->ResumePaused(ctx, request, response, std::move(done));
+  } else {
+    decode_->async()->PauseForMigration(ctx, request, response, std::move(done));
+  }
+}
+
+void GrpcNodeClient::ExportKv(grpc::ClientContext* ctx, const v1::ExportKvRequest* request,
+                              v1::ExportKvResponse* response, Done done) {
+  decode_->async()->ExportKv(ctx, request, response, std::move(done));
+}
+
 }  // namespace tandem

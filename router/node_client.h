@@ -63,6 +63,13 @@ class NodeClient {
   // Cancel on this node (either role), asynchronous like Prefill.
   virtual void Cancel(grpc::ClientContext* ctx, const v1::CancelRequest* request,
                       v1::CancelResponse* response, Done done) = 0;
+  // Live KV migration on a decode node, asynchronous like Prefill: DecodeNode.PauseForMigration
+  // (`resume` false) or ResumePaused (`resume` true), and DecodeNode.ExportKv.
+  virtual void PauseOrResume(grpc::ClientContext* ctx, bool resume,
+                             const v1::MigrationRequest* request, v1::MigrationResponse* response,
+                             Done done) = 0;
+  virtual void ExportKv(grpc::ClientContext* ctx, const v1::ExportKvRequest* request,
+                        v1::ExportKvResponse* response, Done done) = 0;
 };
 
 // NodeClient over a channel's generated stubs.
@@ -81,6 +88,10 @@ class GrpcNodeClient : public NodeClient {
                v1::PrefillResponse* response, Done done) override;
   void Cancel(grpc::ClientContext* ctx, const v1::CancelRequest* request,
               v1::CancelResponse* response, Done done) override;
+  void PauseOrResume(grpc::ClientContext* ctx, bool resume, const v1::MigrationRequest* request,
+                     v1::MigrationResponse* response, Done done) override;
+  void ExportKv(grpc::ClientContext* ctx, const v1::ExportKvRequest* request,
+                v1::ExportKvResponse* response, Done done) override;
 
  private:
   const bool is_decode_;

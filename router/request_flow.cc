@@ -14,8 +14,6 @@ namespace {
 // The decode stream finished while the prefill call had not answered yet (its answer races with
 // the first token): how long it gets before it is cancelled.
 constexpr absl::Duration kPrefillAnswerGrace = absl::Seconds(1);
-// A request waiting for KV room looks at the decode nodes' load reports this often.
-constexpr absl::Duration kKvWaitPoll = absl::Milliseconds(10);
 
 }  // namespace
 
@@ -41,6 +39,10 @@ class RequestFlow::Receiver final : public DecodeStreamReceiver {
   const std::shared_ptr<RequestFlow> flow_;
   const int attempt_;
 };
+
+std::shared_ptr<DecodeStreamReceiver> RequestFlow::ReceiverFor(int attempt) {
+  return std::make_shared<Receiver>(shared_from_this(), attempt);
+}
 
 RequestFlow::RequestFlow(RequestRunner* runner, ResponseSink* sink, Done done, RequestApi api)
     : runner_(runner),
@@ -167,8 +169,10 @@ void RequestFlow::OnWake() {
     case Stage::kEndingPrefill:
       EndPrefill();
       return;
-    case Stage::kReserving:
     case Stage::kStreaming:
+      if (move_ != nullptr) CheckMove();
+      return;
+    case Stage::kReserving:
     case Stage::kDone:
       return;  // the guard cancels node calls itself; their ends drive the flow
   }
@@ -229,63 +233,6 @@ void RequestFlow::NextAttempt() {
   }
 }
 
-// True when some decode node reports room for the prompt's KV (or none reports at all). Else the
-// request waits, in a queue of at most --max-kv-waiting-requests and for at most
-// --kv-wait-timeout-ms (within its deadline), and then gets UNAVAILABLE.
-bool RequestFlow::KvRoomOrWait() {
-  RequestRunner& r = *runner_;
-  // A migrated request's next node computes its output so far too.
-  const int64_t prompt_tokens = static_cast<int64_t>(
-      request_->prompt.size() + (migrations_ > 0 ? stream_->output_ids.size() : 0));
-  std::vector<v1::NodeLoad> loads;
-  for (const auto& node : r.pool_->UpNodes(NodeRole::kDecode))
-    loads.push_back(node->snapshot().load);
-  const bool full = DecodeKvRoom(loads, prompt_tokens) == KvRoom::kFull;
-  const absl::Time now = r.clock_->Now();
-  if (!full) {
-    if (waiting_for_kv_) {
-      waiting_for_kv_ = false;
-      r.waiting_for_kv_.fetch_sub(1);
-    }
-    return true;
-  }
-  if (!waiting_for_kv_) {
-    ++r.counters_->kv_waits;
-    if (r.waiting_for_kv_.fetch_add(1) >= r.options_.max_kv_waiting_requests) {
-      r.waiting_for_kv_.fetch_sub(1);
-      ++r.counters_->kv_wait_refusals;
-      ++r.counters_->requests_failed;
-      End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                       WithRequestId(absl::StrCat("the decode nodes' KV cache is full and ",
-                                                  r.options_.max_kv_waiting_requests,
-                                                  " requests are already waiting for room; retry "
-                                                  "later"),
-                                     request_->request_id)));
-      return false;
-    }
-    waiting_for_kv_ = true;
-    kv_give_up_ = std::min(deadline_, now + absl::Milliseconds(r.options_.kv_wait_timeout_ms));
-  }
-  if (now >= kv_give_up_) {
-    waiting_for_kv_ = false;
-    r.waiting_for_kv_.fetch_sub(1);
-    ++r.counters_->kv_wait_refusals;
-    ++r.counters_->requests_failed;
-    spdlog::warn("{}: no decode node had room for {} prompt tokens within {} ms",
-                 request_->request_id, prompt_tokens, r.options_.kv_wait_timeout_ms);
-    End(grpc::Status(
-        grpc::StatusCode::UNAVAILABLE,
-        WithRequestId(
-            absl::StrCat("no decode node had free KV cache for this prompt of ", prompt_tokens,
-                         " tokens within ", r.options_.kv_wait_timeout_ms, " ms; retry later"),
-            request_->request_id)));
-    return false;
-  }
-  stage_ = Stage::kWaitingForKv;
-  guard_->WakeAt(now + kKvWaitPoll);
-  return false;
-}
-
 void RequestFlow::StartDisaggregated() {
   RequestRunner& r = *runner_;
   stage_ = Stage::kReserving;
@@ -317,10 +264,18 @@ void RequestFlow::StartLocal() {
 
 void RequestFlow::OnStreamEvent(int attempt, const v1::DecodeEvent& event) {
   if (stage_ == Stage::kDone) return;
+  if (move_ != nullptr && attempt == move_->target->number) {
+    OnMoveEvent(event);
+    return;
+  }
   if (attempt_ == nullptr || attempt != attempt_->number || !attempt_->reading) return;
   attempt_->chosen.decode->NoteProgress(runner_->clock_->Now());  // busy, not dead
   if (stage_ == Stage::kReserving) {
     OnHandoff(event);
+    return;
+  }
+  if (event.migration_paused()) {
+    OnPaused();
     return;
   }
   ConsumeEvent(event);
@@ -419,6 +374,10 @@ void RequestFlow::StopReading() {
 
 void RequestFlow::OnStreamDone(int attempt, const grpc::Status& status) {
   if (stage_ == Stage::kDone) return;
+  if (move_ != nullptr && attempt == move_->target->number) {
+    OnMoveStreamDone(status);
+    return;
+  }
   if (attempt_ == nullptr || attempt != attempt_->number) return;
   attempt_->stream_ended = true;
   attempt_->reading = false;
@@ -429,6 +388,7 @@ void RequestFlow::OnStreamDone(int attempt, const grpc::Status& status) {
     Conclude();
     return;
   }
+  if (move_ != nullptr && SourceEndedDuringMove()) return;
   if (!attempt_->writing) StreamEnded();  // else OnWritten gets here
 }
 
@@ -561,6 +521,7 @@ void RequestFlow::Migrate(const RequestRunner::AttemptResult& result) {
 
 void RequestFlow::End(grpc::Status status) {
   RequestRunner& r = *runner_;
+  if (move_ != nullptr) DropMove("the request ended");
   stage_ = Stage::kDone;
   if (waiting_for_kv_) {
     waiting_for_kv_ = false;

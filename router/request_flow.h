@@ -21,6 +21,21 @@
 //   the verdict → a retry (kWaitingForKv), a migration (kWaitingForKv: tokens reached the client
 //   and the decode side failed; the next attempt resumes on another decode node), or kDone.
 //   kDone            nothing: `done` ran, the sink is not touched again.
+//
+// Live KV migration (request_flow_kv.cc) happens inside kStreaming: the decode node pauses the
+// stream (an event with migration_paused: it drains, or this router asked it to rebalance) and the
+// flow runs a move beside the attempt:
+//   move step        what it waits for                      moved on by
+//   reserving        the destination's handoff (Reserve      handoff → ExportKv sent to the
+//                    with the tokens so far)                 source, exporting
+//   exporting        the destination's first token           token → the stream switches to the
+//                                                            destination (the source's stream
+//                                                            is cancelled: it frees its KV)
+//   any step         --kv-move-timeout-ms; the destination   the move is dropped: ResumePaused
+//                    failing; ExportKv failing               on the source (or, when the source
+//                                                            failed too, the attempt's verdict)
+// The source's stream keeps being read throughout: a resumed source streams on, and a source that
+// ends before its KV left it ends the attempt as any failure does (a migration by recomputing).
 #ifndef TANDEM_ROUTER_REQUEST_FLOW_H_
 #define TANDEM_ROUTER_REQUEST_FLOW_H_
 
@@ -71,8 +86,21 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
     absl::Time prefill_wait_until = absl::InfiniteFuture();
   };
   class Receiver;
+  // A receiver handing attempt `attempt`'s stream events to this flow.
+  std::shared_ptr<DecodeStreamReceiver> ReceiverFor(int attempt);
 
   RequestFlow(RequestRunner* runner, ResponseSink* sink, Done done, RequestApi api);
+
+  // A live KV move of the attempt's stream (request_flow_kv.cc).
+  struct KvMove {
+    KvMoveTrigger trigger = KvMoveTrigger::kNodePaused;
+    std::unique_ptr<Attempt> target;  // the destination's Reserve
+    bool exporting = false;           // the handoff came; ExportKv was sent
+    bool exported = false;            // ExportKv answered OK: the KV is on the destination
+    absl::Time paused_at;
+    absl::Time give_up;
+  };
+  struct ExportCall;
 
   // Event handlers (on the executor).
   void Begin(const v1::GenerateRequest& request, const RunOptions& options);
@@ -99,6 +127,25 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   void Conclude();
   void AfterAttempt(RequestRunner::AttemptResult result);
   void Migrate(const RequestRunner::AttemptResult& result);
+
+  // Live KV migration (request_flow_kv.cc).
+  // The attempt's stream paused on its node: a move to another decode node, or a resume.
+  void OnPaused();
+  // An event or the end of the move's destination stream.
+  void OnMoveEvent(const v1::DecodeEvent& event);
+  void OnMoveStreamDone(const grpc::Status& status);
+  void OnExportAnswer(int attempt, const grpc::Status& status, int64_t bytes);
+  // The destination streams: it becomes the attempt, the source's stream is cancelled.
+  void SwitchToMoveTarget();
+  // Drops the move (cancels the destination) and counts it.
+  void DropMove(const std::string& why);
+  // After DropMove: the attempt's verdict when the source's stream ended, else ResumePaused.
+  void AfterMoveDropped();
+  void SendPauseOrResume(bool resume);
+  // True when the source's end must wait: the move carries its KV already.
+  bool SourceEndedDuringMove();
+  // kStreaming's wake-up: the move's time limit.
+  void CheckMove();
   void End(grpc::Status status);
   // The refusal of a request that never ran (admission, bad input).
   void Refuse(grpc::Status status);
@@ -148,6 +195,11 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   int attempt_number_ = -1;
   int migrations_ = 0;
   std::unique_ptr<Attempt> attempt_;
+  // Attempts replaced while their calls were still open (a moved stream's source, a dropped
+  // move's destination): their contexts live as long as the flow, which their receivers hold.
+  std::vector<std::unique_ptr<Attempt>> retired_;
+  std::unique_ptr<KvMove> move_;
+  bool move_asked_ = false;  // this router asked the node to pause the stream (rebalance)
   std::vector<std::string> failed_nodes_;
   std::string last_error_;  // the last failed attempt, in client-safe words
 };

@@ -95,6 +95,65 @@ void RequestRunner::SendCancel(const std::shared_ptr<Node>& node, const std::str
   node->client().Cancel(&call->ctx, &call->request, &call->response, std::move(done));
 }
 
+void RequestRunner::SendPauseOrResume(const std::shared_ptr<Node>& node,
+                                      const std::string& request_id, bool resume) {
+  struct Call {
+    std::shared_ptr<Node> node;
+    grpc::ClientContext ctx;
+    v1::MigrationRequest request;
+    v1::MigrationResponse response;
+  };
+  auto* call = new Call;
+  call->node = node;
+  call->request.set_request_id(request_id);
+  call->ctx.set_deadline(absl::ToChronoTime(clock_->Now() + kCancelRpcTimeout));
+  {
+    absl::MutexLock lock(&cancels_mu_);
+    ++cancels_in_flight_;
+  }
+  auto done = [this, call, resume](grpc::Status status) {
+    if (!status.ok() || !call->response.found()) {
+      spdlog::warn("{}({}) on {}: {}", resume ? "ResumePaused" : "PauseForMigration",
+                   call->request.request_id(), NodeName(call->node),
+                   status.ok() ? std::string("no such request there") : status.error_message());
+    }
+    delete call;
+    absl::MutexLock lock(&cancels_mu_);
+    --cancels_in_flight_;
+  };
+  node->client().PauseOrResume(&call->ctx, resume, &call->request, &call->response,
+                               std::move(done));
+}
+
+std::shared_ptr<Node> RequestRunner::PlaceKvMove(const RouterRequest& request, int64_t kv_tokens,
+                                                 const std::shared_ptr<Node>& from,
+                                                 const std::vector<std::string>& failed_nodes) {
+  std::shared_ptr<Node> best;
+  int64_t best_free = 0;
+  int64_t best_blocks = 0;
+  const int64_t remaining = std::max<int64_t>(
+      0, request.sampling.max_tokens - (kv_tokens - static_cast<int64_t>(request.prompt.size())));
+  for (const std::shared_ptr<Node>& node : pool_->UpNodes(NodeRole::kDecode)) {
+    if (node == from || node->address() == from->address()) continue;
+    if (std::find(failed_nodes.begin(), failed_nodes.end(), node->address()) !=
+        failed_nodes.end()) {
+      continue;
+    }
+    const Node::Snapshot s = node->snapshot();
+    const int64_t block_size = s.load.block_size() > 0 ? s.load.block_size() : kDefaultBlockSize;
+    const int64_t free = s.load.num_free_kv_blocks() - s.pending_blocks;
+    // Its KV now, and room to decode on for a while (a block per sequence at least).
+    const int64_t needed = (kv_tokens + block_size) / block_size + 1;
+    if (s.load.max_context_tokens() > 0 && kv_tokens >= s.load.max_context_tokens()) continue;
+    if (free < needed || free <= best_free) continue;
+    best = node;
+    best_free = free;
+    best_blocks = (kv_tokens + remaining + block_size - 1) / block_size;
+  }
+  if (best != nullptr) best->AddPending(0, best_blocks);
+  return best;
+}
+
 absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     const RouterRequest& request, const std::vector<std::string>& failed_nodes) {
   const PlacementOptions& popts = options_.placement;

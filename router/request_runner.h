@@ -137,6 +137,15 @@ class RequestRunner {
                       const std::string& node_request_id);
   // Best-effort Cancel RPC; does not wait.
   void SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id);
+  // Live KV migration: best-effort PauseForMigration (or ResumePaused) RPC; does not wait.
+  void SendPauseOrResume(const std::shared_ptr<Node>& node, const std::string& request_id,
+                         bool resume);
+  // The decode node to move a stream of `kv_tokens` tokens to, with its KV: up, not `from`, not
+  // among `failed_nodes`, with free KV blocks for those tokens and the rest of the request; the
+  // one with the most. Null when none has room. Counts the blocks as pending there.
+  std::shared_ptr<Node> PlaceKvMove(const RouterRequest& request, int64_t kv_tokens,
+                                    const std::shared_ptr<Node>& from,
+                                    const std::vector<std::string>& failed_nodes);
 
   const std::shared_ptr<const ServedModel> model_;
   NodeDirectory* const pool_;

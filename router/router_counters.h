@@ -14,6 +14,34 @@
 
 namespace tandem {
 
+// Live KV migration: who paused the stream, and how its move ended.
+enum class KvMoveTrigger {
+  kNodePaused,  // its decode node paused it on its own (draining)
+  kRebalance,   // this router asked (its node ran out of KV blocks while another had room)
+};
+inline constexpr int kNumKvMoveTriggers = 2;
+enum class KvMoveResult {
+  kMoved,     // the destination streams on with the moved KV
+  kResumed,   // no destination with room, or the move failed: the source resumed the stream
+  kFellBack,  // the source failed during the move: the request migrated by recomputing
+};
+inline constexpr int kNumKvMoveResults = 3;
+
+inline std::string_view KvMoveTriggerName(KvMoveTrigger trigger) {
+  return trigger == KvMoveTrigger::kNodePaused ? "node_paused" : "rebalance";
+}
+inline std::string_view KvMoveResultName(KvMoveResult result) {
+  switch (result) {
+    case KvMoveResult::kMoved:
+      return "moved";
+    case KvMoveResult::kResumed:
+      return "resumed";
+    case KvMoveResult::kFellBack:
+      return "fell_back";
+  }
+  return "?";
+}
+
 enum class RetryReason {
   kReserveFailed,      // DecodeNode.Reserve failed before its handoff event
   kBadHandoff,         // Reserve's first event carried no handoff
@@ -93,6 +121,9 @@ struct RouterCounters {
 
   std::array<std::atomic<int64_t>, kNumRetryReasons> retries{};
   std::array<std::atomic<int64_t>, kNumMigrationReasons> migrations{};
+  // Live KV moves by [trigger][result], and the KV bytes they moved.
+  std::array<std::array<std::atomic<int64_t>, kNumKvMoveResults>, kNumKvMoveTriggers> kv_moves{};
+  std::atomic<int64_t> kv_move_bytes{0};
   std::atomic<int64_t> stop_string_hits{0};
   // Cancel RPCs sent to nodes (client disconnect, stop strings, abandoned attempts).
   std::atomic<int64_t> cancels_sent{0};
@@ -103,6 +134,12 @@ struct RouterCounters {
     return migrations[static_cast<int>(reason)].load();
   }
   void AddMigration(MigrationReason reason) { ++migrations[static_cast<int>(reason)]; }
+  int64_t kv_moves_for(KvMoveTrigger trigger, KvMoveResult result) const {
+    return kv_moves[static_cast<int>(trigger)][static_cast<int>(result)].load();
+  }
+  void AddKvMove(KvMoveTrigger trigger, KvMoveResult result) {
+    ++kv_moves[static_cast<int>(trigger)][static_cast<int>(result)];
+  }
 
   // (name, value) pairs, e.g. ("retries{reason=prefill_failed}", 1), for logs and tests.
   std::vector<std::pair<std::string, int64_t>> Values() const {
@@ -138,6 +175,16 @@ struct RouterCounters {
                          std::string(MigrationReasonName(static_cast<MigrationReason>(i))) + "}",
                      migrations[i].load());
     }
+    for (int t = 0; t < kNumKvMoveTriggers; ++t) {
+      for (int r = 0; r < kNumKvMoveResults; ++r) {
+        v.emplace_back(
+            std::string("kv_moves{trigger=") +
+                std::string(KvMoveTriggerName(static_cast<KvMoveTrigger>(t))) +
+                ",result=" + std::string(KvMoveResultName(static_cast<KvMoveResult>(r))) + "}",
+            kv_moves[t][r].load());
+      }
+    }
+    v.emplace_back("kv_move_bytes", kv_move_bytes.load());
     return v;
   }
 };

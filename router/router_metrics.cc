@@ -98,6 +98,25 @@ class RouterDecisions final : public prometheus::Collectable {
                          "Requests moved to another decode node after tokens had reached the "
                          "client (prompt + the tokens so far recomputed there), by reason.",
                          MetricType::Counter, std::move(migrations)));
+    std::vector<prometheus::ClientMetric> kv_moves;
+    for (int t = 0; t < kNumKvMoveTriggers; ++t) {
+      for (int r = 0; r < kNumKvMoveResults; ++r) {
+        const auto trigger = static_cast<KvMoveTrigger>(t);
+        const auto result = static_cast<KvMoveResult>(r);
+        kv_moves.push_back(Value(static_cast<double>(c_->kv_moves_for(trigger, result)),
+                                 {{"trigger", std::string(KvMoveTriggerName(trigger))},
+                                  {"result", std::string(KvMoveResultName(result))}}));
+      }
+    }
+    out.push_back(Family("tandem_router_kv_moves_total",
+                         "Live KV migrations: streams paused on a decode node (draining, or asked "
+                         "to rebalance) and moved with their KV to another decode node, or "
+                         "resumed where they were, or migrated by recomputing when their node "
+                         "failed during the move; by trigger and result.",
+                         MetricType::Counter, std::move(kv_moves)));
+    out.push_back(Family("tandem_router_kv_move_bytes_total",
+                         "KV bytes live migrations moved between decode nodes.",
+                         MetricType::Counter, {Value(v(c_->kv_move_bytes))}));
     out.push_back(Family("tandem_router_no_node_available_total",
                          "Requests that found no usable node to place on.", MetricType::Counter,
                          {Value(v(c_->no_node_available))}));
@@ -199,6 +218,11 @@ RouterMetrics::RouterMetrics(const RouterCounters* counters, const NodePool* poo
                     "Arrival at the router until the first token was written to the client, of "
                     "requests that produced tokens.",
                     RequestLatencyBuckets());
+  kv_move_pause_ = histogram(
+      "tandem_router_kv_move_pause_seconds",
+      "Live KV migration: from the pause of a stream on its decode node until the destination's "
+      "first token reached the router (the extra gap the client sees between two tokens).",
+      {1e-3, 2e-3, 5e-3, 10e-3, 20e-3, 50e-3, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0});
   own_first_token_ = histogram(
       "tandem_router_own_first_token_seconds",
       "The router's own share of a request's time to first token: arrival until its node call "
@@ -254,6 +278,10 @@ void RouterMetrics::FirstTokenForwarded(RequestTimer& timer, absl::Time now) {
   timer.first_token_forwarded_ = true;
   own_first_token_->Observe(
       Seconds((timer.dispatched_ - timer.arrival_) + (now - timer.first_event_)));
+}
+
+void RouterMetrics::KvMovePaused(absl::Duration pause) {
+  kv_move_pause_->Observe(absl::ToDoubleSeconds(pause));
 }
 
 void RouterMetrics::RequestFinished(RequestApi api, grpc::StatusCode code,

@@ -83,6 +83,8 @@ class RouterMetrics {
   // The response with the request's first token starts its write to the client (`now`): observes
   // the router's own share of the time to first token, once per request.
   void FirstTokenForwarded(RequestTimer& timer, absl::Time now);
+  // A live KV move switched a stream to its destination after `pause`.
+  void KvMovePaused(absl::Duration pause);
   // Ends a request started with RequestStarted: counts it by API and status, observes its
   // latencies (TTFT etc. only when it produced tokens) and adds its token counts.
   void RequestFinished(RequestApi api, grpc::StatusCode code, const RequestTimer& timer,
@@ -98,6 +100,7 @@ class RouterMetrics {
   prometheus::Gauge* in_flight_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* own_first_token_;
+  prometheus::Histogram* kv_move_pause_;
   prometheus::Histogram* inter_token_;
   prometheus::Histogram* tpot_;
   prometheus::Histogram* e2e_;

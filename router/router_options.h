@@ -65,6 +65,12 @@ struct RouterOptions {
   int max_retries = 2;
   // Moves of a request to another decode node after tokens reached the client (0: none).
   int migration_limit = 3;
+  // Live KV migration: a stream whose decode node pauses it (draining) moves with its KV to
+  // another decode node with room; false: the router resumes it where it is.
+  bool live_kv_migration = true;
+  // How long one live move may take, from the pause until the destination's first token; past
+  // it the move is given up and the source resumes the stream.
+  int64_t kv_move_timeout_ms = 5000;
   int64_t lease_ms = 30000;
   // Whole request, unless the client's deadline is sooner.
   int64_t request_timeout_ms = 600000;

@@ -202,9 +202,9 @@ absl::StatusOr<RequestId> Engine::Reserve(GenerateRequest request, absl::Duratio
   const RequestId id = seq->id;
   // A request moving in with its KV (live migration) must still have tokens to generate.
   if (seq->num_output_tokens() > 0 && CheckStop(*seq) != FinishReason::kNone) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resumed_output_token_ids (", seq->num_output_tokens(),
-        " tokens) already end the request: there is nothing left to move"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("resumed_output_token_ids (", seq->num_output_tokens(),
+                     " tokens) already end the request: there is nothing left to move"));
   }
   RETURN_IF_ERROR(PostRequest(engine_command::Reserve{std::move(seq), std::move(request.on_event),
                                                       std::move(on_reserved), lease}));

@@ -44,12 +44,12 @@ void Engine::Apply(engine_command::Import& command) {
     // Moved in with its KV (live migration): the writer's "first token" is the request's last,
     // which the client already has.
     if (prefill.first_token != seq->tokens.back()) {
-      EndRequest(id, FinishReason::kError,
-                 absl::DataLossError(absl::StrCat(
-                     "request ", id, ": the source decode node's completion names token ",
-                     prefill.first_token, " as the last one, but the request's is ",
-                     seq->tokens.back())),
-                 BlockFate::kFree);
+      EndRequest(
+          id, FinishReason::kError,
+          absl::DataLossError(absl::StrCat(
+              "request ", id, ": the source decode node's completion names token ",
+              prefill.first_token, " as the last one, but the request's is ", seq->tokens.back())),
+          BlockFate::kFree);
       return;
     }
     ++num_imported_requests_;

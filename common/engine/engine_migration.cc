@@ -35,10 +35,10 @@ void Engine::Apply(engine_command::ExportPaused& command) {
   auto it = paused_.find(command.id);
   if (it == paused_.end() || it->second.exporter != nullptr) {
     command.exporter->OnAborted(
-        command.id, absl::FailedPreconditionError(absl::StrCat(
-                        "request ", command.id,
-                        it == paused_.end() ? " is not paused for migration"
-                                            : " is already being exported")));
+        command.id,
+        absl::FailedPreconditionError(absl::StrCat(
+            "request ", command.id,
+            it == paused_.end() ? " is not paused for migration" : " is already being exported")));
     return;
   }
   PausedRequest& paused = it->second;
@@ -46,8 +46,8 @@ void Engine::Apply(engine_command::ExportPaused& command) {
   const Sequence& seq = *paused.seq;
   // The KV of every token but the last: the destination computes that one in its next step.
   const int32_t blocks = block_manager_.BlocksForTokens(seq.num_computed_tokens);
-  paused.exporter->OnBlocksReady(
-      seq.id, 0, std::span<const int32_t>(seq.block_table.blocks).first(blocks));
+  paused.exporter->OnBlocksReady(seq.id, 0,
+                                 std::span<const int32_t>(seq.block_table.blocks).first(blocks));
   GenerationEvent last;
   last.request_id = seq.id;
   last.token = seq.tokens.back();
@@ -69,10 +69,10 @@ void Engine::PauseWhereAsked() {
       if (!coming) done.push_back(id);
       continue;
     }
-    const bool settled = (seq->status == SequenceStatus::kRunning ||
-                          seq->status == SequenceStatus::kPrefilled) &&
-                         seq->num_uncomputed_tokens() == 1 && seq->num_output_tokens() > 0 &&
-                         seq->kv_exporter == nullptr;
+    const bool settled =
+        (seq->status == SequenceStatus::kRunning || seq->status == SequenceStatus::kPrefilled) &&
+        seq->num_uncomputed_tokens() == 1 && seq->num_output_tokens() > 0 &&
+        seq->kv_exporter == nullptr;
     if (!settled) continue;  // prefilling, or preempted: paused once it decodes again
     done.push_back(id);
     std::unique_ptr<Sequence> taken = scheduler_.Remove(id);

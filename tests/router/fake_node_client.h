@@ -7,6 +7,7 @@
 #ifndef TANDEM_TESTS_ROUTER_FAKE_NODE_CLIENT_H_
 #define TANDEM_TESTS_ROUTER_FAKE_NODE_CLIENT_H_
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -25,15 +26,24 @@ namespace tandem::testing {
 // stops being read (the flow cancelled it) ends with CANCELLED unless it was played out.
 class ScriptedDecodeStream : public DecodeStream {
  public:
+  // With `hold_at`, the stream stays open before events_[hold_at] until Release (a paused stream
+  // that ResumePaused lets go on).
   ScriptedDecodeStream(std::vector<v1::DecodeEvent> events, grpc::Status end,
-                       std::shared_ptr<DecodeStreamReceiver> receiver)
-      : events_(std::move(events)), end_(std::move(end)), receiver_(std::move(receiver)) {}
+                       std::shared_ptr<DecodeStreamReceiver> receiver, size_t hold_at = SIZE_MAX)
+      : events_(std::move(events)),
+        end_(std::move(end)),
+        receiver_(std::move(receiver)),
+        hold_at_(hold_at) {}
 
   void ReadNext() override {
     std::optional<v1::DecodeEvent> event;
     {
       absl::MutexLock lock(&mu_);
       if (stopped_) return;
+      if (next_ == hold_at_ && !released_) {
+        held_ = true;
+        return;
+      }
       if (next_ < events_.size()) event = events_[next_++];
     }
     if (event.has_value()) {
@@ -41,6 +51,16 @@ class ScriptedDecodeStream : public DecodeStream {
     } else {
       End(end_);
     }
+  }
+  void Release() {
+    bool read = false;
+    {
+      absl::MutexLock lock(&mu_);
+      released_ = true;
+      read = held_;
+      held_ = false;
+    }
+    if (read) ReadNext();
   }
   void StopReading() override {
     bool played_out = false;
@@ -70,6 +90,9 @@ class ScriptedDecodeStream : public DecodeStream {
   std::shared_ptr<DecodeStreamReceiver> receiver_;
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  const size_t hold_at_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;  // a read waits at hold_at_
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One decode stream's script: its events after the handoff (Reserve) or from the start
@@ -81,6 +104,9 @@ struct StreamScript {
   bool no_handoff = false;
   // Reserve only: the stream ends before any event, with `end`.
   bool fail_reserve = false;
+  // The stream stays open before events[hold_at] until the node gets ResumePaused (a paused
+  // stream); SIZE_MAX: no hold.
+  size_t hold_at = SIZE_MAX;
 };
 
 // Events carrying `ids` one per event, the last with `finish_reason`.
@@ -129,7 +155,8 @@ class FakeNodeClient : public NodeClient {
         if (!s.no_handoff) events.insert(events.end(), s.events.begin(), s.events.end());
       }
     }
-    return Play(std::move(events), s.end, std::move(receiver));
+    return Play(std::move(events), s.end, std::move(receiver),
+                s.hold_at == SIZE_MAX || s.no_handoff ? SIZE_MAX : s.hold_at + 1);
   }
   std::shared_ptr<DecodeStream> StartGenerate(
       grpc::ClientContext*, const v1::NodeGenerateRequest& request,
@@ -140,7 +167,7 @@ class FakeNodeClient : public NodeClient {
       generates_.push_back(request);
       s = NextStream();
     }
-    return Play(s.events, s.end, std::move(receiver));
+    return Play(s.events, s.end, std::move(receiver), s.hold_at);
   }
   void Prefill(grpc::ClientContext*, const v1::PrefillRequest* request, v1::PrefillResponse*,
                Done done) override {
@@ -164,6 +191,50 @@ class FakeNodeClient : public NodeClient {
     done(grpc::Status::OK);
   }
 
+  void PauseOrResume(grpc::ClientContext*, bool resume, const v1::MigrationRequest* request,
+                     v1::MigrationResponse* response, Done done) override {
+    std::vector<std::shared_ptr<ScriptedDecodeStream>> release;
+    {
+      absl::MutexLock lock(&mu_);
+      (resume ? resumes_ : pauses_).push_back(request->request_id());
+      if (resume) {
+        for (auto& weak : streams_played_) {
+          if (auto stream = weak.lock()) release.push_back(std::move(stream));
+        }
+      }
+    }
+    response->set_found(true);
+    done(grpc::Status::OK);
+    for (auto& stream : release) stream->Release();
+  }
+  void ExportKv(grpc::ClientContext*, const v1::ExportKvRequest* request,
+                v1::ExportKvResponse* response, Done done) override {
+    grpc::Status answer;
+    {
+      absl::MutexLock lock(&mu_);
+      exports_.push_back(*request);
+      answer = export_answer_;
+    }
+    if (answer.ok()) response->set_bytes_transferred(4096);
+    done(answer);
+  }
+  void SetExportAnswer(grpc::Status answer) {
+    absl::MutexLock lock(&mu_);
+    export_answer_ = std::move(answer);
+  }
+  std::vector<std::string> pauses() const {
+    absl::MutexLock lock(&mu_);
+    return pauses_;
+  }
+  std::vector<std::string> resumes() const {
+    absl::MutexLock lock(&mu_);
+    return resumes_;
+  }
+  std::vector<v1::ExportKvRequest> exports() const {
+    absl::MutexLock lock(&mu_);
+    return exports_;
+  }
+
   std::vector<v1::ReserveRequest> reserves() const {
     absl::MutexLock lock(&mu_);
     return reserves_;
@@ -182,10 +253,15 @@ class FakeNodeClient : public NodeClient {
   }
 
  private:
-  static std::shared_ptr<DecodeStream> Play(std::vector<v1::DecodeEvent> events, grpc::Status end,
-                                            std::shared_ptr<DecodeStreamReceiver> receiver) {
+  std::shared_ptr<DecodeStream> Play(std::vector<v1::DecodeEvent> events, grpc::Status end,
+                                     std::shared_ptr<DecodeStreamReceiver> receiver,
+                                     size_t hold_at = SIZE_MAX) {
     auto stream = std::make_shared<ScriptedDecodeStream>(std::move(events), std::move(end),
-                                                         std::move(receiver));
+                                                         std::move(receiver), hold_at);
+    if (hold_at != SIZE_MAX) {
+      absl::MutexLock lock(&mu_);
+      streams_played_.push_back(stream);
+    }
     stream->ReadNext();  // reading starts at once
     return stream;
   }
@@ -204,6 +280,12 @@ class FakeNodeClient : public NodeClient {
   std::vector<v1::NodeGenerateRequest> generates_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::PrefillRequest> prefills_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancels_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> pauses_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> resumes_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ExportKvRequest> exports_ ABSL_GUARDED_BY(mu_);
+  grpc::Status export_answer_ ABSL_GUARDED_BY(mu_);
+  // Streams with a hold (StreamScript::hold_at), released by ResumePaused.
+  std::vector<std::weak_ptr<ScriptedDecodeStream>> streams_played_ ABSL_GUARDED_BY(mu_);
 };
 
 // A node backed by a FakeNodeClient, up with a load report of `free_kv_blocks` free blocks.

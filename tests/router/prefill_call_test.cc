@@ -29,6 +29,14 @@ class HeldPrefillClient : public NodeClient {
               Done done) override {
     done(grpc::Status::OK);
   }
+  void PauseOrResume(grpc::ClientContext*, bool, const v1::MigrationRequest*,
+                     v1::MigrationResponse*, Done done) override {
+    done(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "not a decode node"));
+  }
+  void ExportKv(grpc::ClientContext*, const v1::ExportKvRequest*, v1::ExportKvResponse*,
+                Done done) override {
+    done(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "not a decode node"));
+  }
   void Answer(grpc::Status status, int64_t queue_us = 0) {
     response_->mutable_timings()->set_queue_us(queue_us);
     done_(std::move(status));

@@ -189,7 +189,8 @@ TEST(EngineMigrationTest, ResumedRequestContinuesAsIfNeverPaused) {
 TEST(EngineMigrationTest, ExportOfARequestNotPausedIsRefused) {
   FakeBackend backend(kVocab, 48, kBlockSize);
   auto engine = MakeEngine(&backend);
-  auto exporter = std::make_shared<MovingExporter>(&backend, &backend, engine.get(), KvReservation{});
+  auto exporter =
+      std::make_shared<MovingExporter>(&backend, &backend, engine.get(), KvReservation{});
   engine->ExportPaused(12345, exporter);
   ASSERT_TRUE(engine->RunUntilIdle().ok());
   ASSERT_TRUE(exporter->aborted.has_value());
@@ -246,8 +247,8 @@ TEST(EngineMigrationTest, ResumeDuringAnExportWaitsForTheRelease) {
   RequestStream dst_stream;
   auto reservation = Reserve(*destination, moved, &dst_stream);
   ASSERT_TRUE(reservation.ok()) << reservation.status();
-  auto exporter = std::make_shared<MovingExporter>(&source.backend, &dst_backend,
-                                                   destination.get(), *reservation);
+  auto exporter = std::make_shared<MovingExporter>(&source.backend, &dst_backend, destination.get(),
+                                                   *reservation);
   source.engine->ExportPaused(source.id, exporter);
   source.engine->ResumePaused(source.id);
   ASSERT_TRUE(source.engine->RunUntilIdle().ok());
@@ -269,8 +270,8 @@ TEST(EngineMigrationTest, CompletionNamingAnotherLastTokenFailsTheImport) {
   RequestStream dst_stream;
   auto reservation = Reserve(*destination, moved, &dst_stream);
   ASSERT_TRUE(reservation.ok()) << reservation.status();
-  auto exporter = std::make_shared<MovingExporter>(&source.backend, &dst_backend,
-                                                   destination.get(), *reservation);
+  auto exporter = std::make_shared<MovingExporter>(&source.backend, &dst_backend, destination.get(),
+                                                   *reservation);
   exporter->token_offset = 1;
   source.engine->ExportPaused(source.id, exporter);
   ASSERT_TRUE(source.engine->RunUntilIdle().ok());
