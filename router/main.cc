@@ -144,6 +144,11 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                {"MS",
                 "a live KV move of one stream (pause to the destination's first token) that takes "
                 "longer is given up and the stream resumes on its node (default 5000)"});
+  flags.Number("kv-rebalance-interval-ms", &o->kv_rebalance_interval_ms,
+               {"MS",
+                "how often to look for a decode node out of KV blocks while another has room and "
+                "move one stream off it with its KV, instead of letting it preempt (default 500; "
+                "0: never)"});
   flags.Number("migration-limit", &o->migration_limit,
                {"N",
                 "moves of a request to another decode node when its decode side fails after "
@@ -193,6 +198,7 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   if (o.max_retries < 0) return "--max-retries must be >= 0";
   if (o.migration_limit < 0) return "--migration-limit must be >= 0";
   if (o.kv_move_timeout_ms < 1) return "--kv-move-timeout-ms must be >= 1";
+  if (o.kv_rebalance_interval_ms < 0) return "--kv-rebalance-interval-ms must be >= 0";
   if (o.lease_ms < 1) return "--lease-ms must be >= 1";
   if (o.request_timeout_ms < 1) return "--request-timeout-ms must be >= 1";
   if (o.first_token_timeout_ms < 1) return "--first-token-timeout-ms must be >= 1";

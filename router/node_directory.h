@@ -18,7 +18,7 @@ class NodeDirectory {
 
   // Every known node of `role`, sorted by address.
   virtual std::vector<std::shared_ptr<Node>> Nodes(NodeRole role) const = 0;
-  // Those that are up.
+  // Those that are up and not draining (NodeLoad.draining): the ones to place work on.
   virtual std::vector<std::shared_ptr<Node>> UpNodes(NodeRole role) const = 0;
   // An RPC to `node` failed in a way that says the node is unreachable.
   virtual void ReportFailure(const std::shared_ptr<Node>& node, const std::string& error) = 0;

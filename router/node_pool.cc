@@ -82,7 +82,10 @@ std::vector<std::shared_ptr<Node>> NodePool::Nodes(NodeRole role) const {
 std::vector<std::shared_ptr<Node>> NodePool::UpNodes(NodeRole role) const {
   std::vector<std::shared_ptr<Node>> out = Nodes(role);
   out.erase(std::remove_if(out.begin(), out.end(),
-                           [](const std::shared_ptr<Node>& n) { return !n->up(); }),
+                           [](const std::shared_ptr<Node>& n) {
+                             const Node::Snapshot s = n->snapshot();
+                             return !s.up || s.load.draining();
+                           }),
             out.end());
   return out;
 }

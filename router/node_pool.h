@@ -54,7 +54,7 @@ class NodePool : public NodeDirectory {
 
   // Every known node of `role`, sorted by address.
   std::vector<std::shared_ptr<Node>> Nodes(NodeRole role) const override;
-  // Those that are up.
+  // Those that are up and not draining.
   std::vector<std::shared_ptr<Node>> UpNodes(NodeRole role) const override;
 
   // An RPC to `node` failed in a way that says the node is unreachable: mark it down until the

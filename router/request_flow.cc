@@ -50,6 +50,7 @@ RequestFlow::RequestFlow(RequestRunner* runner, ResponseSink* sink, Done done, R
       done_(std::move(done)),
       api_(api),
       executor_(SerialExecutor::Create(&runner->workers_)),
+      key_(runner->next_flow_key_.fetch_add(1)),
       timer_(runner->clock_->Now()) {}
 
 void RequestFlow::Start(RequestRunner* runner, const v1::GenerateRequest& request,
@@ -314,6 +315,7 @@ void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
   }
   if (event.tokens_size() > 0 && !attempt_->first_token) {
     attempt_->first_token = true;
+    runner_->TrackStream(key_, weak_from_this(), attempt_->chosen.decode->address());
     guard_->SetAttemptDeadline(absl::InfiniteFuture());
     if (attempt_->prefill != nullptr) {
       attempt_->prefill->ProtectStream();  // a late prefill error must not cut a live stream
@@ -323,6 +325,9 @@ void RequestFlow::ConsumeEvent(const v1::DecodeEvent& event) {
   }
   ClientStream::EventStep step = stream_->OnEvent(event);
   if (step.result != ClientStream::EventResult::kContinue) attempt_->last = step.result;
+  kv_tokens_.store(static_cast<int64_t>(request_->prompt.size() + stream_->output_ids.size()),
+                   std::memory_order_relaxed);
+  movable_.store(move_ == nullptr && !attempt_->last.has_value(), std::memory_order_relaxed);
   if (!step.response.has_value()) {
     AfterEvent();
     return;
@@ -508,6 +513,7 @@ void RequestFlow::AfterAttempt(RequestRunner::AttemptResult result) {
 void RequestFlow::Migrate(const RequestRunner::AttemptResult& result) {
   RequestRunner& r = *runner_;
   ++migrations_;
+  moves_.fetch_add(1);
   r.counters_->AddMigration(result.migration_reason);
   spdlog::warn("{}: decode side failed after {} tokens ({}), migrating ({} of {}): {}",
                request_->request_id, stream_->output_ids.size(),
@@ -523,6 +529,8 @@ void RequestFlow::End(grpc::Status status) {
   RequestRunner& r = *runner_;
   if (move_ != nullptr) DropMove("the request ended");
   stage_ = Stage::kDone;
+  movable_.store(false);
+  r.UntrackStream(key_);
   if (waiting_for_kv_) {
     waiting_for_kv_ = false;
     r.waiting_for_kv_.fetch_sub(1);

@@ -39,6 +39,7 @@
 #ifndef TANDEM_ROUTER_REQUEST_FLOW_H_
 #define TANDEM_ROUTER_REQUEST_FLOW_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,14 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
                     const RunOptions& options, ResponseSink* sink, Done done);
 
   enum class Stage { kQueued, kWaitingForKv, kReserving, kStreaming, kEndingPrefill, kDone };
+
+  // For the runner's KV rebalancing (any thread): the stream's KV (prompt + output so far), its
+  // moves so far, whether it can move now (streaming, not moving, not finished).
+  int64_t kv_tokens() const { return kv_tokens_.load(std::memory_order_relaxed); }
+  int moves() const { return moves_.load(std::memory_order_relaxed); }
+  bool movable() const { return movable_.load(std::memory_order_relaxed); }
+  // Asks the stream's decode node to pause it for a live move (rebalance); any thread.
+  void AskToMove();
 
  private:
   // One try on one pair of nodes (or one decode node).
@@ -200,6 +209,10 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
   std::vector<std::unique_ptr<Attempt>> retired_;
   std::unique_ptr<KvMove> move_;
   bool move_asked_ = false;  // this router asked the node to pause the stream (rebalance)
+  const uint64_t key_;       // the runner's name for this flow (TrackStream)
+  std::atomic<int64_t> kv_tokens_{0};
+  std::atomic<int> moves_{0};
+  std::atomic<bool> movable_{false};
   std::vector<std::string> failed_nodes_;
   std::string last_error_;  // the last failed attempt, in client-safe words
 };

@@ -87,8 +87,18 @@ struct RequestFlow::ExportCall {
   v1::ExportKvResponse response;
 };
 
+void RequestFlow::AskToMove() {
+  Post([](RequestFlow& f) {
+    if (f.stage_ != Stage::kStreaming || f.move_ != nullptr || f.move_asked_) return;
+    if (!f.attempt_->first_token || f.attempt_->last.has_value() || !f.attempt_->reading) return;
+    f.movable_.store(false);
+    f.SendPauseOrResume(/*resume=*/false);
+  });
+}
+
 void RequestFlow::OnPaused() {
   RequestRunner& r = *runner_;
+  movable_.store(false);
   Attempt& source = *attempt_;
   const KvMoveTrigger trigger =
       move_asked_ ? KvMoveTrigger::kRebalance : KvMoveTrigger::kNodePaused;
@@ -207,6 +217,7 @@ void RequestFlow::SwitchToMoveTarget() {
   r.counters_->AddKvMove(m.trigger, KvMoveResult::kMoved);
   r.metrics_->KvMovePaused(pause);
   ++migrations_;
+  moves_.fetch_add(1);
   Attempt& source = *attempt_;
   spdlog::info("{}: moved with its KV from {} to {} after {} tokens ({} pause)",
                request_->request_id, source.chosen.decode->address(),

@@ -50,9 +50,69 @@ RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirec
           .max_queued_requests = options.max_queued_requests,
           .max_queued_prompt_tokens = options.max_queued_prompt_tokens,
           .max_wait = absl::Milliseconds(options.queue_timeout_ms),
-      }) {}
+      }) {
+  if (options_.live_kv_migration && options_.kv_rebalance_interval_ms > 0) {
+    rebalancer_ = std::thread([this] { RebalanceLoop(); });
+  }
+}
+
+void RequestRunner::RebalanceLoop() {
+  // Real time: it paces looks at load reports that arrive in real time.
+  const absl::Duration interval = absl::Milliseconds(options_.kv_rebalance_interval_ms);
+  while (!stop_rebalancer_.WaitForNotificationWithTimeout(interval)) RebalanceKvOnce();
+}
+
+void RequestRunner::TrackStream(uint64_t key, std::weak_ptr<RequestFlow> flow,
+                                const std::string& node) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_[key] = TrackedStream{std::move(flow), node};
+}
+
+void RequestRunner::UntrackStream(uint64_t key) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.erase(key);
+}
+
+std::vector<RebalanceMove> RequestRunner::RebalanceKvOnce() {
+  std::vector<RebalanceNode> nodes;
+  for (const std::shared_ptr<Node>& node : pool_->UpNodes(NodeRole::kDecode)) {
+    const Node::Snapshot s = node->snapshot();
+    if (!s.checked) continue;
+    nodes.push_back({.address = node->address(),
+                     .num_kv_blocks = s.load.num_kv_blocks(),
+                     .num_free_kv_blocks = s.load.num_free_kv_blocks() - s.pending_blocks,
+                     .block_size = s.load.block_size() > 0 ? s.load.block_size() : 16,
+                     .num_running = s.load.num_running(),
+                     .num_waiting = s.load.num_waiting()});
+  }
+  if (nodes.size() < 2) return {};
+  std::vector<RebalanceStream> streams;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<RequestFlow>> flows;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (const auto& [key, tracked] : streams_) {
+      std::shared_ptr<RequestFlow> flow = tracked.flow.lock();
+      if (flow == nullptr) continue;
+      streams.push_back({.key = key,
+                         .node = tracked.node,
+                         .kv_tokens = flow->kv_tokens(),
+                         .moves = flow->moves(),
+                         .movable = flow->movable()});
+      flows.emplace(key, std::move(flow));
+    }
+  }
+  std::vector<RebalanceMove> moves = PlanKvRebalance(nodes, streams, RebalanceOptions());
+  for (const RebalanceMove& move : moves) {
+    spdlog::info("rebalancing KV: decode node {} is out of blocks; moving a stream to {}",
+                 move.from, move.to);
+    flows[move.key]->AskToMove();
+  }
+  return moves;
+}
 
 RequestRunner::~RequestRunner() {
+  stop_rebalancer_.Notify();
+  if (rebalancer_.joinable()) rebalancer_.join();
   // Requests still running end as if their clients left; their node calls are cancelled.
   watchdog_.CancelAll();
   const absl::Time give_up = absl::Now() + kShutdownWait;

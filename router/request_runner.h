@@ -24,11 +24,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/util/clock.h"
 #include "common/util/worker_pool.h"
@@ -37,6 +40,7 @@
 #include "router/attempt_verdict.h"
 #include "router/call_watchdog.h"
 #include "router/client_stream.h"
+#include "router/kv_rebalance.h"
 #include "router/node_directory.h"
 #include "router/placement.h"
 #include "router/request_builder.h"
@@ -48,6 +52,8 @@
 #include "tandem/v1/generate.pb.h"
 
 namespace tandem {
+
+class RequestFlow;
 
 struct RunOptions {
   RequestApi api = RequestApi::kGrpc;
@@ -103,6 +109,12 @@ class RequestRunner {
   int64_t in_flight() const { return in_flight_.load(); }
   const AdmissionQueue& admission() const { return admission_; }
 
+  // Live KV migration: one round of rebalancing (kv_rebalance.h) over the decode nodes' last load
+  // reports and the streams this router runs; asks each chosen stream's node to pause it (its
+  // flow then moves it). Returns the moves asked for. The router runs it every
+  // --kv-rebalance-interval-ms; tests call it directly.
+  std::vector<RebalanceMove> RebalanceKvOnce();
+
   // What a client refused for load is told to wait before it tries again.
   static constexpr int kRetryAfterSeconds = 1;
 
@@ -147,6 +159,11 @@ class RequestRunner {
                                     const std::shared_ptr<Node>& from,
                                     const std::vector<std::string>& failed_nodes);
 
+  // The streams this runner has on decode nodes (for RebalanceKvOnce), by flow.
+  void TrackStream(uint64_t key, std::weak_ptr<RequestFlow> flow, const std::string& node);
+  void UntrackStream(uint64_t key);
+  void RebalanceLoop();
+
   const std::shared_ptr<const ServedModel> model_;
   NodeDirectory* const pool_;
   const RouterOptions options_;
@@ -164,6 +181,16 @@ class RequestRunner {
 
   absl::Mutex cancels_mu_;
   int cancels_in_flight_ ABSL_GUARDED_BY(cancels_mu_) = 0;
+
+  struct TrackedStream {
+    std::weak_ptr<RequestFlow> flow;
+    std::string node;
+  };
+  std::atomic<uint64_t> next_flow_key_{1};
+  absl::Mutex streams_mu_;
+  absl::flat_hash_map<uint64_t, TrackedStream> streams_ ABSL_GUARDED_BY(streams_mu_);
+  absl::Notification stop_rebalancer_;
+  std::thread rebalancer_;
 };
 
 }  // namespace tandem

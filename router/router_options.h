@@ -71,6 +71,9 @@ struct RouterOptions {
   // How long one live move may take, from the pause until the destination's first token; past
   // it the move is given up and the source resumes the stream.
   int64_t kv_move_timeout_ms = 5000;
+  // How often the router looks for a decode node that ran out of KV blocks while another has
+  // room, and moves one stream off it with its KV (router/kv_rebalance.h); 0: never.
+  int64_t kv_rebalance_interval_ms = 500;
   int64_t lease_ms = 30000;
   // Whole request, unless the client's deadline is sooner.
   int64_t request_timeout_ms = 600000;

@@ -26,8 +26,9 @@ namespace tandem::testing {
 // stops being read (the flow cancelled it) ends with CANCELLED unless it was played out.
 class ScriptedDecodeStream : public DecodeStream {
  public:
-  // With `hold_at`, the stream stays open before events_[hold_at] until Release (a paused stream
-  // that ResumePaused lets go on).
+  // With `hold_at`, the stream stays open before events_[hold_at] until Release (a running stream
+  // that PauseForMigration pauses); after an event with migration_paused it stays open until
+  // Release too (ResumePaused).
   ScriptedDecodeStream(std::vector<v1::DecodeEvent> events, grpc::Status end,
                        std::shared_ptr<DecodeStreamReceiver> receiver, size_t hold_at = SIZE_MAX)
       : events_(std::move(events)),
@@ -45,6 +46,11 @@ class ScriptedDecodeStream : public DecodeStream {
         return;
       }
       if (next_ < events_.size()) event = events_[next_++];
+      if (event.has_value() && event->migration_paused()) {
+        // A paused stream stays open until ResumePaused (or the flow stops reading it).
+        hold_at_ = next_;
+        released_ = false;
+      }
     }
     if (event.has_value()) {
       receiver_->OnEvent(*event);
@@ -90,7 +96,7 @@ class ScriptedDecodeStream : public DecodeStream {
   std::shared_ptr<DecodeStreamReceiver> receiver_;
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  const size_t hold_at_;
+  size_t hold_at_ ABSL_GUARDED_BY(mu_);
   bool held_ ABSL_GUARDED_BY(mu_) = false;  // a read waits at hold_at_
   bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
@@ -104,8 +110,8 @@ struct StreamScript {
   bool no_handoff = false;
   // Reserve only: the stream ends before any event, with `end`.
   bool fail_reserve = false;
-  // The stream stays open before events[hold_at] until the node gets ResumePaused (a paused
-  // stream); SIZE_MAX: no hold.
+  // The stream stays open before events[hold_at] until the node gets ResumePaused or
+  // PauseForMigration; SIZE_MAX: no hold.
   size_t hold_at = SIZE_MAX;
 };
 
@@ -197,10 +203,8 @@ class FakeNodeClient : public NodeClient {
     {
       absl::MutexLock lock(&mu_);
       (resume ? resumes_ : pauses_).push_back(request->request_id());
-      if (resume) {
-        for (auto& weak : streams_played_) {
-          if (auto stream = weak.lock()) release.push_back(std::move(stream));
-        }
+      for (auto& weak : streams_played_) {
+        if (auto stream = weak.lock()) release.push_back(std::move(stream));
       }
     }
     response->set_found(true);
@@ -258,7 +262,7 @@ class FakeNodeClient : public NodeClient {
                                      size_t hold_at = SIZE_MAX) {
     auto stream = std::make_shared<ScriptedDecodeStream>(std::move(events), std::move(end),
                                                          std::move(receiver), hold_at);
-    if (hold_at != SIZE_MAX) {
+    {
       absl::MutexLock lock(&mu_);
       streams_played_.push_back(stream);
     }
@@ -284,7 +288,8 @@ class FakeNodeClient : public NodeClient {
   std::vector<std::string> resumes_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ExportKvRequest> exports_ ABSL_GUARDED_BY(mu_);
   grpc::Status export_answer_ ABSL_GUARDED_BY(mu_);
-  // Streams with a hold (StreamScript::hold_at), released by ResumePaused.
+  // Streams played, released (StreamScript::hold_at, a pause) by ResumePaused or
+  // PauseForMigration.
   std::vector<std::weak_ptr<ScriptedDecodeStream>> streams_played_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -322,7 +327,10 @@ class FakeNodeDirectory : public NodeDirectory {
   }
   std::vector<std::shared_ptr<Node>> UpNodes(NodeRole role) const override {
     std::vector<std::shared_ptr<Node>> out = Nodes(role);
-    std::erase_if(out, [](const std::shared_ptr<Node>& n) { return !n->up(); });
+    std::erase_if(out, [](const std::shared_ptr<Node>& n) {
+      const Node::Snapshot s = n->snapshot();
+      return !s.up || s.load.draining();
+    });
     return out;
   }
   void ReportFailure(const std::shared_ptr<Node>& node, const std::string& error) override {

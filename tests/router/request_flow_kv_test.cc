@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/router/request_runner_fixture.h"
@@ -21,17 +22,16 @@ using testing::StreamScript;
 using testing::TokenEvents;
 
 // The source's script: " partial" streamed, then the pause (rng counter 7); what follows plays
-// only after ResumePaused.
+// only after ResumePaused (fake_node_client.h holds a paused stream).
 StreamScript PausingSource(const std::vector<int32_t>& partial, const std::vector<int32_t>& rest) {
   std::vector<v1::DecodeEvent> events = TokenEvents(partial, "");
   events.back().set_rng_counter(7);
   v1::DecodeEvent paused;
   paused.set_migration_paused(true);
   paused.set_rng_counter(7);
-  events.push_back(paused);
-  const size_t hold_at = events.size();
+  events.push_back(paused);  // the fake holds the stream here until ResumePaused
   for (v1::DecodeEvent& e : TokenEvents(rest)) events.push_back(e);
-  return {.events = events, .hold_at = hold_at};
+  return {.events = events};
 }
 
 class RequestFlowKvTest : public RequestRunnerTest {
@@ -140,6 +140,59 @@ TEST_F(RequestFlowKvTest, WithLiveMigrationOffThePausedStreamResumes) {
   EXPECT_EQ(sink.text(), " partial rest");
   EXPECT_TRUE(d2.client->reserves().empty());
   EXPECT_EQ(d1.client->resumes().size(), 1u);
+}
+
+TEST_F(RequestFlowKvTest, TheRouterMovesAStreamOffADecodeNodeOutOfBlocks) {
+  options_.kv_rebalance_interval_ms = 0;  // rounds run by the test
+  FakeNode p(NodeRole::kPrefill, "p:1");
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 1000);
+  Add(p);
+  Add(d1);
+  Add(d2);
+  // d:1 streams " partial" and holds until asked to pause; then the pause.
+  std::vector<v1::DecodeEvent> events = TokenEvents(partial_, "");
+  const size_t hold_at = events.size();
+  v1::DecodeEvent paused;
+  paused.set_migration_paused(true);
+  events.push_back(paused);
+  d1.client->AddStream({.events = events, .hold_at = hold_at});
+  d2.client->AddStream({.events = TokenEvents(rest_)});
+  RequestRunner runner(testing::TestServedModel(), &directory_, options_, &counters_, &metrics_);
+  v1::GenerateRequest request;
+  request.set_text("Hi");
+  request.mutable_sampling()->set_max_tokens(16);
+  CollectingSink sink;
+  absl::Notification done;
+  grpc::Status status;
+  runner.Start(request, RunOptions(), &sink, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  // Once the stream is on d:1, d:1 reports itself full (5 of 1000 blocks free, 3 running); d:2
+  // has room.
+  for (int i = 0; i < 400 && d1.client->reserves().empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(d1.client->reserves().size(), 1u);
+  v1::NodeLoad full = d1.node->snapshot().load;
+  full.set_num_free_kv_blocks(5);
+  full.set_num_running(3);
+  d1.node->MarkUp(full);
+  std::vector<RebalanceMove> moves;
+  for (int i = 0; i < 400 && moves.empty(); ++i) {  // until the stream is under way (2 s at most)
+    moves = runner.RebalanceKvOnce();
+    if (moves.empty()) absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].from, "d:1");
+  EXPECT_EQ(moves[0].to, "d:2");
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(sink.text(), " partial rest");
+  EXPECT_EQ(d1.client->pauses().size(), 1u);
+  EXPECT_EQ(d1.client->exports().size(), 1u);
+  EXPECT_EQ(counters_.kv_moves_for(KvMoveTrigger::kRebalance, KvMoveResult::kMoved), 1);
+  EXPECT_EQ(counters_.kv_moves_for(KvMoveTrigger::kNodePaused, KvMoveResult::kMoved), 0);
 }
 
 }  // namespace
