@@ -87,6 +87,28 @@ DecodeMetrics::DecodeMetrics() : engine_metrics_("tandem_decode") {
   for (int i = 0; i < 2; ++i) {
     queue_[i] = &queue.Add({{"path", kPathNames[i]}}, RequestLatencyBuckets());
   }
+  migrations_in_ = &prometheus::BuildCounter()
+                        .Name("tandem_decode_migrations_in_total")
+                        .Help(
+                            "Reserve calls carrying resumed output: running requests moving in "
+                            "from another decode node with their KV (live KV migration).")
+                        .Register(registry_)
+                        .Add({});
+  auto& exports =
+      prometheus::BuildCounter()
+          .Name("tandem_decode_kv_exports_total")
+          .Help(
+              "ExportKv calls ended (a paused request's KV written to another decode node), by "
+              "result: ok (the KV and the completion were delivered) or failed (refused, or the "
+              "transfer failed; the request stays paused here).")
+          .Register(registry_);
+  exports_ok_ = &exports.Add({{"result", "ok"}});
+  exports_failed_ = &exports.Add({{"result", "failed"}});
+  export_bytes_ = &prometheus::BuildCounter()
+                       .Name("tandem_decode_kv_export_bytes_total")
+                       .Help("KV bytes written to other decode nodes by successful ExportKv calls.")
+                       .Register(registry_)
+                       .Add({});
 }
 
 void DecodeMetrics::SetEngine(const Engine* engine) {
@@ -110,6 +132,15 @@ void DecodeMetrics::ImportVerified() { imports_verified_->Increment(); }
 void DecodeMetrics::ImportRefused(ImportRefusal refusal) {
   imports_refused_[static_cast<int>(refusal)]->Increment();
 }
+
+void DecodeMetrics::MigrationIn() { migrations_in_->Increment(); }
+
+void DecodeMetrics::KvExportSucceeded(int64_t bytes) {
+  exports_ok_->Increment();
+  export_bytes_->Increment(static_cast<double>(bytes));
+}
+
+void DecodeMetrics::KvExportFailed() { exports_failed_->Increment(); }
 
 void DecodeMetrics::ObserveQueueTime(DecodePath path, absl::Duration wait) {
   queue_[static_cast<int>(path)]->Observe(absl::ToDoubleSeconds(wait));
@@ -141,6 +172,10 @@ std::vector<prometheus::MetricFamily> DecodeMetrics::Collect() const {
                    "Reservations whose lease ran out before their KV arrived (the request failed "
                    "and its blocks were quarantined).",
                    static_cast<double>(s.num_expired_leases));
+  AddGaugeFamily(&out, "tandem_decode_paused_requests",
+                 "Requests paused for live KV migration, holding their KV blocks until they move "
+                 "to another decode node or resume here.",
+                 s.num_paused);
   return out;
 }
 

@@ -1,14 +1,18 @@
 // Prometheus metrics of tandem-decode (all named `tandem_decode_*`): the engine's (steps,
 // sequences, KV blocks, tokens, preemptions: NodeEngineMetrics), the reservation lifecycle (calls
 // received, and how each ended), queue times, and the engine's reservation gauges and counters
-// read at scrape time (pending, awaiting KV, quarantined blocks, imports, lease expiries).
+// read at scrape time (pending, awaiting KV, quarantined blocks, imports, lease expiries, requests
+// paused for live KV migration), and live KV migration's exports and arrivals.
 //
 // Every Reserve call is counted once in `tandem_decode_reservations_total` when it arrives and
-// once in `tandem_decode_reservations_ended_total{outcome}` when the call ends.
+// once in `tandem_decode_reservations_ended_total{outcome}` when the call ends; one that carries
+// resumed output (a request moving in with its KV) also in `tandem_decode_migrations_in_total`.
+// Every ExportKv call is counted once in `tandem_decode_kv_exports_total{result}` when it ends.
 #ifndef TANDEM_DECODE_NODE_DECODE_METRICS_H_
 #define TANDEM_DECODE_NODE_DECODE_METRICS_H_
 
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -71,6 +75,11 @@ class DecodeMetrics : public prometheus::Collectable {
   // An import whose landed KV matched every block checksum; one that was refused, and why.
   void ImportVerified();
   void ImportRefused(ImportRefusal refusal);
+  // Live KV migration: a Reserve that carries resumed output arrived; an ExportKv call ended, with
+  // the bytes it wrote (KvWriteResult::bytes) when it succeeded.
+  void MigrationIn();
+  void KvExportSucceeded(int64_t bytes);
+  void KvExportFailed();
   // Time a request waited before its prompt (generate) or its reservation (reserve) was
   // scheduled; GenerationEvent::queue_nanos of its first token.
   void ObserveQueueTime(DecodePath path, absl::Duration wait);
@@ -87,6 +96,10 @@ class DecodeMetrics : public prometheus::Collectable {
   prometheus::Counter* imports_verified_;
   std::array<prometheus::Counter*, kNumImportRefusals> imports_refused_;
   std::array<prometheus::Histogram*, 2> queue_;
+  prometheus::Counter* migrations_in_;
+  prometheus::Counter* exports_ok_;
+  prometheus::Counter* exports_failed_;
+  prometheus::Counter* export_bytes_;
 
   mutable absl::Mutex mu_;
   const Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -1,8 +1,11 @@
 #include "decode_node/decode_service.h"
 
 #include <algorithm>
+#include <atomic>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/handoff/handoff_codec.h"
@@ -11,11 +14,55 @@
 #include "spdlog/spdlog.h"
 
 namespace tandem {
+namespace {
+
+// The KvExporter ExportKv hands the engine: forwards to the writer, and
+//   - refuses KV that does not fill exactly the blocks the destination reserved (its resumed
+//     output and this node's request disagree), as a prefill node refuses such a prompt;
+//   - tells whether the engine passed it blocks: an export the engine refused (OnAborted alone:
+//     the request is not paused, or another export of it still reads) holds none, so its
+//     writer's release must not free the blocks that other export reads.
+// Engine thread only.
+class PausedKvExport final : public KvExporter {
+ public:
+  PausedKvExport(std::shared_ptr<KvBlockWriter> writer, size_t reserved_blocks,
+                 std::shared_ptr<std::atomic<bool>> holds_blocks)
+      : writer_(std::move(writer)),
+        reserved_blocks_(reserved_blocks),
+        holds_blocks_(std::move(holds_blocks)) {}
+
+  void OnBlocksReady(RequestId id, int32_t first_index, std::span<const int32_t> blocks) override {
+    holds_blocks_->store(true);
+    if (first_index != 0 || blocks.size() != reserved_blocks_) {
+      mismatch_ = true;
+      writer_->OnAborted(id, absl::InvalidArgumentError(absl::StrCat(
+                                 "the handoff names ", reserved_blocks_,
+                                 " blocks but the paused request's KV fills ", blocks.size())));
+      return;
+    }
+    writer_->OnBlocksReady(id, first_index, blocks);
+  }
+  void OnPrefillDone(const GenerationEvent& last_token, uint64_t rng_counter) override {
+    if (!mismatch_) writer_->OnPrefillDone(last_token, rng_counter);
+  }
+  void OnAborted(RequestId id, const absl::Status& status) override {
+    writer_->OnAborted(id, status);
+  }
+
+ private:
+  const std::shared_ptr<KvBlockWriter> writer_;
+  const size_t reserved_blocks_;
+  const std::shared_ptr<std::atomic<bool>> holds_blocks_;
+  bool mismatch_ = false;
+};
+
+}  // namespace
 
 DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServiceOptions options)
     : engine_(engine),
       transport_(transport),
       options_(std::move(options)),
+      handoff_gate_(options_.handoff_auth),
       verifier_(std::make_unique<KvImportVerifier>(
           transport, engine != nullptr ? engine->kv_layout() : KvLayout(),
           KvImportVerifierOptions{.checksums = options_.kv_checksums, .clock = options_.clock})),
@@ -116,10 +163,139 @@ grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest
   return grpc::Status::OK;
 }
 
+grpc::Status DecodeService::PauseForMigration(grpc::ServerContext*,
+                                              const v1::MigrationRequest* request,
+                                              v1::MigrationResponse* response) {
+  const RouterRequestIds::CancelTarget target =
+      router_ids_.ForMigration(request->request_id(), RouterRequestIds::PauseIntent::kPause);
+  response->set_found(target.found);
+  if (target.id.has_value()) engine_->PauseForMigration(*target.id);
+  return grpc::Status::OK;
+}
+
+grpc::Status DecodeService::ResumePaused(grpc::ServerContext*, const v1::MigrationRequest* request,
+                                         v1::MigrationResponse* response) {
+  const RouterRequestIds::CancelTarget target =
+      router_ids_.ForMigration(request->request_id(), RouterRequestIds::PauseIntent::kResume);
+  response->set_found(target.found);
+  if (target.id.has_value()) engine_->ResumePaused(*target.id);
+  return grpc::Status::OK;
+}
+
+int DecodeService::BeginDrain(bool live_migration) {
+  // Pauses first: a request taken before `draining_` is set is paused when it binds.
+  const int asked = live_migration ? PauseAllForMigration() : 0;
+  draining_ = true;
+  return asked;
+}
+
+absl::Status DecodeService::TakesNewRequests() const {
+  if (!draining_) return absl::OkStatus();
+  return absl::UnavailableError("this decode node is draining: it takes no new requests");
+}
+
+int DecodeService::PauseAllForMigration() {
+  const std::vector<RequestId> ids = router_ids_.PauseAll();
+  for (RequestId id : ids) engine_->PauseForMigration(id);
+  return static_cast<int>(ids.size());
+}
+
+grpc::ServerUnaryReactor* DecodeService::ExportKv(grpc::CallbackServerContext*,
+                                                  const v1::ExportKvRequest* request,
+                                                  v1::ExportKvResponse* response) {
+  return KvExportCall::Start(this, request, response);
+}
+
+absl::Status DecodeService::StartExport(
+    const v1::ExportKvRequest& request, absl::Time received_at,
+    std::function<void(absl::StatusOr<KvWriteResult>)> on_finished) {
+  // 1. What this node does not do.
+  if (transport_->name() == "nccl") {
+    return absl::UnimplementedError(
+        "ExportKv: the nccl KV transport writes from prefill to decode nodes only");
+  }
+  if (!options_.accept_reservations) {
+    return absl::FailedPreconditionError(
+        "this decode node has no --cluster-secret-file: it exports no KV");
+  }
+  // 2. The handoff. Nothing is written, and the destination is not contacted, for one that is not
+  //    vouched for: its address and key are the caller's otherwise.
+  if (absl::Status admitted =
+          handoff_gate_.Admit(request.handoff(), absl::ToUnixMillis(options_.clock->Now()));
+      !admitted.ok()) {
+    spdlog::warn("decode: refused a KV export handoff (request {}): {}", request.request_id(),
+                 std::string(admitted.message()));
+    return admitted;
+  }
+  absl::StatusOr<KvWriteTarget> target =
+      KvWriteTargetFromHandoff(request.handoff(), transport_->name());
+  if (!target.ok()) return target.status();
+  const absl::Time deadline = HandoffDeadline(request.handoff(), received_at);
+  // From here on a refusal is told to the destination now, so that it frees the reservation.
+  auto refuse = [&](absl::Status status) {
+    KvBlockWriter::NotifyFailure(transport_, *target, transport_->incarnation(),
+                                 options_.handoff_auth.get(), status, deadline,
+                                 [](absl::Status) {});
+    return status;
+  };
+  // 3. The request.
+  const RouterRequestIds::CancelTarget named =
+      router_ids_.ForMigration(request.request_id(), RouterRequestIds::PauseIntent::kNone);
+  if (!named.found) {
+    return refuse(absl::NotFoundError(
+        absl::StrCat("no request \"", request.request_id(), "\" on this decode node")));
+  }
+  if (!named.id.has_value()) {
+    return refuse(absl::FailedPreconditionError(
+        absl::StrCat("request \"", request.request_id(), "\" is not paused for migration")));
+  }
+  // 4. The writer: it reports once the completion is delivered and the engine's blocks are let go.
+  Engine* engine = engine_;
+  auto holds_blocks = std::make_shared<std::atomic<bool>>(false);
+  absl::StatusOr<std::shared_ptr<KvBlockWriter>> writer = KvBlockWriter::Create({
+      .transport = transport_,
+      .local_layout = engine_->kv_layout(),
+      .target = *target,
+      .deadline = deadline,
+      .clock = options_.clock,
+      .local_incarnation = transport_->incarnation(),
+      .auth = options_.handoff_auth.get(),
+      .release_blocks =
+          [engine, holds_blocks](RequestId id) {
+            if (holds_blocks->load()) engine->ReleaseExportedBlocks(id);
+          },
+      .on_finished = std::move(on_finished),
+  });
+  if (!writer.ok()) return refuse(writer.status());
+  // 5. The engine passes the paused request's blocks on its thread (or refuses: not paused).
+  engine_->ExportPaused(*named.id, std::make_shared<PausedKvExport>(
+                                       *std::move(writer), target->block_ids.size(), holds_blocks));
+  return absl::OkStatus();
+}
+
+absl::Status DecodeService::ExportError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kInternal:
+      return status;
+    default:  // the engine stopped, the transport was torn down, ...
+      return absl::UnavailableError(status.message());
+  }
+}
+
 grpc::ServerUnaryReactor* DecodeService::GetLoad(grpc::CallbackServerContext* context,
                                                  const v1::LoadRequest*, v1::NodeLoad* response) {
   FillNodeLoad(*engine_, "decode", transport_->incarnation(), options_.model_name, response);
-  response->set_num_held_kv_blocks(engine_->Stats().num_quarantined_blocks);
+  const EngineStats stats = engine_->Stats();
+  response->set_num_held_kv_blocks(stats.num_quarantined_blocks);
+  response->set_num_paused(stats.num_paused);
+  response->set_draining(draining_);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -17,6 +17,7 @@ grpc::ServerWriteReactor<v1::DecodeEvent>* DecodeStreamCall::Start(
     void (DecodeStreamCall::*begin)(const Request&)) {
   std::shared_ptr<DecodeStreamCall> call(new DecodeStreamCall(service, path));
   call->self_ = call;
+  ++service->open_calls_;
   call->Post([request, begin](DecodeStreamCall& c) { (c.*begin)(*request); });
   return call.get();
 }
@@ -42,6 +43,7 @@ void DecodeStreamCall::OnCancel() {
 }
 
 void DecodeStreamCall::OnDone() {
+  --service_->open_calls_;
   Post([](DecodeStreamCall& c) { c.self_.reset(); });
 }
 
@@ -57,6 +59,9 @@ void DecodeStreamCall::BeginReserve(const v1::ReserveRequest& request) {
   router_id_ = request.request_id();
   prompt_tokens_ = request.prompt_token_ids_size();
   // 1. Refuse what this node does not take, before anything is held for the call.
+  if (absl::Status taken = s.TakesNewRequests(); !taken.ok()) {
+    return End({ReservationOutcome::kRefused, std::move(taken)});
+  }
   absl::StatusOr<absl::Duration> lease = s.ReserveLease(request);
   if (!lease.ok()) return End({ReservationOutcome::kRefused, lease.status()});
   if (absl::Status claimed = s.router_ids_.Claim(router_id_); !claimed.ok()) {
@@ -68,8 +73,13 @@ void DecodeStreamCall::BeginReserve(const v1::ReserveRequest& request) {
   }
   waiting_ = true;
 
-  // 2. Start: the engine answers on its thread, posted here.
+  // 2. Start: the engine answers on its thread, posted here. Resumed output: a request moving in
+  //    with its KV from another decode node (the engine validates it, naming the fields).
   GenerateRequest engine_request = MakeRequest(request.prompt_token_ids(), request.sampling());
+  SetResumed(request, &engine_request);
+  if (!engine_request.resumed_output_token_ids.empty() && s.options_.metrics != nullptr) {
+    s.options_.metrics->MigrationIn();
+  }
   absl::StatusOr<RequestId> id =
       s.engine_->Reserve(std::move(engine_request), *lease,
                          [weak = weak_from_this()](absl::StatusOr<KvReservation> reservation) {
@@ -92,8 +102,7 @@ void DecodeStreamCall::BeginReserve(const v1::ReserveRequest& request) {
       .deadline = s.options_.clock->Now() + s.options_.reserve_wait_timeout,
       .on_cancel = [engine = s.engine_, id = id_] { engine->Cancel(id); },
   });
-  // A Cancel for the router's id that came before the engine's id was known.
-  if (!s.router_ids_.Bind(router_id_, id_)) s.engine_->Cancel(id_);
+  BindRouterId();
   stage_ = Stage::kReserving;
   s.ticker_.Watch(weak_from_this());
 }
@@ -102,19 +111,20 @@ void DecodeStreamCall::BeginGenerate(const v1::NodeGenerateRequest& request) {
   DecodeService& s = *service_;
   if (s.options_.metrics != nullptr) s.options_.metrics->GenerateStarted();
   router_id_ = request.request_id();
+  if (absl::Status taken = s.TakesNewRequests(); !taken.ok()) {
+    return End({ReservationOutcome::kRefused, std::move(taken)});
+  }
   if (absl::Status claimed = s.router_ids_.Claim(router_id_); !claimed.ok()) {
     return End({ReservationOutcome::kRefused, std::move(claimed)});
   }
   claimed_ = true;
   GenerateRequest engine_request = MakeRequest(request.prompt_token_ids(), request.sampling());
   // A migrated request: the engine validates these (naming the fields) and streams what follows.
-  engine_request.resumed_output_token_ids.assign(request.resumed_output_token_ids().begin(),
-                                                 request.resumed_output_token_ids().end());
-  engine_request.resumed_rng_counter = request.resumed_rng_counter();
+  SetResumed(request, &engine_request);
   absl::StatusOr<RequestId> id = s.engine_->Submit(std::move(engine_request));
   if (!id.ok()) return End({ReservationOutcome::kFailed, id.status()});
   id_ = *id;
-  if (!s.router_ids_.Bind(router_id_, id_)) s.engine_->Cancel(id_);
+  BindRouterId();
   stage_ = Stage::kStreaming;
 }
 
@@ -223,6 +233,24 @@ GenerateRequest DecodeStreamCall::MakeRequest(
   return request;
 }
 
+template <typename Request>
+void DecodeStreamCall::SetResumed(const Request& request, GenerateRequest* engine_request) {
+  engine_request->resumed_output_token_ids.assign(request.resumed_output_token_ids().begin(),
+                                                  request.resumed_output_token_ids().end());
+  engine_request->resumed_rng_counter = request.resumed_rng_counter();
+}
+
+void DecodeStreamCall::BindRouterId() {
+  DecodeService& s = *service_;
+  // A Cancel for the router's id that came before the engine's id was known.
+  if (!s.router_ids_.Bind(router_id_, id_)) {
+    s.engine_->Cancel(id_);
+    return;
+  }
+  // A pause asked before then, or this node is draining (live KV migration).
+  if (s.router_ids_.PauseRequested(router_id_)) s.engine_->PauseForMigration(id_);
+}
+
 void DecodeStreamCall::ConsumeEvent(const GenerationEvent& event) {
   if (event.finished) {
     final_seen_ = true;
@@ -250,6 +278,11 @@ void DecodeStreamCall::ConsumeEvent(const GenerationEvent& event) {
       }
     }
     summary_.got_token = true;
+  }
+  if (event.paused) {
+    // Live KV migration: held here, KV and all, until ExportKv, ResumePaused or a cancel.
+    out.set_migration_paused(true);
+    out.set_rng_counter(event.rng_counter);
   }
   if (event.finished) {
     out.set_finish_reason(std::string(FinishReasonName(event.finish_reason)));

@@ -10,8 +10,11 @@
 // next. After the client went away (or a write failed) the request is cancelled in the engine and
 // nothing more is written; its final event still comes, and the call ends with it.
 // A Generate may carry a migrated request's resumed output and rng counter (engine request.h: the
-// engine validates them, naming the fields, and streams only what follows). Every event with
-// tokens, on both calls, carries the request's rng_counter after them: where a migration resumes.
+// engine validates them, naming the fields, and streams only what follows); so may a Reserve, for
+// a request moving in with its KV (live KV migration). Every event with tokens, on both calls,
+// carries the request's rng_counter after them: where a migration resumes. A request paused for
+// live KV migration (Engine::PauseForMigration) sends an event with migration_paused and its
+// rng_counter, and the call goes on streaming (kStreaming) until the request's final event.
 //
 //   stage                what it waits for                       moved out by
 //   kStarting            nothing: Begin runs (refusals, the      refused → kDone; Reserve →
@@ -29,8 +32,8 @@
 // counted (ReservationEnded), Finish with the status.
 //
 // Owns: its write queue and summary of the stream. Touches, through the service it belongs to
-// (borrowed; it outlives every call): the engine, the router-id table, the count of waiting
-// reservations, the metrics, the ticker.
+// (borrowed; it outlives every call): the engine, the router-id table, the counts of waiting
+// reservations and open calls, the metrics, the ticker.
 #ifndef TANDEM_DECODE_NODE_DECODE_STREAM_CALL_H_
 #define TANDEM_DECODE_NODE_DECODE_STREAM_CALL_H_
 
@@ -109,6 +112,11 @@ class DecodeStreamCall final : public grpc::ServerWriteReactor<v1::DecodeEvent>,
   // Steps.
   GenerateRequest MakeRequest(const google::protobuf::RepeatedField<int32_t>& prompt,
                               const v1::SamplingParams& sampling);
+  // Copies a request's resumed output and rng counter (migration) into the engine's request.
+  template <typename Request>
+  static void SetResumed(const Request& request, GenerateRequest* engine_request);
+  // Binds the engine's id to the router's; cancels or pauses the request if that was asked first.
+  void BindRouterId();
   void ConsumeEvent(const GenerationEvent& event);
   void Enqueue(v1::DecodeEvent event);
   void WriteNext();

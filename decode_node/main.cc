@@ -11,6 +11,7 @@
 #include "common/util/cli_flags.h"
 #include "common/util/mutex_checks.h"
 #include "common/util/ready_file.h"
+#include "decode_node/decode_drain.h"
 #include "decode_node/decode_metrics.h"
 #include "decode_node/decode_service.h"
 #include "spdlog/spdlog.h"
@@ -33,6 +34,7 @@ struct DecodeMainOptions {
   int64_t reserve_wait_timeout_ms = 10000;
   int64_t max_waiting_reservations = 1024;
   bool kv_checksums = true;
+  bool drain_live_migration = true;
 };
 
 }  // namespace
@@ -61,6 +63,13 @@ int main(int argc, char** argv) {
   flags.Switch("no-kv-checksums", &o.kv_checksums,
                "admit imported KV without checking the prefill node's keyed block checksums "
                "(epochs are still checked); see README, KV integrity",
+               false);
+  flags.Section("Drain");
+  flags.Switch("no-drain-live-migration", &o.drain_live_migration,
+               "on SIGINT/SIGTERM, leave running requests decoding until --drain-timeout-ms (then "
+               "they end ABORTED and the router recomputes them elsewhere) instead of pausing "
+               "them at once so that the router moves each, with its KV, to another decode node "
+               "(live KV migration; README: Live KV migration)",
                false);
   bool help = false;
   std::string error = flags.Parse(argc, argv, &help);
@@ -155,14 +164,20 @@ int main(int argc, char** argv) {
   }
   const int sig = tandem::WaitForTerminationSignal();
   spdlog::info("tandem-decode: signal {}, draining (up to {} ms)", sig, o.server.drain_timeout_ms);
-  // Streams still running at the drain timeout end ABORTED: the router migrates each one to
-  // another decode node, so a drain cuts no client's stream.
-  tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.server.drain_timeout_ms), [&] {
-    spdlog::info(
-        "tandem-decode: drain timeout; ending the streams left (the router migrates them)");
-    (*node)->engine()->Stop(
-        absl::AbortedError("the decode node is shutting down (--drain-timeout-ms passed)"));
-  });
+  // Live KV migration first (decode_drain.h): every request pauses and the router moves each,
+  // with its KV, to another decode node (or resumes it here when no node has room). Streams still
+  // running at the drain timeout end ABORTED: the router migrates each one to another decode node
+  // (recomputing its KV there), so a drain cuts no client's stream.
+  tandem::DrainDecodeNode(
+      *server->server, service, *(*node)->engine(),
+      {.drain = absl::Milliseconds(o.server.drain_timeout_ms),
+       .live_migration = o.drain_live_migration},
+      [&] {
+        spdlog::info(
+            "tandem-decode: drain timeout; ending the streams left (the router migrates them)");
+        (*node)->engine()->Stop(
+            absl::AbortedError("the decode node is shutting down (--drain-timeout-ms passed)"));
+      });
   (*node)->engine()->Stop();
   server->server->Wait();
   spdlog::info("tandem-decode: drained");

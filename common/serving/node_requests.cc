@@ -36,6 +36,33 @@ RouterRequestIds::CancelTarget RouterRequestIds::ForCancel(const std::string& ro
   return {.found = true, .id = it->second.id};
 }
 
+RouterRequestIds::CancelTarget RouterRequestIds::ForMigration(const std::string& router_id,
+                                                              PauseIntent intent) {
+  absl::MutexLock lock(&mu_);
+  auto it = ids_.find(router_id);
+  if (it == ids_.end()) return {};
+  if (intent != PauseIntent::kNone) it->second.pause_requested = intent == PauseIntent::kPause;
+  return {.found = true, .id = it->second.id};
+}
+
+std::vector<RequestId> RouterRequestIds::PauseAll() {
+  absl::MutexLock lock(&mu_);
+  pause_all_ = true;
+  std::vector<RequestId> bound;
+  for (const auto& [router_id, entry] : ids_) {
+    if (entry.id.has_value()) bound.push_back(*entry.id);
+  }
+  return bound;
+}
+
+bool RouterRequestIds::PauseRequested(const std::string& router_id) {
+  if (router_id.empty()) return false;  // untracked: no migration RPC can name it
+  absl::MutexLock lock(&mu_);
+  if (pause_all_) return true;
+  auto it = ids_.find(router_id);
+  return it != ids_.end() && it->second.pause_requested;
+}
+
 void FillNodeLoad(const Engine& engine, std::string_view role, uint64_t incarnation,
                   const std::string& model, v1::NodeLoad* load) {
   const EngineStats stats = engine.Stats();

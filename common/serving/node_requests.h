@@ -1,5 +1,5 @@
-// What both node services share: the map from the router's request ids to engine ids (for Cancel)
-// and the load report every node answers GetLoad with.
+// What both node services share: the map from the router's request ids to engine ids (for Cancel,
+// and a decode node's live KV migration RPCs) and the load report every node answers GetLoad with.
 #ifndef TANDEM_COMMON_SERVING_NODE_REQUESTS_H_
 #define TANDEM_COMMON_SERVING_NODE_REQUESTS_H_
 
@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -37,13 +38,29 @@ class RouterRequestIds {
   // The request to cancel; a claimed request with no engine id yet is marked for Bind.
   CancelTarget ForCancel(const std::string& router_id);
 
+  // Live KV migration (decode node). A claimed request with no engine id yet cannot be paused in
+  // the engine: a pause asked for it (or for every request, PauseAll) is remembered, and the
+  // caller of Bind asks PauseRequested.
+  enum class PauseIntent { kNone, kPause, kResume };
+  // The request a migration RPC names (found as for ForCancel). kPause / kResume: remember / forget
+  // a pause when it has no engine id yet; kNone (ExportKv): mark nothing.
+  CancelTarget ForMigration(const std::string& router_id, PauseIntent intent);
+  // Every request is to pause from now on (a draining node): the engine ids of those bound now;
+  // those bound later learn it from PauseRequested.
+  std::vector<RequestId> PauseAll();
+  // After Bind: whether the request is to pause (a pause asked before it had an engine id, or
+  // PauseAll); never for an empty router id.
+  bool PauseRequested(const std::string& router_id);
+
  private:
   struct Entry {
     std::optional<RequestId> id;
     bool cancel_requested = false;
+    bool pause_requested = false;
   };
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> ids_ ABSL_GUARDED_BY(mu_);
+  bool pause_all_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The fields of a NodeLoad that come from the engine alone; role-specific ones are the caller's.

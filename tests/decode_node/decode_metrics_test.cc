@@ -60,6 +60,22 @@ TEST(DecodeMetricsTest, CountsKnownEvents) {
   EXPECT_STREQ(ReservationOutcomeName(ReservationOutcome::kLeaseExpired), "lease_expired");
 }
 
+TEST(DecodeMetricsTest, CountsLiveMigration) {
+  DecodeMetrics metrics;
+  metrics.MigrationIn();
+  metrics.KvExportSucceeded(4096);
+  metrics.KvExportSucceeded(1024);
+  metrics.KvExportFailed();
+  PrometheusText scrape = Scrape(metrics);
+  EXPECT_EQ(scrape.Value("tandem_decode_migrations_in_total"), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_kv_exports_total", {{"result", "ok"}}), 2);
+  EXPECT_EQ(scrape.Value("tandem_decode_kv_exports_total", {{"result", "failed"}}), 1);
+  EXPECT_EQ(scrape.Value("tandem_decode_kv_export_bytes_total"), 5120);
+  // The paused-requests gauge is the engine's, read at scrape time: none without one.
+  EXPECT_FALSE(scrape.Value("tandem_decode_paused_requests").has_value());
+  EXPECT_EQ(testing::PromtoolProblems(MetricsText({&metrics})), "");
+}
+
 TEST(DecodeServiceMetricsTest, CountsEachReservationOutcome) {
   DecodeNode node;
   int completion_tokens = 0;
@@ -162,6 +178,8 @@ TEST(DecodeServiceMetricsTest, CountsEachReservationOutcome) {
   EXPECT_EQ(scrape.Value("tandem_decode_pending_reservations"), 0);
   EXPECT_EQ(scrape.Value("tandem_decode_reservations_awaiting_kv"), 0);
   EXPECT_EQ(scrape.Value("tandem_decode_running_sequences"), 0);
+  EXPECT_EQ(scrape.Value("tandem_decode_paused_requests"), 0);
+  EXPECT_EQ(scrape.Value("tandem_decode_migrations_in_total"), 0);
   EXPECT_EQ(scrape.Sum("tandem_decode_step_duration_seconds_count"),
             *scrape.Value("tandem_decode_steps_total"));
   EXPECT_EQ(testing::PromtoolProblems(MetricsText({&node.metrics})), "");
