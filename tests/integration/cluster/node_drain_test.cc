@@ -1,8 +1,11 @@
 // Graceful drain, as Kubernetes does it: SIGTERM reaches a decode node while it streams. The
 // stream in flight finishes with every token, requests sent after the signal are served by the
-// other decode node, and the drained node exits 0 within its --drain-timeout-ms. A node whose
-// drain timeout passes cancels what is left and still exits 0 (no hang); the router migrates
-// those streams to the other decode node, so the clients see every token once and no error.
+// other decode node, and the drained node exits 0 within its --drain-timeout-ms. The node pauses
+// its streams and the router moves each with its KV to the other decode node (live KV
+// migration): every token once, nothing recomputed, and the node leaves long before its drain
+// timeout. Without live migration (--no-drain-live-migration), a node whose drain timeout passes
+// cancels what is left and still exits 0 (no hang); the router migrates those streams by
+// recomputing them on the other decode node, so the clients see every token once and no error.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -10,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/backend/sim/sim_backend.h"
@@ -67,13 +71,14 @@ StreamResult Stream(const std::string& router, const v1::GenerateRequest& reques
 
 class NodeDrainTest : public ::testing::Test {
  protected:
-  void StartCluster(const std::string& drain_timeout_ms) {
+  void StartCluster(const std::string& drain_timeout_ms, bool live_migration = true) {
     ClusterSpec spec;
     spec.model_dir = TestModelDir("llama3.2");
     spec.num_prefill = 1;
     spec.num_decode = 2;
     spec.node_args = kSlowSimArgs;
     spec.decode_args = {"--drain-timeout-ms", drain_timeout_ms};
+    if (!live_migration) spec.decode_args.push_back("--no-drain-live-migration");
     spec.router_args = {"--policy", "round_robin", "--health-interval-ms", "100"};
     ASSERT_NO_FATAL_FAILURE(cluster_.Start(spec));
   }
@@ -140,8 +145,67 @@ std::vector<int> SimTokens(const std::vector<int>& prompt, int n) {
   return out;
 }
 
+TEST_F(NodeDrainTest, SigtermMovesEveryStreamWithItsKvToTheOtherDecodeNode) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster("30000"));
+  constexpr int kStreams = 16;
+  constexpr int kTokens = 100;
+  std::vector<absl::Notification> first_token(kStreams);
+  std::vector<StreamResult> results(kStreams);
+  std::vector<std::jthread> streamers;
+  for (int i = 0; i < kStreams; ++i) {
+    streamers.emplace_back([&, i] {
+      results[i] = Stream(cluster_.router_address(), GreedyTokenRequest(Prompt(200 + i), kTokens),
+                          &first_token[i]);
+    });
+  }
+  for (auto& n : first_token) n.WaitForNotification();
+  const int busy = BusyDecodeNode();
+  ASSERT_GE(busy, 0) << cluster_.Logs();
+  const absl::Time signalled = absl::Now();
+  cluster_.decode(busy).Signal(SIGTERM);
+  std::optional<int> exit = cluster_.decode(busy).WaitExit(absl::Seconds(30));
+  ASSERT_TRUE(exit.has_value()) << "the drained decode node did not exit";
+  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << cluster_.decode(busy).DescribeExit();
+  // It left once its streams had moved, long before its 30 s drain timeout.
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10)) << cluster_.decode(busy).LogTail();
+  for (auto& t : streamers) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_TRUE(results[i].status.ok())
+        << "stream " << i << ": " << results[i].status.error_message() << "\n"
+        << cluster_.Logs();
+    EXPECT_EQ(results[i].tokens, SimTokens(Prompt(200 + i), kTokens)) << "stream " << i;
+  }
+  absl::StatusOr<std::string> metrics = ScrapeMetrics(cluster_.router_metrics_address());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  // round_robin put half of the streams on the drained node: each moved with its KV, none was
+  // recomputed, none resumed.
+  EXPECT_EQ(MetricValue(*metrics,
+                        "tandem_router_kv_moves_total{trigger=\"node_paused\",result=\"moved\"}"),
+            kStreams / 2)
+      << *metrics << cluster_.Logs();
+  EXPECT_EQ(MetricValue(*metrics,
+                        "tandem_router_kv_moves_total{trigger=\"node_paused\",result=\"resumed\"}"),
+            0);
+  for (const char* reason : {"stream_aborted", "stream_failed", "node_unreachable"}) {
+    EXPECT_EQ(MetricValue(*metrics, absl::StrCat("tandem_router_migrations_total{reason=\"",
+                                                 reason, "\"}")),
+              0)
+        << reason;
+  }
+  EXPECT_GT(MetricValue(*metrics, "tandem_router_kv_move_bytes_total"), 0);
+  const int other = 1 - busy;
+  EXPECT_TRUE(cluster_.WaitForLoad(
+      cluster_.decode(other).grpc_address(), /*decode=*/true,
+      [](const v1::NodeLoad& l) {
+        return l.num_free_kv_blocks() == l.num_kv_blocks() && l.num_running() == 0 &&
+               l.num_paused() == 0;
+      },
+      absl::Seconds(5)))
+      << cluster_.Logs();
+}
+
 TEST_F(NodeDrainTest, ADrainTimeoutCutsTheStreamsAndTheRouterMigratesThem) {
-  ASSERT_NO_FATAL_FAILURE(StartCluster("300"));
+  ASSERT_NO_FATAL_FAILURE(StartCluster("300", /*live_migration=*/false));
   constexpr int kStreams = 16;
   constexpr int kTokens = 100;
   std::vector<absl::Notification> first_token(kStreams);
