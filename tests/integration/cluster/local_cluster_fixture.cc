@@ -96,7 +96,11 @@ absl::StatusOr<std::string> LocalCluster::StartNode(
 }
 
 absl::StatusOr<std::string> LocalCluster::StartDecode(int i, const std::string& listen) {
-  return StartNode("tandem-decode", spec_.decode_args, listen, &decode_, &decode_addresses_, i);
+  std::vector<std::string> args = spec_.decode_args;
+  if (i < static_cast<int>(spec_.decode_args_each.size())) {
+    args.insert(args.end(), spec_.decode_args_each[i].begin(), spec_.decode_args_each[i].end());
+  }
+  return StartNode("tandem-decode", args, listen, &decode_, &decode_addresses_, i);
 }
 
 absl::StatusOr<std::string> LocalCluster::StartPrefill(int i, const std::string& listen) {

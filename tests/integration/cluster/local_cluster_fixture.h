@@ -25,6 +25,8 @@ struct ClusterSpec {
   std::string ucx_tls = "tcp";
   std::vector<std::string> node_args;    // extra flags for every node
   std::vector<std::string> decode_args;  // extra flags for decode nodes
+  // Extra flags for decode node i alone (after decode_args); may be shorter than num_decode.
+  std::vector<std::vector<std::string>> decode_args_each;
   std::vector<std::string> router_args;  // extra flags for the router
   EnvVars prefill_env;                   // extra environment for prefill nodes (test hooks)
 };
