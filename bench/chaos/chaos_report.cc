@@ -172,6 +172,7 @@ json ChaosReport::ToJson() const {
     router_json["migrations"] =
         router->migrations.has_value() ? json(*router->migrations) : json("metric absent");
     router_json["migrations_metric"] = kMigrationsMetric;
+    router_json["kv_moves"] = router->kv_moves;
     router_json["retries"] = router->retries;
     router_json["failed_after_first_token"] = router->failed_after_first_token;
     router_json["node_marked_down"] = router->node_marked_down;
@@ -269,6 +270,9 @@ std::string ChaosReport::Table() const {
                           router->migrations.has_value()
                               ? absl::StrFormat("%.0f", *router->migrations)
                               : std::string("absent"));
+    for (const auto& [result, n] : router->kv_moves) {
+      row(absl::StrCat("live KV moves, ", result, " (router)"), static_cast<int64_t>(n));
+    }
     row("retries (router)", static_cast<int64_t>(router->retries));
     row("nodes marked down (router)", static_cast<int64_t>(router->node_marked_down));
   } else {

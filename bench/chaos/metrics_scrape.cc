@@ -57,6 +57,11 @@ absl::StatusOr<RouterCounters> ParseRouterCounters(const std::string& text) {
   c.node_marked_down = scrape->Sum("tandem_router_node_marked_down_total");
   c.node_restarts = scrape->Sum("tandem_router_node_restarts_total");
   for (const MetricSample& s : scrape->samples()) {
+    if (s.name == "tandem_router_kv_moves_total") {
+      auto result = s.labels.find("result");
+      if (result != s.labels.end()) c.kv_moves[result->second] += s.value;
+      continue;
+    }
     if (s.name != "tandem_router_requests_total") continue;
     auto api = s.labels.find("api");
     auto status = s.labels.find("status");

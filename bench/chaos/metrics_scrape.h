@@ -20,6 +20,9 @@ inline constexpr char kMigrationsMetric[] = "tandem_router_migrations_total";
 
 struct RouterCounters {
   std::optional<double> migrations;  // nullopt: the router exports no such metric
+  // Live KV migrations (tandem_router_kv_moves_total, all triggers) by result: moved, resumed,
+  // fell_back.
+  std::map<std::string, double> kv_moves;
   double retries = 0;                // tandem_router_retries_total, all reasons
   double failed_after_first_token = 0;
   double node_marked_down = 0;
