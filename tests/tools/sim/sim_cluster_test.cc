@@ -1,0 +1,162 @@
+// tandem-sim end to end on small cases whose timing is worked out by hand from the step time
+// model (one request; a second arriving during the first's prefill, which waits for the step to
+// end and then shares a mixed step), placement with stale load reports, and determinism.
+#include "tools/sim/sim_cluster.h"
+
+#include <vector>
+
+#include "bench/serve/arrivals.h"
+#include "bench/serve/datasets.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::sim {
+namespace {
+
+bench::BenchRequest Request(int32_t prompt_len, int32_t output_len, int salt = 0) {
+  bench::BenchRequest r;
+  for (int32_t i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(1000 + (salt * 7919 + i) % 9000);
+  r.prompt_len = prompt_len;
+  r.output_len = output_len;
+  return r;
+}
+
+// Exact step times: no router or network cost.
+SimClusterOptions Exact() {
+  SimClusterOptions o;
+  o.router_overhead_us = 0;
+  o.hop_latency_us = 0;
+  return o;
+}
+
+double StepSeconds(const StepTimeModel& model, std::vector<SimStepItem> items) {
+  // The node rounds each step to whole nanoseconds.
+  return static_cast<double>(std::llround(model.Time(items).total_s() * 1e9)) * 1e-9;
+}
+
+TEST(SimClusterTest, OneRequestIsAPrefillThenOneDecodeStepPerToken) {
+  const SimClusterOptions options = Exact();
+  auto model = MakeStepTimeModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto run = RunSimulation(options, {Request(100, 3)}, {0.0});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->results.size(), 1u);
+  const bench::RequestResult& r = run->results[0];
+  ASSERT_TRUE(r.success) << r.error;
+  const double prefill = StepSeconds(*model, {{100, 0, true}});
+  const double decode1 = StepSeconds(*model, {{1, 100, true}});
+  const double decode2 = StepSeconds(*model, {{1, 101, true}});
+  EXPECT_NEAR(r.ttft_s, prefill, 1e-9);
+  EXPECT_NEAR(r.e2e_s, prefill + decode1 + decode2, 1e-9);
+  ASSERT_EQ(r.itl_s.size(), 2u);
+  EXPECT_NEAR(r.itl_s[0], decode1, 1e-9);
+  EXPECT_NEAR(r.itl_s[1], decode2, 1e-9);
+  EXPECT_EQ(r.output_tokens, 3);
+  EXPECT_EQ(run->stats.steps, 3);
+}
+
+TEST(SimClusterTest, ARequestArrivingDuringAStepWaitsForItThenSharesAMixedStep) {
+  const SimClusterOptions options = Exact();
+  auto model = MakeStepTimeModel(options);
+  ASSERT_TRUE(model.ok());
+  const double prefill0 = StepSeconds(*model, {{512, 0, true}});
+  const double arrival1 = prefill0 / 2;  // during the first prefill
+  auto run = RunSimulation(options, {Request(512, 2, 1), Request(256, 2, 2)}, {0.0, arrival1});
+  ASSERT_TRUE(run.ok()) << run.status();
+  const bench::RequestResult& first = run->results[0];
+  const bench::RequestResult& second = run->results[1];
+  ASSERT_TRUE(first.success && second.success);
+  // Step 2: the first request's decode and the second's whole prefill (decodes come first).
+  const double mixed = StepSeconds(*model, {{1, 512, true}, {256, 0, true}});
+  // Step 3: the first request has its 2 tokens and is gone; the second decodes alone.
+  const double alone = StepSeconds(*model, {{1, 256, true}});
+  EXPECT_NEAR(first.ttft_s, prefill0, 1e-9);
+  EXPECT_NEAR(first.e2e_s, prefill0 + mixed, 1e-9);
+  EXPECT_NEAR(second.ttft_s, prefill0 - arrival1 + mixed, 1e-9);
+  EXPECT_NEAR(second.e2e_s, prefill0 - arrival1 + mixed + alone, 1e-9);
+}
+
+TEST(SimClusterTest, RouterAndNetworkCostsAddToEveryToken) {
+  SimClusterOptions options;
+  options.router_overhead_us = 750;
+  options.hop_latency_us = 50;
+  auto model = MakeStepTimeModel(options);
+  ASSERT_TRUE(model.ok());
+  auto run = RunSimulation(options, {Request(64, 2)}, {1.0});
+  ASSERT_TRUE(run.ok());
+  const bench::RequestResult& r = run->results[0];
+  // In: client → router (50 µs), the router's half (375 µs), router → node (50 µs); out the same.
+  const double prefill = StepSeconds(*model, {{64, 0, true}});
+  EXPECT_NEAR(r.start_s, 1.0, 1e-12);
+  EXPECT_NEAR(r.ttft_s, prefill + 2 * (50e-6 + 375e-6 + 50e-6), 1e-9);
+  EXPECT_NEAR(r.itl_s[0], StepSeconds(*model, {{1, 64, true}}), 1e-9);
+}
+
+TEST(SimClusterTest, RequestsBetweenTwoLoadReportsSpreadOverTheNodes) {
+  SimClusterOptions options = Exact();
+  options.num_decode = 2;
+  options.load_poll_ms = 60'000;  // one report, before everything
+  // Four requests at once: the router's own count of what it placed spreads them 2 + 2.
+  std::vector<bench::BenchRequest> requests;
+  for (int i = 0; i < 4; ++i) requests.push_back(Request(1024, 4, i));
+  auto run = RunSimulation(options, requests, {0, 0, 0, 0});
+  ASSERT_TRUE(run.ok());
+  auto model = MakeStepTimeModel(options);
+  // Two prefills of 1024 share each node's first step: every TTFT is that one step.
+  const double two = StepSeconds(*model, {{1024, 0, true}, {1024, 0, true}});
+  for (const auto& r : run->results) EXPECT_NEAR(r.ttft_s, two, 1e-9);
+}
+
+TEST(SimClusterTest, TheSameInputsGiveTheSameRun) {
+  bench::RandomDatasetOptions dataset;
+  dataset.num_prompts = 300;
+  dataset.input = {"lognormal", 800, 0, 0.8, 8000};
+  dataset.output = {"lognormal", 200, 0, 0.8, 2000};
+  dataset.seed = 7;
+  auto requests = bench::RandomDataset(dataset);
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  auto arrivals = bench::ArrivalTimes({.rate = 20, .burstiness = 1, .seed = 7}, 300);
+  ASSERT_TRUE(arrivals.ok());
+  SimClusterOptions options;
+  options.num_decode = 2;
+  options.num_kv_blocks = 2000;  // small enough to preempt now and then
+  auto a = RunSimulation(options, *requests, *arrivals);
+  auto b = RunSimulation(options, *requests, *arrivals);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->results.size(), b->results.size());
+  for (size_t i = 0; i < a->results.size(); ++i) {
+    EXPECT_TRUE(a->results[i].success) << i << ": " << a->results[i].error;
+    EXPECT_EQ(a->results[i].ttft_s, b->results[i].ttft_s) << i;
+    EXPECT_EQ(a->results[i].e2e_s, b->results[i].e2e_s) << i;
+    EXPECT_EQ(a->results[i].itl_s, b->results[i].itl_s) << i;
+  }
+  EXPECT_EQ(a->stats.events, b->stats.events);
+  EXPECT_EQ(a->stats.steps, b->stats.steps);
+}
+
+TEST(SimClusterTest, APromptNoNodeCanHoldFailsWithAClearError) {
+  SimClusterOptions options = Exact();
+  options.num_kv_blocks = 8;  // 128 tokens
+  auto run = RunSimulation(options, {Request(200, 2), Request(50, 2, 1)}, {0, 0});
+  ASSERT_TRUE(run.ok());
+  EXPECT_FALSE(run->results[0].success);
+  EXPECT_THAT(run->results[0].error, ::testing::HasSubstr("never fit"));
+  EXPECT_TRUE(run->results[1].success);
+}
+
+TEST(SimClusterTest, BadOptionsAreRefused) {
+  SimClusterOptions options;
+  options.gpu = "tpu";
+  EXPECT_FALSE(RunSimulation(options, {}, {}).ok());
+  options = SimClusterOptions();
+  options.model = "no-such-model";
+  auto run = RunSimulation(options, {}, {});
+  ASSERT_FALSE(run.ok());
+  EXPECT_THAT(run.status().message(), ::testing::HasSubstr("no-such-model"));
+  options = SimClusterOptions();
+  options.num_decode = 0;
+  EXPECT_FALSE(RunSimulation(options, {}, {}).ok());
+}
+
+}  // namespace
+}  // namespace tandem::sim

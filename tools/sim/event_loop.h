@@ -1,0 +1,57 @@
+// tandem-sim's discrete-event loop: virtual time that jumps from one event to the next. Events
+// run in time order; two at the same time run in the order they were scheduled, so a run is a
+// pure function of its inputs. The loop advances a ManualClock, which the project's own code
+// (Scheduler, BlockManager) reads, so what it stamps is virtual time too. Single-threaded.
+#ifndef TANDEM_TOOLS_SIM_EVENT_LOOP_H_
+#define TANDEM_TOOLS_SIM_EVENT_LOOP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "common/util/clock.h"
+
+namespace tandem::sim {
+
+class EventLoop {
+ public:
+  using Callback = absl::AnyInvocable<void()>;
+
+  // `clock` (borrowed) starts where it is and only this loop moves it.
+  explicit EventLoop(ManualClock* clock) : clock_(clock) {}
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  int64_t now() const { return clock_->NowNanos(); }
+  // Runs `callback` at `when` (nanoseconds on the clock; a time already past runs now, after the
+  // events already due).
+  void At(int64_t when, Callback callback);
+  void After(int64_t delay, Callback callback) { At(now() + delay, std::move(callback)); }
+
+  // Runs events until none is left or the next one is after `until`; the clock ends at the last
+  // event run (not at `until`). Returns the number of events run.
+  int64_t Run(int64_t until = INT64_MAX);
+
+  size_t pending() const { return heap_.size(); }
+  int64_t events_run() const { return events_run_; }
+
+ private:
+  struct Event {
+    int64_t at;
+    uint64_t seq;
+    Callback callback;
+  };
+  // Min-heap order: earliest first, then first scheduled.
+  static bool Later(const Event& a, const Event& b) {
+    return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+  }
+
+  ManualClock* const clock_;
+  std::vector<Event> heap_;
+  uint64_t next_seq_ = 0;
+  int64_t events_run_ = 0;
+};
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_TOOLS_SIM_EVENT_LOOP_H_

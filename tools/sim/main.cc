@@ -1,0 +1,218 @@
+// tandem-sim: a tandem cluster simulated in virtual time (tools/sim/README.md). Takes the hardware,
+// the cluster and tandem-bench's workload flags, and reports what tandem-bench would: TTFT, TPOT,
+// ITL, E2E, SLO attainment and, for a sweep of rates, the goodput; the same JSON and SVG.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/serve/arrivals.h"
+#include "bench/serve/bench_report.h"
+#include "bench/serve/bench_sweep.h"
+#include "bench/serve/workload_flags.h"
+#include "common/util/cli_flags.h"
+#include "nlohmann/json.hpp"
+#include "tools/sim/sim_cluster.h"
+
+namespace {
+
+using json = nlohmann::json;
+using tandem::sim::SimClusterOptions;
+
+constexpr char kIntro[] =
+    R"(Usage: tandem-sim [options]
+
+Simulates a tandem cluster in virtual time, in one process: each node's own Scheduler and
+BlockManager (the project's code) decide every step, the sim backend's roofline model prices it,
+the router's Placer places every request on load reports as stale as the real router's. Takes
+tandem-bench's dataset, rate and SLO flags and reports what tandem-bench would, in seconds of the
+modelled hardware.
+)";
+
+struct Options {
+  SimClusterOptions cluster;
+  std::string mode = "colocated";
+  std::string policy = "least_loaded";
+  bool no_prefix_caching = false;
+  tandem::bench::WorkloadFlags workload;
+  std::string out, plot, title = "tandem-sim";
+  bool no_requests_in_json = false;
+};
+
+void AddSimFlags(tandem::FlagSet& flags, Options* o) {
+  SimClusterOptions& c = o->cluster;
+  flags.Section("Hardware and model");
+  flags.String("gpu", &c.gpu, {"NAME", "h100, h200, a100, ... (default h100)"});
+  flags.String("model", &c.model,
+               {"NAME|DIR",
+                "llama-3.1-8b, llama-3.1-70b, or a model directory's config.json "
+                "(default llama-3.1-8b)"});
+  flags.Number("tp", &c.tensor_parallel, {"N", "GPUs per node, tensor-parallel (default 1)"});
+  flags.Number("memory-utilization", &c.memory_utilization,
+               {"F", "share of each GPU's memory for weights + KV cache (default 0.9)"});
+  flags.Number("kv-blocks", &c.num_kv_blocks,
+               {"N", "KV blocks per node instead of what fits (default 0)"});
+  flags.Section("Cluster");
+  flags.String("mode", &o->mode,
+               {"MODE", "colocated (disaggregated: not yet) (default colocated)"});
+  flags.Number("decode", &c.num_decode,
+               {"N", "nodes that decode (colocated: all nodes; default 1)"});
+  flags.Number("block-size", &c.block_size, {"N", "tokens per KV block (default 16)"});
+  flags.Number("max-num-batched-tokens", &c.max_num_batched_tokens,
+               {"N", "tokens per step, each node (default 2048)"});
+  flags.Number("max-num-seqs", &c.max_num_seqs, {"N", "sequences per step (default 256)"});
+  flags.Switch("no-prefix-caching", &o->no_prefix_caching, "turn the nodes' prefix cache off");
+  flags.String("policy", &o->policy,
+               {"NAME", "round_robin | least_loaded | prefix_aware (default least_loaded)"});
+  flags.Number("load-poll-ms", &c.load_poll_ms,
+               {"MS",
+                "the router reads load reports this often (its --health-interval-ms; "
+                "default 500)"});
+  flags.Number("router-overhead-us", &c.router_overhead_us,
+               {"US",
+                "the router's added time to first token, both directions (default 750, "
+                "measured by bench/router_overhead)"});
+  flags.Number("hop-latency-us", &c.hop_latency_us,
+               {"US", "one network hop, one way (default 50)"});
+  tandem::bench::AddDatasetFlags(flags, &o->workload);
+  flags.Section("Load");
+  tandem::bench::AddRateFlags(flags, &o->workload);
+  tandem::bench::AddSloFlags(flags, &o->workload);
+  flags.Section("Output");
+  flags.String("out", &o->out, {"FILE.json", "results, as tandem-bench writes them, + \"sim\""});
+  flags.Switch("no-requests-in-json", &o->no_requests_in_json,
+               "leave the per-request records out of the JSON");
+  flags.String("plot", &o->plot, {"FILE.svg", "latency CDFs (a sweep: attainment by rate)"});
+  flags.String("title", &o->title, {"TEXT", "the plot's title"});
+}
+
+std::string CompleteOptions(Options* o) {
+  std::optional<tandem::ServingMode> mode = tandem::ParseServingMode(o->mode);
+  if (!mode.has_value()) return "--mode must be colocated or disaggregated";
+  o->cluster.mode = *mode;
+  std::optional<tandem::PlacementPolicy> policy = tandem::ParsePlacementPolicy(o->policy);
+  if (!policy.has_value()) return "--policy must be round_robin, least_loaded or prefix_aware";
+  o->cluster.policy = *policy;
+  o->cluster.prefix_caching = !o->no_prefix_caching;
+  if (o->cluster.tensor_parallel < 1) return "--tp must be >= 1";
+  if (!(o->cluster.memory_utilization > 0 && o->cluster.memory_utilization <= 1)) {
+    return "--memory-utilization must be in (0, 1]";
+  }
+  if (o->cluster.router_overhead_us < 0 || o->cluster.hop_latency_us < 0) {
+    return "--router-overhead-us and --hop-latency-us must be >= 0";
+  }
+  return tandem::bench::ValidateWorkloadFlags(o->workload);
+}
+
+bool WriteFile(const std::string& path, const std::string& contents) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << contents;
+  out.close();
+  if (!out) std::fprintf(stderr, "tandem-sim: cannot write %s\n", path.c_str());
+  return static_cast<bool>(out);
+}
+
+int Run(const Options& o) {
+  namespace bench = tandem::bench;
+  absl::StatusOr<std::vector<bench::BenchRequest>> dataset = bench::BuildDataset(o.workload);
+  if (!dataset.ok()) {
+    std::fprintf(stderr, "tandem-sim: dataset: %s\n", dataset.status().ToString().c_str());
+    return 1;
+  }
+  const bench::SloLimits slo = bench::SloOf(o.workload);
+  bench::BenchReport report;
+  report.slo = slo;
+  json sim_runs = json::array();
+  std::vector<bench::SweepPoint> points;
+  for (double rate : bench::Rates(o.workload)) {
+    absl::StatusOr<std::vector<double>> arrivals = bench::ArrivalTimes(
+        {.rate = rate, .burstiness = o.workload.burstiness, .seed = o.workload.seed},
+        static_cast<int>(dataset->size()));
+    if (!arrivals.ok()) {
+      std::fprintf(stderr, "tandem-sim: %s\n", arrivals.status().ToString().c_str());
+      return 1;
+    }
+    absl::StatusOr<tandem::sim::SimRun> run =
+        tandem::sim::RunSimulation(o.cluster, *dataset, *arrivals);
+    if (!run.ok()) {
+      std::fprintf(stderr, "tandem-sim: %s\n", run.status().ToString().c_str());
+      return run.status().code() == absl::StatusCode::kInvalidArgument ||
+                     run.status().code() == absl::StatusCode::kNotFound
+                 ? 2
+                 : 1;
+    }
+    double first = INFINITY, last = 0;
+    for (const bench::RequestResult& r : run->results) {
+      first = std::min(first, r.start_s);
+      last = std::max(last, r.start_s + r.e2e_s);
+    }
+    const double duration = run->results.empty() ? 0 : last - first;
+    bench::RunRecord record{.rate = rate,
+                            .summary = bench::SummarizeRun(run->results, duration, rate, slo),
+                            .results = run->results};
+    std::fputs(bench::FormatRunTable(record.summary, slo).c_str(), stdout);
+    std::printf(
+        "sim: %.1f s simulated in %.2f s of wall time, %lld events, %lld steps, %lld "
+        "preemptions\n",
+        run->stats.simulated_s, run->stats.wall_s, static_cast<long long>(run->stats.events),
+        static_cast<long long>(run->stats.steps), static_cast<long long>(run->stats.preemptions));
+    for (const auto& [error, count] : bench::FailureCounts(run->results)) {
+      std::fprintf(stderr, "tandem-sim: %d request(s) failed: %s\n", count, error.c_str());
+    }
+    sim_runs.push_back({{"rate", std::isinf(rate) ? json("inf") : json(rate)},
+                        {"simulated_s", run->stats.simulated_s},
+                        {"wall_s", run->stats.wall_s},
+                        {"events", run->stats.events},
+                        {"steps", run->stats.steps},
+                        {"preemptions", run->stats.preemptions}});
+    points.push_back({rate, record.summary});
+    report.runs.push_back(std::move(record));
+  }
+  report.goodput = bench::ComputeGoodput(points, o.workload.goodput_threshold);
+  if (report.runs.size() > 1) std::fputs(bench::FormatSweepTable(report).c_str(), stdout);
+  const SimClusterOptions& c = o.cluster;
+  report.config = {{"tool", "tandem-sim"},
+                   {"gpu", c.gpu},
+                   {"model", c.model},
+                   {"tp", c.tensor_parallel},
+                   {"mode", o.mode},
+                   {"decode", c.num_decode},
+                   {"policy", o.policy},
+                   {"max_num_batched_tokens", c.max_num_batched_tokens},
+                   {"max_num_seqs", c.max_num_seqs},
+                   {"load_poll_ms", c.load_poll_ms},
+                   {"router_overhead_us", c.router_overhead_us},
+                   {"hop_latency_us", c.hop_latency_us}};
+  bench::AddDatasetConfig(o.workload, &report.config);
+  bool wrote = true;
+  if (!o.out.empty()) {
+    json j = bench::ReportToJson(report, !o.no_requests_in_json);
+    j["sim"] = sim_runs;
+    wrote = WriteFile(o.out, j.dump(2) + "\n") && wrote;
+  }
+  if (!o.plot.empty()) wrote = WriteFile(o.plot, bench::RenderSvg(report, o.title)) && wrote;
+  return wrote ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  tandem::FlagSet flags;
+  AddSimFlags(flags, &options);
+  bool help = false;
+  std::string error = flags.Parse(argc, argv, &help);
+  if (help) {
+    std::fputs(flags.Help(kIntro).c_str(), stdout);
+    return 0;
+  }
+  if (error.empty()) error = CompleteOptions(&options);
+  if (!error.empty()) {
+    std::fprintf(stderr, "tandem-sim: %s\n", error.c_str());
+    return 2;
+  }
+  return Run(options);
+}

@@ -1,0 +1,251 @@
+#include "tools/sim/sim_cluster.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/backend/sim/gpu_spec.h"
+#include "common/backend/sim/sim_model_presets.h"
+#include "common/model/model_config.h"
+#include "common/util/clock.h"
+#include "common/util/status_macros.h"
+#include "tools/sim/event_loop.h"
+#include "tools/sim/sim_node.h"
+
+namespace tandem::sim {
+namespace {
+
+int64_t Nanos(double seconds) { return std::llround(seconds * 1e9); }
+int64_t MicrosToNanos(double us) { return std::llround(us * 1e3); }
+double Seconds(int64_t nanos) { return static_cast<double>(nanos) * 1e-9; }
+
+absl::StatusOr<ModelConfig> ModelShape(const std::string& model) {
+  absl::StatusOr<ModelConfig> preset = SimModelPreset(model);
+  if (preset.ok()) return preset;
+  absl::StatusOr<ModelConfig> dir = LoadModelConfig(model);
+  if (dir.ok()) return dir;
+  return absl::NotFoundError(absl::StrCat("--model ", model, ": neither a preset (",
+                                          preset.status().message(), ") nor a model directory (",
+                                          dir.status().message(), ")"));
+}
+
+// One request as the simulated client and router see it.
+struct RequestState {
+  int64_t sent = 0;  // the client's send time
+  std::vector<int32_t> prompt;
+  int32_t output_len = 0;
+  std::vector<int64_t> token_times;  // at the client
+  bool done = false;
+  bool ok = false;
+  std::string error;
+};
+
+// The router's view of one node: its last load report and what it placed there since.
+struct NodeView {
+  SimNodeLoad load;
+  int64_t pending_requests = 0;
+  int64_t pending_tokens = 0;
+  int64_t pending_blocks = 0;
+};
+
+class Cluster {
+ public:
+  Cluster(const SimClusterOptions& options, const StepTimeModel* model)
+      : options_(options),
+        model_(model),
+        loop_(&clock_),
+        placer_(PlacementOptions{.policy = options.policy, .mode = options.mode}),
+        router_half_(MicrosToNanos(options.router_overhead_us) / 2),
+        hop_(MicrosToNanos(options.hop_latency_us)) {}
+
+  absl::Status Build() {
+    int32_t blocks = options_.num_kv_blocks;
+    if (blocks <= 0) {
+      ASSIGN_OR_RETURN(int64_t kv_bytes, model_->KvCacheBytes(options_.memory_utilization));
+      const int64_t n = kv_bytes / (model_->KvBytesPerToken() * options_.block_size);
+      if (n < 1 || n > INT32_MAX) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("the KV cache would have ", n, " blocks"));
+      }
+      blocks = static_cast<int32_t>(n);
+    }
+    if (options_.mode != ServingMode::kColocated) {
+      return absl::UnimplementedError("tandem-sim runs --mode colocated only so far");
+    }
+    for (int i = 0; i < options_.num_decode; ++i) {
+      SimNodeConfig config{
+          .name = absl::StrCat("decode-", i),
+          .model = model_,
+          .block_size = options_.block_size,
+          .num_blocks = blocks,
+          .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
+                        .max_num_seqs = options_.max_num_seqs},
+          .prefix_caching = options_.prefix_caching,
+      };
+      SimNodeEvents events{
+          .on_token = [this](uint64_t key, int32_t) { OnToken(key); },
+          .on_finished = [this](uint64_t key, bool ok) { OnFinished(key, ok); },
+      };
+      ASSIGN_OR_RETURN(std::unique_ptr<SimNode> node,
+                       SimNode::Create(std::move(config), &loop_, &clock_, std::move(events)));
+      nodes_.push_back(std::move(node));
+    }
+    views_.resize(nodes_.size());
+    return absl::OkStatus();
+  }
+
+  SimRun Run(const std::vector<bench::BenchRequest>& requests,
+             const std::vector<double>& arrival_s) {
+    const auto wall_start = std::chrono::steady_clock::now();
+    states_.resize(requests.size());
+    remaining_ = static_cast<int64_t>(requests.size());
+    int64_t first_arrival = INT64_MAX;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const bench::BenchRequest& r = requests[i];
+      RequestState& s = states_[i];
+      const double at = r.timestamp_s.has_value() ? *r.timestamp_s : arrival_s[i];
+      s.sent = Nanos(at);
+      first_arrival = std::min(first_arrival, s.sent);
+      s.output_len = r.output_len;
+      s.prompt = r.prompt_ids;
+      if (s.prompt.empty()) {  // a text prompt: stand-in ids of its length, its own per request
+        for (int32_t j = 0; j < r.prompt_len; ++j) {
+          s.prompt.push_back(1000 + static_cast<int32_t>((i * 7919 + j * 31) % 30000));
+        }
+      }
+      loop_.At(s.sent + hop_, [this, i] { Arrive(i); });
+    }
+    Poll();
+    loop_.Run();
+    SimRun run;
+    for (size_t i = 0; i < requests.size(); ++i) run.results.push_back(Result(i));
+    run.stats.events = loop_.events_run();
+    for (const auto& node : nodes_) {
+      run.stats.steps += node->num_steps();
+      run.stats.preemptions += node->num_preemptions();
+    }
+    run.stats.simulated_s =
+        requests.empty() ? 0 : Seconds(loop_.now() - std::min<int64_t>(first_arrival, 0));
+    run.stats.wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    return run;
+  }
+
+ private:
+  // The router's load reports: every node's, every load_poll_ms, while requests remain.
+  void Poll() {
+    for (size_t j = 0; j < nodes_.size(); ++j) views_[j] = NodeView{.load = nodes_[j]->Load()};
+    if (remaining_ > 0) loop_.After(options_.load_poll_ms * 1'000'000, [this] { Poll(); });
+  }
+
+  // A request reaches the router: placement as RequestRunner::Place does it, then the node.
+  void Arrive(size_t i) {
+    RequestState& s = states_[i];
+    const int64_t prompt_tokens = static_cast<int64_t>(s.prompt.size());
+    std::vector<NodeCandidate> decode;
+    for (size_t j = 0; j < nodes_.size(); ++j) {
+      const NodeView& v = views_[j];
+      decode.push_back(NodeCandidate{
+          .index = static_cast<int>(j),
+          .address = nodes_[j]->name(),
+          .free_kv_blocks = v.load.num_free_kv_blocks - v.pending_blocks,
+          .queued_tokens = v.load.num_queued_tokens + v.pending_tokens,
+          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests});
+    }
+    absl::StatusOr<Placement> placement = placer_.Choose({}, decode, prompt_tokens);
+    if (!placement.ok()) {
+      Fail(i, std::string(placement.status().message()));
+      return;
+    }
+    const int j = placement->decode;
+    NodeView& v = views_[j];
+    const int64_t block_size = std::max(1, v.load.block_size);
+    ++v.pending_requests;
+    v.pending_tokens += prompt_tokens;
+    v.pending_blocks += (prompt_tokens + s.output_len + block_size - 1) / block_size;
+    loop_.After(router_half_ + hop_, [this, i, j] {
+      RequestState& r = states_[i];
+      nodes_[j]->Submit(i, r.prompt, r.output_len);
+    });
+  }
+
+  void OnToken(uint64_t key) {
+    states_[key].token_times.push_back(loop_.now() + hop_ + router_half_ + hop_);
+  }
+
+  void OnFinished(uint64_t key, bool ok) {
+    if (!ok) {
+      Fail(key, "the request can never fit the node's KV pool or context");
+      return;
+    }
+    RequestState& s = states_[key];
+    s.done = true;
+    s.ok = true;
+    --remaining_;
+  }
+
+  void Fail(size_t i, std::string error) {
+    RequestState& s = states_[i];
+    s.done = true;
+    s.ok = false;
+    s.error = std::move(error);
+    --remaining_;
+  }
+
+  bench::RequestResult Result(size_t i) const {
+    const RequestState& s = states_[i];
+    bench::RequestResult r;
+    r.success = s.done && s.ok && !s.token_times.empty();
+    r.error = s.done ? s.error : "never finished";
+    r.start_s = Seconds(s.sent);
+    r.prompt_tokens = static_cast<int32_t>(s.prompt.size());
+    r.output_tokens = static_cast<int32_t>(s.token_times.size());
+    if (!s.token_times.empty()) {
+      r.ttft_s = Seconds(s.token_times.front() - s.sent);
+      r.e2e_s = Seconds(s.token_times.back() - s.sent);
+      for (size_t k = 1; k < s.token_times.size(); ++k) {
+        r.itl_s.push_back(Seconds(s.token_times[k] - s.token_times[k - 1]));
+      }
+    }
+    return r;
+  }
+
+  const SimClusterOptions options_;
+  const StepTimeModel* const model_;
+  ManualClock clock_;
+  EventLoop loop_;
+  Placer placer_;
+  const int64_t router_half_;
+  const int64_t hop_;
+  std::vector<std::unique_ptr<SimNode>> nodes_;
+  std::vector<NodeView> views_;
+  std::vector<RequestState> states_;
+  int64_t remaining_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options) {
+  ASSIGN_OR_RETURN(GpuSpec gpu, FindGpuSpec(options.gpu));
+  ASSIGN_OR_RETURN(ModelConfig model, ModelShape(options.model));
+  return StepTimeModel::Create(gpu, model, options.tensor_parallel);
+}
+
+absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
+                                     const std::vector<bench::BenchRequest>& requests,
+                                     const std::vector<double>& arrival_s) {
+  if (options.num_decode < 1) return absl::InvalidArgumentError("--decode must be >= 1");
+  if (options.load_poll_ms < 1) return absl::InvalidArgumentError("--load-poll-ms must be >= 1");
+  if (arrival_s.size() < requests.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(requests.size(), " requests but ", arrival_s.size(), " arrival times"));
+  }
+  ASSIGN_OR_RETURN(StepTimeModel model, MakeStepTimeModel(options));
+  Cluster cluster(options, &model);
+  RETURN_IF_ERROR(cluster.Build());
+  return cluster.Run(requests, arrival_s);
+}
+
+}  // namespace tandem::sim

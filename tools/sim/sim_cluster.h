@@ -1,0 +1,77 @@
+// A whole simulated tandem cluster in one process and in virtual time (tools/sim/README.md): the
+// router's placement (the project's Placer, fed load reports polled every load_poll_ms and the
+// router's own count of what it placed since, as RequestRunner::Place does) in front of SimNodes,
+// and the open-loop workload of tandem-bench (its datasets and arrival times). Runs until every
+// request has ended and returns one RequestResult per request, in the workload's order, timed as
+// tandem-bench's client would see them.
+//
+// What is not the project's code is modelled: the router's own cost and the network hops (one
+// constant each, measured on the real router; README), and, with the disaggregated mode, the KV
+// links.
+#ifndef TANDEM_TOOLS_SIM_SIM_CLUSTER_H_
+#define TANDEM_TOOLS_SIM_SIM_CLUSTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/serve/bench_request.h"
+#include "common/backend/sim/step_time_model.h"
+#include "router/placement.h"
+
+namespace tandem::sim {
+
+struct SimClusterOptions {
+  // The hardware and model every node stands for.
+  std::string gpu = "h100";            // common/backend/sim/gpu_spec.h
+  std::string model = "llama-3.1-8b";  // a preset (sim_model_presets.h) or a model directory
+  int tensor_parallel = 1;
+  double memory_utilization = 0.9;
+  int32_t num_kv_blocks = 0;  // > 0: this many per node instead of what fits
+  // The cluster.
+  ServingMode mode = ServingMode::kColocated;
+  int num_prefill = 0;
+  int num_decode = 1;
+  // Each node's engine.
+  int32_t block_size = 16;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 256;
+  bool prefix_caching = true;
+  // The router.
+  PlacementPolicy policy = PlacementPolicy::kLeastLoaded;
+  int64_t load_poll_ms = 500;  // the router's --health-interval-ms: how stale load reports are
+  // The router's added latency to the first token (both directions: request in, token out),
+  // split evenly between the two; and one network hop's one-way latency (client-router,
+  // router-node).
+  double router_overhead_us = 750;
+  double hop_latency_us = 50;
+};
+
+struct SimRunStats {
+  int64_t events = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  double simulated_s = 0;  // first arrival to the last event
+  double wall_s = 0;
+};
+
+struct SimRun {
+  std::vector<bench::RequestResult> results;  // in the workload's order
+  SimRunStats stats;
+};
+
+// Runs `requests` (sent at `arrival_s[i]` seconds, or at their own timestamp_s when set) on a
+// cluster built from `options`. InvalidArgument / NotFound for bad options (unknown GPU or model,
+// a model that does not fit, sizes < 1).
+absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
+                                     const std::vector<bench::BenchRequest>& requests,
+                                     const std::vector<double>& arrival_s);
+
+// The step time model of `options` (its GPU, model and tensor parallelism).
+absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options);
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_TOOLS_SIM_SIM_CLUSTER_H_

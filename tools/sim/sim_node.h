@@ -1,0 +1,97 @@
+// One simulated node of tandem-sim: the project's own Scheduler and BlockManager make every
+// decision (continuous batching, chunked prefill, prefix cache, preemption); the sim backend's
+// StepTimeModel prices each step; the EventLoop carries virtual time. Like a real node, a step
+// runs to its end before the next is scheduled, and work that arrives during a step waits for it.
+//
+// Each step: Schedule() → price the chunks (StepTimeModel::Time over new tokens and context) →
+// at its end CompleteStep(), one token for every chunk that ended at its sequence's last token
+// (events), requests that reached their output length or the context limit finish (their blocks
+// freed by the Scheduler), then the next step.
+//
+// Roles: colocated (Submit: prefill and decode here). Prefill-only and decode roles come with
+// the disaggregated mode.
+#ifndef TANDEM_TOOLS_SIM_SIM_NODE_H_
+#define TANDEM_TOOLS_SIM_SIM_NODE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/backend/sim/step_time_model.h"
+#include "common/engine/scheduler.h"
+#include "common/kv/block_manager.h"
+#include "common/util/clock.h"
+#include "tools/sim/event_loop.h"
+
+namespace tandem::sim {
+
+struct SimNodeConfig {
+  std::string name;
+  const StepTimeModel* model = nullptr;  // borrowed
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;  // > 0
+  SchedulerOptions scheduler;
+  bool prefix_caching = true;
+  // Longest sequence: min(the model's max_position_embeddings, the pool) unless smaller here.
+  int32_t max_context_tokens = 0;
+};
+
+// What a node reports (GetLoad's fields the router's placement reads).
+struct SimNodeLoad {
+  int32_t num_kv_blocks = 0;
+  int32_t num_free_kv_blocks = 0;
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int64_t num_queued_tokens = 0;
+  int32_t block_size = 0;
+};
+
+struct SimNodeEvents {
+  // A token of request `key` left the node at the current time; `index` counts from 0.
+  std::function<void(uint64_t key, int32_t index)> on_token;
+  // Request `key` ended: all its tokens out (ok), or it can never run (the pool is too small).
+  std::function<void(uint64_t key, bool ok)> on_finished;
+};
+
+class SimNode {
+ public:
+  // `loop` and `clock` (the loop's) are borrowed. InvalidArgument for a bad config.
+  static absl::StatusOr<std::unique_ptr<SimNode>> Create(SimNodeConfig config, EventLoop* loop,
+                                                         ManualClock* clock, SimNodeEvents events);
+
+  // A request to prefill and decode here: `max_tokens` output tokens (its whole length, as with
+  // ignore_eos). `key` must be unused on this node.
+  void Submit(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens);
+
+  SimNodeLoad Load() const;
+  const std::string& name() const { return config_.name; }
+  int64_t num_steps() const { return num_steps_; }
+  int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
+  // Virtual time this node spent computing steps.
+  int64_t busy_nanos() const { return busy_nanos_; }
+
+ private:
+  SimNode(SimNodeConfig config, EventLoop* loop, ManualClock* clock, SimNodeEvents events);
+  void MaybeStep();
+  void FinishStep();
+
+  const SimNodeConfig config_;
+  EventLoop* const loop_;
+  SimNodeEvents events_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  SchedulerOutput step_;
+  std::vector<SimStepItem> items_;
+  bool busy_ = false;
+  bool wake_pending_ = false;  // an idle node's MaybeStep is queued for this instant
+  int64_t step_started_ = 0;
+  int64_t num_steps_ = 0;
+  int64_t busy_nanos_ = 0;
+};
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_TOOLS_SIM_SIM_NODE_H_
