@@ -56,10 +56,17 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
   flags.Number("kv-blocks", &c.num_kv_blocks,
                {"N", "KV blocks per node instead of what fits (default 0)"});
   flags.Section("Cluster");
-  flags.String("mode", &o->mode,
-               {"MODE", "colocated (disaggregated: not yet) (default colocated)"});
+  flags.String("mode", &o->mode, {"MODE", "colocated | disaggregated (default colocated)"});
+  flags.Number("prefill", &c.num_prefill, {"N", "disaggregated: prefill nodes (default 0)"});
   flags.Number("decode", &c.num_decode,
                {"N", "nodes that decode (colocated: all nodes; default 1)"});
+  flags.Number("local-prefill-threshold", &c.local_prefill_threshold,
+               {"N",
+                "disaggregated: prompts whose uncached part is shorter prefill on the decode "
+                "node (default 0: never)"});
+  flags.Number("kv-link-gbps", &c.kv_link_gbps,
+               {"G", "KV link bandwidth per (prefill, decode) node pair, Gb/s (default 400)"});
+  flags.Number("kv-link-latency-us", &c.kv_link_latency_us, {"US", "KV link latency (default 10)"});
   flags.Number("block-size", &c.block_size, {"N", "tokens per KV block (default 16)"});
   flags.Number("max-num-batched-tokens", &c.max_num_batched_tokens,
                {"N", "tokens per step, each node (default 2048)"});
@@ -100,6 +107,9 @@ std::string CompleteOptions(Options* o) {
   if (o->cluster.tensor_parallel < 1) return "--tp must be >= 1";
   if (!(o->cluster.memory_utilization > 0 && o->cluster.memory_utilization <= 1)) {
     return "--memory-utilization must be in (0, 1]";
+  }
+  if (!(o->cluster.kv_link_gbps > 0) || o->cluster.kv_link_latency_us < 0) {
+    return "--kv-link-gbps must be > 0 and --kv-link-latency-us >= 0";
   }
   if (o->cluster.router_overhead_us < 0 || o->cluster.hop_latency_us < 0) {
     return "--router-overhead-us and --hop-latency-us must be >= 0";
@@ -167,7 +177,8 @@ int Run(const Options& o) {
                         {"wall_s", run->stats.wall_s},
                         {"events", run->stats.events},
                         {"steps", run->stats.steps},
-                        {"preemptions", run->stats.preemptions}});
+                        {"preemptions", run->stats.preemptions},
+                        {"kv_bytes", run->stats.kv_bytes}});
     points.push_back({rate, record.summary});
     report.runs.push_back(std::move(record));
   }
@@ -179,7 +190,11 @@ int Run(const Options& o) {
                    {"model", c.model},
                    {"tp", c.tensor_parallel},
                    {"mode", o.mode},
+                   {"prefill", c.num_prefill},
                    {"decode", c.num_decode},
+                   {"local_prefill_threshold", c.local_prefill_threshold},
+                   {"kv_link_gbps", c.kv_link_gbps},
+                   {"kv_link_latency_us", c.kv_link_latency_us},
                    {"policy", o.policy},
                    {"max_num_batched_tokens", c.max_num_batched_tokens},
                    {"max_num_seqs", c.max_num_seqs},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "common/util/clock.h"
 #include "common/util/status_macros.h"
 #include "tools/sim/event_loop.h"
+#include "tools/sim/kv_link.h"
 #include "tools/sim/sim_node.h"
 
 namespace tandem::sim {
@@ -37,6 +39,13 @@ struct RequestState {
   std::vector<int32_t> prompt;
   int32_t output_len = 0;
   std::vector<int64_t> token_times;  // at the client
+  // Disaggregated: the nodes, the decode node's cached blocks, the writes in flight.
+  int prefill = -1;
+  int decode = -1;
+  int32_t decode_cached_blocks = 0;
+  int writes = 0;
+  bool prefilled = false;
+  bool completed = false;
   bool done = false;
   bool ok = false;
   std::string error;
@@ -56,9 +65,13 @@ class Cluster {
       : options_(options),
         model_(model),
         loop_(&clock_),
-        placer_(PlacementOptions{.policy = options.policy, .mode = options.mode}),
+        placer_(PlacementOptions{.policy = options.policy,
+                                 .mode = options.mode,
+                                 .local_prefill_threshold = options.local_prefill_threshold}),
         router_half_(MicrosToNanos(options.router_overhead_us) / 2),
-        hop_(MicrosToNanos(options.hop_latency_us)) {}
+        hop_(MicrosToNanos(options.hop_latency_us)),
+        link_latency_(MicrosToNanos(options.kv_link_latency_us)),
+        block_bytes_(model->KvBytesPerToken() * options.block_size) {}
 
   absl::Status Build() {
     int32_t blocks = options_.num_kv_blocks;
@@ -71,27 +84,29 @@ class Cluster {
       }
       blocks = static_cast<int32_t>(n);
     }
-    if (options_.mode != ServingMode::kColocated) {
-      return absl::UnimplementedError("tandem-sim runs --mode colocated only so far");
+    if (options_.mode == ServingMode::kDisaggregated && options_.num_prefill < 1) {
+      return absl::InvalidArgumentError("--mode disaggregated needs --prefill >= 1");
     }
-    for (int i = 0; i < options_.num_decode; ++i) {
-      SimNodeConfig config{
-          .name = absl::StrCat("decode-", i),
-          .model = model_,
-          .block_size = options_.block_size,
-          .num_blocks = blocks,
-          .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
-                        .max_num_seqs = options_.max_num_seqs},
-          .prefix_caching = options_.prefix_caching,
-      };
-      SimNodeEvents events{
-          .on_token = [this](uint64_t key, int32_t) { OnToken(key); },
-          .on_finished = [this](uint64_t key, bool ok) { OnFinished(key, ok); },
-      };
-      ASSIGN_OR_RETURN(std::unique_ptr<SimNode> node,
-                       SimNode::Create(std::move(config), &loop_, &clock_, std::move(events)));
-      nodes_.push_back(std::move(node));
+    const int num_prefill = options_.mode == ServingMode::kDisaggregated ? options_.num_prefill : 0;
+    for (int role = 0; role < 2; ++role) {
+      const bool prefill = role == 0;
+      for (int i = 0; i < (prefill ? num_prefill : options_.num_decode); ++i) {
+        SimNodeConfig config{
+            .name = absl::StrCat(prefill ? "prefill-" : "decode-", i),
+            .model = model_,
+            .block_size = options_.block_size,
+            .num_blocks = blocks,
+            .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
+                          .max_num_seqs = options_.max_num_seqs},
+            .prefix_caching = options_.prefix_caching,
+        };
+        ASSIGN_OR_RETURN(std::unique_ptr<SimNode> node,
+                         SimNode::Create(std::move(config), &loop_, &clock_,
+                                         prefill ? PrefillEvents(i) : DecodeEvents(i)));
+        (prefill ? prefill_ : nodes_).push_back(std::move(node));
+      }
     }
+    prefill_views_.resize(prefill_.size());
     views_.resize(nodes_.size());
     return absl::OkStatus();
   }
@@ -122,10 +137,13 @@ class Cluster {
     SimRun run;
     for (size_t i = 0; i < requests.size(); ++i) run.results.push_back(Result(i));
     run.stats.events = loop_.events_run();
-    for (const auto& node : nodes_) {
-      run.stats.steps += node->num_steps();
-      run.stats.preemptions += node->num_preemptions();
+    for (const auto* group : {&nodes_, &prefill_}) {
+      for (const auto& node : *group) {
+        run.stats.steps += node->num_steps();
+        run.stats.preemptions += node->num_preemptions();
+      }
     }
+    for (const auto& [pair, link] : links_) run.stats.kv_bytes += link->bytes_moved();
     run.stats.simulated_s =
         requests.empty() ? 0 : Seconds(loop_.now() - std::min<int64_t>(first_arrival, 0));
     run.stats.wall_s =
@@ -134,9 +152,36 @@ class Cluster {
   }
 
  private:
+  SimNodeEvents DecodeEvents(int j) {
+    return SimNodeEvents{
+        .on_token = [this](uint64_t key, int32_t) { OnToken(key); },
+        .on_finished = [this](uint64_t key, bool ok) { OnFinished(key, ok); },
+        .on_reserved = [this, j](uint64_t key, int32_t cached) { OnReserved(key, j, cached); },
+    };
+  }
+
+  SimNodeEvents PrefillEvents(int p) {
+    return SimNodeEvents{
+        .on_finished =
+            [this](uint64_t key, bool ok) {
+              if (!ok) Fail(key, "the prompt can never fit the prefill node's KV pool");
+            },
+        .on_blocks_ready = [this](uint64_t key, int32_t first,
+                                  int32_t count) { OnBlocksReady(key, first, count); },
+        .on_prefilled =
+            [this](uint64_t key) {
+              states_[key].prefilled = true;
+              MaybeComplete(key);
+            },
+    };
+  }
+
   // The router's load reports: every node's, every load_poll_ms, while requests remain.
   void Poll() {
     for (size_t j = 0; j < nodes_.size(); ++j) views_[j] = NodeView{.load = nodes_[j]->Load()};
+    for (size_t p = 0; p < prefill_.size(); ++p) {
+      prefill_views_[p] = NodeView{.load = prefill_[p]->Load()};
+    }
     if (remaining_ > 0) loop_.After(options_.load_poll_ms * 1'000'000, [this] { Poll(); });
   }
 
@@ -154,7 +199,17 @@ class Cluster {
           .queued_tokens = v.load.num_queued_tokens + v.pending_tokens,
           .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests});
     }
-    absl::StatusOr<Placement> placement = placer_.Choose({}, decode, prompt_tokens);
+    std::vector<NodeCandidate> prefill;
+    for (size_t p = 0; p < prefill_.size(); ++p) {
+      const NodeView& v = prefill_views_[p];
+      prefill.push_back(NodeCandidate{
+          .index = static_cast<int>(p),
+          .address = prefill_[p]->name(),
+          .free_kv_blocks = v.load.num_free_kv_blocks - v.pending_blocks,
+          .queued_tokens = v.load.num_queued_tokens + v.pending_tokens,
+          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests});
+    }
+    absl::StatusOr<Placement> placement = placer_.Choose(prefill, decode, prompt_tokens);
     if (!placement.ok()) {
       Fail(i, std::string(placement.status().message()));
       return;
@@ -162,13 +217,66 @@ class Cluster {
     const int j = placement->decode;
     NodeView& v = views_[j];
     const int64_t block_size = std::max(1, v.load.block_size);
+    const bool local = placement->kind != PlacementKind::kDisaggregated;
     ++v.pending_requests;
-    v.pending_tokens += prompt_tokens;
+    v.pending_tokens += local ? prompt_tokens : 0;
     v.pending_blocks += (prompt_tokens + s.output_len + block_size - 1) / block_size;
+    s.decode = j;
+    if (local) {
+      loop_.After(router_half_ + hop_, [this, i, j] {
+        RequestState& r = states_[i];
+        nodes_[j]->Submit(i, r.prompt, r.output_len);
+      });
+      return;
+    }
+    s.prefill = placement->prefill;
+    NodeView& pv = prefill_views_[s.prefill];
+    ++pv.pending_requests;
+    pv.pending_tokens += prompt_tokens - placement->cached_prefix_tokens;
     loop_.After(router_half_ + hop_, [this, i, j] {
       RequestState& r = states_[i];
-      nodes_[j]->Submit(i, r.prompt, r.output_len);
+      nodes_[j]->Reserve(i, r.prompt, r.output_len);
     });
+  }
+
+  // The decode node reserved: its handoff goes back through the router to the prefill node.
+  void OnReserved(uint64_t key, int j, int32_t cached_tokens) {
+    RequestState& s = states_[key];
+    s.decode_cached_blocks = cached_tokens / options_.block_size;
+    loop_.After(2 * hop_, [this, key] {
+      RequestState& r = states_[key];
+      prefill_[r.prefill]->SubmitPrefill(key, r.prompt);
+    });
+  }
+
+  // Final blocks on the prefill node: one write of those the decode node lacks.
+  void OnBlocksReady(uint64_t key, int32_t first, int32_t count) {
+    RequestState& s = states_[key];
+    const int32_t from = std::max(first, s.decode_cached_blocks);
+    const int64_t blocks = std::max(0, first + count - from);
+    if (blocks == 0) return;
+    ++s.writes;
+    Link(s.prefill, s.decode).Start(blocks * block_bytes_, [this, key] {
+      --states_[key].writes;
+      MaybeComplete(key);
+    });
+  }
+
+  // Every write landed and the first token is sampled: the completion notice, then admission.
+  void MaybeComplete(uint64_t key) {
+    RequestState& s = states_[key];
+    if (!s.prefilled || s.writes > 0 || s.completed) return;
+    s.completed = true;
+    prefill_[s.prefill]->ReleaseExport(key);
+    loop_.After(link_latency_, [this, key] { nodes_[states_[key].decode]->CompleteImport(key); });
+  }
+
+  KvLink& Link(int p, int d) {
+    std::unique_ptr<KvLink>& link = links_[{p, d}];
+    if (link == nullptr) {
+      link = std::make_unique<KvLink>(&loop_, options_.kv_link_gbps * 1e9 / 8, link_latency_);
+    }
+    return *link;
   }
 
   void OnToken(uint64_t key) {
@@ -219,8 +327,13 @@ class Cluster {
   Placer placer_;
   const int64_t router_half_;
   const int64_t hop_;
-  std::vector<std::unique_ptr<SimNode>> nodes_;
+  const int64_t link_latency_;
+  const int64_t block_bytes_;
+  std::vector<std::unique_ptr<SimNode>> nodes_;  // decode (or colocated) nodes
   std::vector<NodeView> views_;
+  std::vector<std::unique_ptr<SimNode>> prefill_;
+  std::vector<NodeView> prefill_views_;
+  std::map<std::pair<int, int>, std::unique_ptr<KvLink>> links_;
   std::vector<RequestState> states_;
   int64_t remaining_ = 0;
 };

@@ -6,8 +6,13 @@
 // tandem-bench's client would see them.
 //
 // What is not the project's code is modelled: the router's own cost and the network hops (one
-// constant each, measured on the real router; README), and, with the disaggregated mode, the KV
-// links.
+// constant each, measured on the real router; README), and the KV links (kv_link.h).
+//
+// Disaggregated requests follow RequestFlow's path: Reserve on the decode node (it may wait for
+// blocks) → the handoff back through the router → Prefill on the prefill node, whose blocks go
+// over the link as each chunk finishes (the ones the decode node's prefix cache holds are not
+// sent) → once the last write and the completion notice have landed, the decode node admits the
+// request and streams its first token.
 #ifndef TANDEM_TOOLS_SIM_SIM_CLUSTER_H_
 #define TANDEM_TOOLS_SIM_SIM_CLUSTER_H_
 
@@ -32,8 +37,13 @@ struct SimClusterOptions {
   int32_t num_kv_blocks = 0;  // > 0: this many per node instead of what fits
   // The cluster.
   ServingMode mode = ServingMode::kColocated;
-  int num_prefill = 0;
-  int num_decode = 1;
+  int num_prefill = 0;  // disaggregated: prefill nodes
+  int num_decode = 1;   // decode nodes (colocated: every node)
+  // Disaggregated: prompts whose uncached part is shorter prefill on the decode node.
+  int64_t local_prefill_threshold = 0;
+  // The KV links, one per (prefill, decode) node pair.
+  double kv_link_gbps = 400;
+  double kv_link_latency_us = 10;
   // Each node's engine.
   int32_t block_size = 16;
   int32_t max_num_batched_tokens = 2048;
@@ -53,6 +63,7 @@ struct SimRunStats {
   int64_t events = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  int64_t kv_bytes = 0;    // over the KV links
   double simulated_s = 0;  // first arrival to the last event
   double wall_s = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -46,37 +47,127 @@ SimNode::SimNode(SimNodeConfig config, EventLoop* loop, ManualClock* clock, SimN
       blocks_(config_.num_blocks, config_.block_size, config_.prefix_caching),
       scheduler_(config_.scheduler, &blocks_, clock) {}
 
-void SimNode::Submit(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
+std::unique_ptr<Sequence> SimNode::MakeSequence(uint64_t key, std::vector<int32_t> prompt,
+                                                int32_t max_tokens) const {
   SamplingParams params;
   params.max_tokens = max_tokens;
   const int32_t expected = static_cast<int32_t>(prompt.size()) + max_tokens;
-  auto seq = std::make_unique<Sequence>(static_cast<RequestId>(key), std::move(prompt), params,
-                                        /*seed=*/0, std::min(expected, config_.max_context_tokens));
+  return std::make_unique<Sequence>(static_cast<RequestId>(key), std::move(prompt), params,
+                                    /*seed=*/0, std::min(expected, config_.max_context_tokens));
+}
+
+bool SimNode::Fits(const Sequence& seq) const {
   // A prompt the pool or the context can never hold is refused at once, as Engine::Submit does.
-  if (seq->num_prompt_tokens >= config_.max_context_tokens ||
-      blocks_.BlocksForTokens(seq->num_prompt_tokens) > blocks_.num_blocks()) {
+  return seq.num_prompt_tokens < config_.max_context_tokens &&
+         blocks_.BlocksForTokens(seq.num_prompt_tokens) <= blocks_.num_blocks();
+}
+
+void SimNode::WakeSoon() {
+  // An idle node starts its step once everything that arrives at this instant is in, as the
+  // engine drains its whole inbox before it schedules.
+  if (busy_ || wake_pending_) return;
+  wake_pending_ = true;
+  loop_->At(loop_->now(), [this] {
+    wake_pending_ = false;
+    AdmitReservations();
+    MaybeStep();
+  });
+}
+
+void SimNode::Submit(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
+  std::unique_ptr<Sequence> seq = MakeSequence(key, std::move(prompt), max_tokens);
+  if (!Fits(*seq)) {
     events_.on_finished(key, false);
     return;
   }
   scheduler_.Add(std::move(seq));
-  // An idle node starts its step once everything that arrives at this instant is in, as the
-  // engine drains its whole inbox before it schedules.
-  if (!busy_ && !wake_pending_) {
-    wake_pending_ = true;
-    loop_->At(loop_->now(), [this] {
-      wake_pending_ = false;
-      MaybeStep();
-    });
+  WakeSoon();
+}
+
+void SimNode::SubmitPrefill(uint64_t key, std::vector<int32_t> prompt) {
+  std::unique_ptr<Sequence> seq = MakeSequence(key, std::move(prompt), 1);
+  if (!Fits(*seq)) {
+    events_.on_finished(key, false);
+    return;
+  }
+  exporting_[key] = 0;
+  scheduler_.Add(std::move(seq));
+  WakeSoon();
+}
+
+void SimNode::ReleaseExport(uint64_t key) {
+  auto it = export_held_.find(key);
+  if (it == export_held_.end()) return;
+  blocks_.Free(&it->second);
+  export_held_.erase(it);
+  WakeSoon();  // freed blocks may admit a waiting prompt
+}
+
+void SimNode::Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
+  std::unique_ptr<Sequence> seq = MakeSequence(key, std::move(prompt), max_tokens);
+  if (!Fits(*seq)) {
+    events_.on_finished(key, false);
+    return;
+  }
+  pending_reservations_.push_back(std::move(seq));
+  AdmitReservations();
+}
+
+void SimNode::AdmitReservations() {
+  while (!pending_reservations_.empty()) {
+    Sequence* seq = pending_reservations_.front().get();
+    std::optional<int32_t> cached = blocks_.Allocate(seq->tokens, &seq->block_table);
+    if (!cached.has_value()) return;  // FIFO: the head waits for blocks
+    std::unique_ptr<Sequence> taken = std::move(pending_reservations_.front());
+    pending_reservations_.pop_front();
+    taken->num_computed_tokens = *cached;
+    taken->num_cached_tokens = *cached;
+    taken->status = SequenceStatus::kAwaitingKv;
+    const uint64_t key = taken->id;
+    awaiting_kv_.emplace(key, std::move(taken));
+    events_.on_reserved(key, *cached);
   }
 }
 
+void SimNode::CompleteImport(uint64_t key) {
+  auto node = awaiting_kv_.extract(key);
+  if (node.empty()) return;
+  std::unique_ptr<Sequence> seq = std::move(node.mapped());
+  seq->num_computed_tokens = seq->num_prompt_tokens;
+  blocks_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
+  // The first token, sampled by the prefill node, goes out now (Engine's Import).
+  seq->tokens.push_back(NextToken(seq->tokens.back(), seq->num_tokens()));
+  events_.on_token(key, 0);
+  if (seq->params.max_tokens <= 1) {
+    blocks_.Free(&seq->block_table);
+    events_.on_finished(key, true);
+    AdmitReservations();
+    return;
+  }
+  scheduler_.AddPrefilled(std::move(seq));
+  WakeSoon();
+}
+
+void SimNode::ExportBlocks(Sequence* seq, bool prompt_done) {
+  int32_t& exported = exporting_[seq->id];
+  const int32_t total = static_cast<int32_t>(seq->block_table.blocks.size());
+  int32_t ready = std::min(seq->num_computed_tokens / blocks_.block_size(), total);
+  if (prompt_done) ready = std::min(blocks_.BlocksForTokens(seq->num_prompt_tokens), total);
+  if (ready <= exported) return;
+  const int32_t first = exported;
+  exported = ready;
+  events_.on_blocks_ready(seq->id, first, ready - first);
+}
+
 SimNodeLoad SimNode::Load() const {
-  return SimNodeLoad{.num_kv_blocks = blocks_.num_blocks(),
-                     .num_free_kv_blocks = blocks_.num_free_blocks(),
-                     .num_running = scheduler_.num_running(),
-                     .num_waiting = scheduler_.num_waiting(),
-                     .num_queued_tokens = scheduler_.NumQueuedPromptTokens(),
-                     .block_size = blocks_.block_size()};
+  return SimNodeLoad{
+      .num_kv_blocks = blocks_.num_blocks(),
+      .num_free_kv_blocks = blocks_.num_free_blocks(),
+      .num_running = scheduler_.num_running(),
+      .num_waiting = scheduler_.num_waiting(),
+      .num_queued_tokens = scheduler_.NumQueuedPromptTokens(),
+      .block_size = blocks_.block_size(),
+      .num_awaiting_kv = static_cast<int32_t>(awaiting_kv_.size() + pending_reservations_.size())};
 }
 
 void SimNode::MaybeStep() {
@@ -111,8 +202,20 @@ void SimNode::FinishStep() {
   busy_nanos_ += loop_->now() - step_started_;
   scheduler_.CompleteStep(step_);
   for (const ScheduledChunk& chunk : step_.chunks) {
-    if (!chunk.want_logits) continue;
     Sequence* seq = chunk.seq;
+    if (exporting_.contains(seq->id)) {
+      // Prefill-only: hand out the final blocks; the last chunk ends it, its blocks held.
+      ExportBlocks(seq, chunk.want_logits);
+      if (!chunk.want_logits) continue;
+      const uint64_t key = seq->id;
+      std::unique_ptr<Sequence> done = scheduler_.Finish(key, FinishReason::kPrefillDone,
+                                                         /*keep_blocks=*/true);
+      exporting_.erase(key);
+      if (!done->block_table.empty()) export_held_[key] = std::move(done->block_table);
+      events_.on_prefilled(key);
+      continue;
+    }
+    if (!chunk.want_logits) continue;
     seq->tokens.push_back(NextToken(seq->tokens.back(), seq->num_tokens()));
     const uint64_t key = seq->id;
     events_.on_token(key, seq->num_output_tokens() - 1);
@@ -122,6 +225,7 @@ void SimNode::FinishStep() {
       events_.on_finished(key, true);
     }
   }
+  AdmitReservations();  // blocks freed by this step go to waiting reservations first
   MaybeStep();
 }
 

@@ -8,17 +8,26 @@
 // (events), requests that reached their output length or the context limit finish (their blocks
 // freed by the Scheduler), then the next step.
 //
-// Roles: colocated (Submit: prefill and decode here). Prefill-only and decode roles come with
-// the disaggregated mode.
+// Roles, as the real engine's (common/engine/engine.h):
+//   Submit          prefill and decode here (colocated, or local prefill on a decode node);
+//   SubmitPrefill   a prefill node's request: after each step the newly final blocks are handed
+//                   out (on_blocks_ready, as Engine::ExportBlocks does), the prompt's last chunk
+//                   samples the first token (on_prefilled) and ends it; its blocks stay held until
+//                   ReleaseExport, as for a KV writer still reading them;
+//   Reserve         a decode node's reservation: blocks for the prompt (reusing this node's prefix
+//                   cache), FIFO, ahead of new local admissions (on_reserved); CompleteImport when
+//                   the KV has landed delivers the first token and the request decodes here.
 #ifndef TANDEM_TOOLS_SIM_SIM_NODE_H_
 #define TANDEM_TOOLS_SIM_SIM_NODE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/backend/sim/step_time_model.h"
 #include "common/engine/scheduler.h"
@@ -47,6 +56,7 @@ struct SimNodeLoad {
   int32_t num_waiting = 0;
   int64_t num_queued_tokens = 0;
   int32_t block_size = 0;
+  int32_t num_awaiting_kv = 0;  // decode role: reservations waiting for blocks or for their KV
 };
 
 struct SimNodeEvents {
@@ -54,6 +64,13 @@ struct SimNodeEvents {
   std::function<void(uint64_t key, int32_t index)> on_token;
   // Request `key` ended: all its tokens out (ok), or it can never run (the pool is too small).
   std::function<void(uint64_t key, bool ok)> on_finished;
+  // Prefill role: blocks [first, first + count) of the prompt hold final KV.
+  std::function<void(uint64_t key, int32_t first, int32_t count)> on_blocks_ready;
+  // Prefill role: the prompt is computed and its first token sampled.
+  std::function<void(uint64_t key)> on_prefilled;
+  // Decode role: the reservation got its blocks; the first `cached_tokens` of the prompt were in
+  // this node's prefix cache (the writer skips them).
+  std::function<void(uint64_t key, int32_t cached_tokens)> on_reserved;
 };
 
 class SimNode {
@@ -66,6 +83,13 @@ class SimNode {
   // ignore_eos). `key` must be unused on this node.
   void Submit(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens);
 
+  // Prefill role (see above). `key` must be unused on this node.
+  void SubmitPrefill(uint64_t key, std::vector<int32_t> prompt);
+  void ReleaseExport(uint64_t key);
+  // Decode role (see above).
+  void Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens);
+  void CompleteImport(uint64_t key);
+
   SimNodeLoad Load() const;
   const std::string& name() const { return config_.name; }
   int64_t num_steps() const { return num_steps_; }
@@ -75,8 +99,16 @@ class SimNode {
 
  private:
   SimNode(SimNodeConfig config, EventLoop* loop, ManualClock* clock, SimNodeEvents events);
+  std::unique_ptr<Sequence> MakeSequence(uint64_t key, std::vector<int32_t> prompt,
+                                         int32_t max_tokens) const;
+  // Whether the node can ever hold `seq`'s prompt.
+  bool Fits(const Sequence& seq) const;
+  void WakeSoon();
   void MaybeStep();
   void FinishStep();
+  // Prefill role: hands newly final blocks out; the prompt done: all of them.
+  void ExportBlocks(Sequence* seq, bool prompt_done);
+  void AdmitReservations();
 
   const SimNodeConfig config_;
   EventLoop* const loop_;
@@ -85,6 +117,13 @@ class SimNode {
   Scheduler scheduler_;
   SchedulerOutput step_;
   std::vector<SimStepItem> items_;
+  // Prefill role: requests that are prefill-only, with how many blocks they handed out; blocks
+  // of ended ones still held for their export.
+  absl::flat_hash_map<uint64_t, int32_t> exporting_;
+  absl::flat_hash_map<uint64_t, BlockTable> export_held_;
+  // Decode role: reservations waiting for blocks (FIFO), and those awaiting their KV.
+  std::deque<std::unique_ptr<Sequence>> pending_reservations_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Sequence>> awaiting_kv_;
   bool busy_ = false;
   bool wake_pending_ = false;  // an idle node's MaybeStep is queued for this instant
   int64_t step_started_ = 0;

@@ -3,6 +3,7 @@
 // end and then shares a mixed step), placement with stale load reports, and determinism.
 #include "tools/sim/sim_cluster.h"
 
+#include <cmath>
 #include <vector>
 
 #include "bench/serve/arrivals.h"
@@ -105,6 +106,65 @@ TEST(SimClusterTest, RequestsBetweenTwoLoadReportsSpreadOverTheNodes) {
   // Two prefills of 1024 share each node's first step: every TTFT is that one step.
   const double two = StepSeconds(*model, {{1024, 0, true}, {1024, 0, true}});
   for (const auto& r : run->results) EXPECT_NEAR(r.ttft_s, two, 1e-9);
+}
+
+TEST(SimClusterTest, ADisaggregatedRequestWaitsForItsKvToCrossTheLink) {
+  SimClusterOptions options = Exact();
+  options.mode = ServingMode::kDisaggregated;
+  options.num_prefill = 1;
+  options.kv_link_gbps = 400;  // 50 bytes per ns
+  options.kv_link_latency_us = 10;
+  auto model = MakeStepTimeModel(options);
+  ASSERT_TRUE(model.ok());
+  auto run = RunSimulation(options, {Request(100, 3)}, {0.0});
+  ASSERT_TRUE(run.ok()) << run.status();
+  const bench::RequestResult& r = run->results[0];
+  ASSERT_TRUE(r.success) << r.error;
+  // The prefill node computes the prompt in one step, then its 7 blocks (100 tokens of 16) cross
+  // the link in one write (+ 10 µs), then the completion notice (+ 10 µs), then the decode node
+  // admits it and sends its first token.
+  const double prefill = StepSeconds(*model, {{100, 0, true}});
+  const int64_t bytes = 7 * model->KvBytesPerToken() * 16;
+  EXPECT_EQ(run->stats.kv_bytes, bytes);
+  const double transfer = std::ceil(static_cast<double>(bytes) / 50.0) * 1e-9 + 20e-6;
+  EXPECT_NEAR(r.ttft_s, prefill + transfer, 1e-9);
+  // Then the decode node decodes the second and third tokens.
+  EXPECT_NEAR(r.itl_s[0], StepSeconds(*model, {{1, 100, true}}), 1e-9);
+  EXPECT_NEAR(r.itl_s[1], StepSeconds(*model, {{1, 101, true}}), 1e-9);
+}
+
+TEST(SimClusterTest, ChunksCrossTheLinkWhileTheNextChunkComputes) {
+  SimClusterOptions options = Exact();
+  options.mode = ServingMode::kDisaggregated;
+  options.num_prefill = 1;
+  options.max_num_batched_tokens = 512;  // a 1024-token prompt in two chunks
+  options.kv_link_gbps = 400;
+  options.kv_link_latency_us = 10;
+  auto model = MakeStepTimeModel(options);
+  auto run = RunSimulation(options, {Request(1024, 2)}, {0.0});
+  ASSERT_TRUE(run.ok()) << run.status();
+  const double chunk1 = StepSeconds(*model, {{512, 0, false}});
+  const double chunk2 = StepSeconds(*model, {{512, 512, true}});
+  const int64_t half = 32 * model->KvBytesPerToken() * 16;  // 32 blocks per chunk
+  const double per_write = std::ceil(static_cast<double>(half) / 50.0) * 1e-9;
+  // The first chunk's write (shorter than the second chunk's step) is hidden; only the second's
+  // is exposed.
+  ASSERT_LT(per_write, chunk2);
+  EXPECT_NEAR(run->results[0].ttft_s, chunk1 + chunk2 + per_write + 20e-6, 1e-9);
+}
+
+TEST(SimClusterTest, PromptsTheDecodeNodeCachesAreNotSentAgain) {
+  SimClusterOptions options = Exact();
+  options.mode = ServingMode::kDisaggregated;
+  options.num_prefill = 1;
+  // The same 320-token prompt twice, the second after the first finished: the decode node's
+  // prefix cache holds its 20 full blocks, and serves all but the last (a prompt keeps one block
+  // to compute, as the BlockManager always leaves it): the second moves one block.
+  auto run = RunSimulation(options, {Request(320, 2), Request(320, 2)}, {0.0, 1.0});
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(run->results[1].success);
+  auto model = MakeStepTimeModel(options);
+  EXPECT_EQ(run->stats.kv_bytes, (20 + 1) * model->KvBytesPerToken() * 16);
 }
 
 TEST(SimClusterTest, TheSameInputsGiveTheSameRun) {
