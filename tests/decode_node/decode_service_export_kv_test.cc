@@ -95,11 +95,12 @@ TEST(DecodeServiceExportKvTest, RefusesWhatItCannotMoveAndTellsTheDestination) {
   // 4. The genuine handoff was never admitted by the refusals: it moves the request now.
   const grpc::Status status = source.ExportKv("mig", genuine, &response);
   ASSERT_TRUE(status.ok()) << status.error_message();
+  const grpc::Status arrived = arriving->Finish();
+  ASSERT_TRUE(arrived.ok()) << arrived.error_message();
+  // (Read once the request ended: until then the destination's engine writes its pool.)
   EXPECT_EQ(destination.BlockBytes(BlocksOf(genuine)).size(),
             static_cast<size_t>(response.bytes_transferred()));
   EXPECT_FALSE(destination.PoolBytes() == pool_before);
-  const grpc::Status arrived = arriving->Finish();
-  ASSERT_TRUE(arrived.ok()) << arrived.error_message();
   EXPECT_EQ(moving.tokens.size() + arriving->tokens.size(),
             static_cast<size_t>(kMigrationMaxTokens));
   // ... and a replay of it is refused.
