@@ -323,6 +323,12 @@ void LocalTransport::InjectWriteError(absl::Status status) {
   endpoint_->injected = std::move(status);
 }
 
+std::vector<uint8_t> LocalTransport::PoolSnapshot() const {
+  absl::MutexLock lock(&endpoint_->pool_mu);
+  if (endpoint_->pool == nullptr) return {};
+  return std::vector<uint8_t>(endpoint_->pool, endpoint_->pool + endpoint_->pool_bytes);
+}
+
 int LocalTransport::pending() const {
   absl::MutexLock lock(&endpoint_->mu);
   return endpoint_->pending;

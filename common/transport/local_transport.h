@@ -67,6 +67,9 @@ class LocalTransport : public KvTransport {
   void CorruptNextWrites(int64_t writes);
   // Operations queued and not yet finished.
   int pending() const;
+  // A copy of the registered pool taken while no write is copying into it (writers hold the
+  // pool's lock shared; this takes it exclusively), so a test never reads a write half landed.
+  std::vector<uint8_t> PoolSnapshot() const;
 
   struct Endpoint;  // shared with the registry; defined in the .cc
 

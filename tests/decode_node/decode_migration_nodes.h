@@ -153,10 +153,7 @@ struct MigrationNode {
     return stats;
   }
   // A copy of this node's whole pool.
-  std::vector<uint8_t> PoolBytes() const {
-    const std::span<const uint8_t> pool = transport.host_pool();
-    return std::vector<uint8_t>(pool.begin(), pool.end());
-  }
+  std::vector<uint8_t> PoolBytes() const { return transport.PoolSnapshot(); }
   // The bytes of `blocks` in this node's pool, block after block (each layer's K and V).
   std::vector<uint8_t> BlockBytes(const std::vector<int32_t>& blocks) const {
     const KvLayout& layout = backend->kv_layout();
