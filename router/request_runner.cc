@@ -127,62 +127,69 @@ RequestRunner::~RequestRunner() {
   cancels_mu_.AwaitWithTimeout(absl::Condition(&none), kCancelRpcTimeout + absl::Seconds(1));
 }
 
-void RequestRunner::SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id) {
+// A best-effort call on `node` that nothing waits for (Cancel, PauseForMigration, ResumePaused):
+// it owns itself until its end, and the destructor waits for the ones still in flight.
+template <typename Request, typename Response>
+void RequestRunner::SendDetached(
+    const std::shared_ptr<Node>& node, Request request,
+    absl::AnyInvocable<void(NodeClient&, grpc::ClientContext*, const Request*, Response*,
+                            NodeClient::Done)>
+        start,
+    absl::AnyInvocable<void(const grpc::Status&, const Response&)> on_done) {
   struct Call {
     std::shared_ptr<Node> node;
     grpc::ClientContext ctx;
-    v1::CancelRequest request;
-    v1::CancelResponse response;
+    Request request;
+    Response response;
+    absl::AnyInvocable<void(const grpc::Status&, const Response&)> on_done;
   };
-  auto* call = new Call;
-  call->node = node;
-  call->request.set_request_id(request_id);
+  auto* call = new Call{node, {}, std::move(request), {}, std::move(on_done)};
   call->ctx.set_deadline(absl::ToChronoTime(clock_->Now() + kCancelRpcTimeout));
   {
     absl::MutexLock lock(&cancels_mu_);
     ++cancels_in_flight_;
   }
+  start(node->client(), &call->ctx, &call->request, &call->response,
+        [this, call](grpc::Status status) {
+          call->on_done(status, call->response);
+          delete call;
+          absl::MutexLock lock(&cancels_mu_);
+          --cancels_in_flight_;
+        });
+}
+
+void RequestRunner::SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id) {
   ++counters_->cancels_sent;
-  auto done = [this, call](grpc::Status status) {
-    if (!status.ok()) {
-      spdlog::debug("Cancel({}) on {}: {}", call->request.request_id(), NodeName(call->node),
-                    status.error_message());
-    }
-    delete call;
-    absl::MutexLock lock(&cancels_mu_);
-    --cancels_in_flight_;
-  };
-  node->client().Cancel(&call->ctx, &call->request, &call->response, std::move(done));
+  v1::CancelRequest request;
+  request.set_request_id(request_id);
+  SendDetached<v1::CancelRequest, v1::CancelResponse>(
+      node, std::move(request),
+      [](NodeClient& client, grpc::ClientContext* ctx, const v1::CancelRequest* r,
+         v1::CancelResponse* response,
+         NodeClient::Done done) { client.Cancel(ctx, r, response, std::move(done)); },
+      [name = NodeName(node), request_id](const grpc::Status& status, const v1::CancelResponse&) {
+        if (!status.ok())
+          spdlog::debug("Cancel({}) on {}: {}", request_id, name, status.error_message());
+      });
 }
 
 void RequestRunner::SendPauseOrResume(const std::shared_ptr<Node>& node,
                                       const std::string& request_id, bool resume) {
-  struct Call {
-    std::shared_ptr<Node> node;
-    grpc::ClientContext ctx;
-    v1::MigrationRequest request;
-    v1::MigrationResponse response;
-  };
-  auto* call = new Call;
-  call->node = node;
-  call->request.set_request_id(request_id);
-  call->ctx.set_deadline(absl::ToChronoTime(clock_->Now() + kCancelRpcTimeout));
-  {
-    absl::MutexLock lock(&cancels_mu_);
-    ++cancels_in_flight_;
-  }
-  auto done = [this, call, resume](grpc::Status status) {
-    if (!status.ok() || !call->response.found()) {
-      spdlog::warn("{}({}) on {}: {}", resume ? "ResumePaused" : "PauseForMigration",
-                   call->request.request_id(), NodeName(call->node),
-                   status.ok() ? std::string("no such request there") : status.error_message());
-    }
-    delete call;
-    absl::MutexLock lock(&cancels_mu_);
-    --cancels_in_flight_;
-  };
-  node->client().PauseOrResume(&call->ctx, resume, &call->request, &call->response,
-                               std::move(done));
+  v1::MigrationRequest request;
+  request.set_request_id(request_id);
+  SendDetached<v1::MigrationRequest, v1::MigrationResponse>(
+      node, std::move(request),
+      [resume](NodeClient& client, grpc::ClientContext* ctx, const v1::MigrationRequest* r,
+               v1::MigrationResponse* response, NodeClient::Done done) {
+        client.PauseOrResume(ctx, resume, r, response, std::move(done));
+      },
+      [name = NodeName(node), request_id, resume](const grpc::Status& status,
+                                                  const v1::MigrationResponse& response) {
+        if (status.ok() && response.found()) return;
+        spdlog::warn("{}({}) on {}: {}", resume ? "ResumePaused" : "PauseForMigration", request_id,
+                     name,
+                     status.ok() ? std::string("no such request there") : status.error_message());
+      });
 }
 
 std::shared_ptr<Node> RequestRunner::PlaceKvMove(const RouterRequest& request, int64_t kv_tokens,

@@ -147,6 +147,12 @@ class RequestRunner {
   // Carries out JudgeAttempt's verdict: Cancel RPCs, nodes marked down, nodes to avoid.
   AttemptResult Apply(const AttemptVerdict& verdict, const Chosen& chosen,
                       const std::string& node_request_id);
+  template <typename Request, typename Response>
+  void SendDetached(const std::shared_ptr<Node>& node, Request request,
+                    absl::AnyInvocable<void(NodeClient&, grpc::ClientContext*, const Request*,
+                                            Response*, NodeClient::Done)>
+                        start,
+                    absl::AnyInvocable<void(const grpc::Status&, const Response&)> on_done);
   // Best-effort Cancel RPC; does not wait.
   void SendCancel(const std::shared_ptr<Node>& node, const std::string& request_id);
   // Live KV migration: best-effort PauseForMigration (or ResumePaused) RPC; does not wait.
