@@ -69,6 +69,17 @@ StreamResult Stream(const std::string& router, const v1::GenerateRequest& reques
   return result;
 }
 
+// What the sim emits after `prompt`: each token follows from the one before and its position.
+std::vector<int> SimTokens(const std::vector<int>& prompt, int n) {
+  std::vector<int> out;
+  int last = prompt.back();
+  for (int i = 0; i < n; ++i) {
+    last = SimBackend::NextToken(last, static_cast<int64_t>(prompt.size()) + i, 128000);
+    out.push_back(last);
+  }
+  return out;
+}
+
 class NodeDrainTest : public ::testing::Test {
  protected:
   void StartCluster(const std::string& drain_timeout_ms, bool live_migration = true) {
@@ -90,6 +101,51 @@ class NodeDrainTest : public ::testing::Test {
       if (load.ok() && load->num_free_kv_blocks() < load->num_kv_blocks()) return i;
     }
     return -1;
+  }
+
+  // 16 streams of 100 tokens through the router, half on each decode node (round_robin); once
+  // every stream has a token, SIGTERM the decode node holding KV blocks. It must exit 0 within
+  // `exit_within`, and every stream must end OK with exactly the sim's tokens. Returns that node,
+  // -1 (with a failure) when it could not.
+  int DrainStreamingNode(int salt, absl::Duration exit_within) {
+    constexpr int kStreams = 16;
+    constexpr int kTokens = 100;
+    std::vector<absl::Notification> first_token(kStreams);
+    std::vector<StreamResult> results(kStreams);
+    int busy = -1;
+    {
+      std::vector<std::jthread> streamers;  // joined at the end of this block
+      for (int i = 0; i < kStreams; ++i) {
+        streamers.emplace_back([&, i] {
+          results[i] = Stream(cluster_.router_address(),
+                              GreedyTokenRequest(Prompt(salt + i), kTokens), &first_token[i]);
+        });
+      }
+      for (auto& n : first_token) n.WaitForNotification();
+      busy = BusyDecodeNode();
+      if (busy < 0) {
+        ADD_FAILURE() << "no decode node holds KV blocks\n" << cluster_.Logs();
+        return -1;
+      }
+      const absl::Time signalled = absl::Now();
+      cluster_.decode(busy).Signal(SIGTERM);
+      std::optional<int> exit = cluster_.decode(busy).WaitExit(absl::Seconds(30));
+      if (!exit.has_value()) {
+        ADD_FAILURE() << "the drained decode node did not exit";
+        return -1;
+      }
+      EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0)
+          << cluster_.decode(busy).DescribeExit();
+      EXPECT_LT(absl::Now() - signalled, exit_within) << cluster_.decode(busy).LogTail();
+    }
+    // No stream was interrupted: each one has every token, once, in order.
+    for (int i = 0; i < kStreams; ++i) {
+      EXPECT_TRUE(results[i].status.ok())
+          << "stream " << i << ": " << results[i].status.error_message() << "\n"
+          << cluster_.Logs();
+      EXPECT_EQ(results[i].tokens, SimTokens(Prompt(salt + i), kTokens)) << "stream " << i;
+    }
+    return busy;
   }
 
   LocalCluster cluster_;
@@ -134,47 +190,12 @@ TEST_F(NodeDrainTest, SigtermLetsTheStreamFinishAndNewRequestsGoElsewhere) {
       << cluster_.decode(busy).LogTail();
 }
 
-// What the sim emits after `prompt`: each token follows from the one before and its position.
-std::vector<int> SimTokens(const std::vector<int>& prompt, int n) {
-  std::vector<int> out;
-  int last = prompt.back();
-  for (int i = 0; i < n; ++i) {
-    last = SimBackend::NextToken(last, static_cast<int64_t>(prompt.size()) + i, 128000);
-    out.push_back(last);
-  }
-  return out;
-}
-
 TEST_F(NodeDrainTest, SigtermMovesEveryStreamWithItsKvToTheOtherDecodeNode) {
   ASSERT_NO_FATAL_FAILURE(StartCluster("30000"));
   constexpr int kStreams = 16;
-  constexpr int kTokens = 100;
-  std::vector<absl::Notification> first_token(kStreams);
-  std::vector<StreamResult> results(kStreams);
-  std::vector<std::jthread> streamers;
-  for (int i = 0; i < kStreams; ++i) {
-    streamers.emplace_back([&, i] {
-      results[i] = Stream(cluster_.router_address(), GreedyTokenRequest(Prompt(200 + i), kTokens),
-                          &first_token[i]);
-    });
-  }
-  for (auto& n : first_token) n.WaitForNotification();
-  const int busy = BusyDecodeNode();
-  ASSERT_GE(busy, 0) << cluster_.Logs();
-  const absl::Time signalled = absl::Now();
-  cluster_.decode(busy).Signal(SIGTERM);
-  std::optional<int> exit = cluster_.decode(busy).WaitExit(absl::Seconds(30));
-  ASSERT_TRUE(exit.has_value()) << "the drained decode node did not exit";
-  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << cluster_.decode(busy).DescribeExit();
-  // It left once its streams had moved, long before its 30 s drain timeout.
-  EXPECT_LT(absl::Now() - signalled, absl::Seconds(10)) << cluster_.decode(busy).LogTail();
-  for (auto& t : streamers) t.join();
-  for (int i = 0; i < kStreams; ++i) {
-    ASSERT_TRUE(results[i].status.ok())
-        << "stream " << i << ": " << results[i].status.error_message() << "\n"
-        << cluster_.Logs();
-    EXPECT_EQ(results[i].tokens, SimTokens(Prompt(200 + i), kTokens)) << "stream " << i;
-  }
+  // It leaves once its streams have moved, long before its 30 s drain timeout.
+  const int busy = DrainStreamingNode(/*salt=*/200, absl::Seconds(10));
+  ASSERT_GE(busy, 0);
   absl::StatusOr<std::string> metrics = ScrapeMetrics(cluster_.router_metrics_address());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   // round_robin put half of the streams on the drained node: each moved with its KV, none was
@@ -187,8 +208,8 @@ TEST_F(NodeDrainTest, SigtermMovesEveryStreamWithItsKvToTheOtherDecodeNode) {
                         "tandem_router_kv_moves_total{trigger=\"node_paused\",result=\"resumed\"}"),
             0);
   for (const char* reason : {"stream_aborted", "stream_failed", "node_unreachable"}) {
-    EXPECT_EQ(MetricValue(*metrics, absl::StrCat("tandem_router_migrations_total{reason=\"",
-                                                 reason, "\"}")),
+    EXPECT_EQ(MetricValue(*metrics,
+                          absl::StrCat("tandem_router_migrations_total{reason=\"", reason, "\"}")),
               0)
         << reason;
   }
@@ -206,35 +227,9 @@ TEST_F(NodeDrainTest, SigtermMovesEveryStreamWithItsKvToTheOtherDecodeNode) {
 
 TEST_F(NodeDrainTest, ADrainTimeoutCutsTheStreamsAndTheRouterMigratesThem) {
   ASSERT_NO_FATAL_FAILURE(StartCluster("300", /*live_migration=*/false));
-  constexpr int kStreams = 16;
-  constexpr int kTokens = 100;
-  std::vector<absl::Notification> first_token(kStreams);
-  std::vector<StreamResult> results(kStreams);
-  std::vector<std::jthread> streamers;
-  for (int i = 0; i < kStreams; ++i) {
-    streamers.emplace_back([&, i] {
-      results[i] = Stream(cluster_.router_address(), GreedyTokenRequest(Prompt(100 + i), kTokens),
-                          &first_token[i]);
-    });
-  }
-  for (auto& n : first_token) n.WaitForNotification();
-  // round_robin put half of them on each node: drain one while all stream.
-  const int busy = BusyDecodeNode();
-  ASSERT_GE(busy, 0) << cluster_.Logs();
-  const absl::Time signalled = absl::Now();
-  cluster_.decode(busy).Signal(SIGTERM);
-  std::optional<int> exit = cluster_.decode(busy).WaitExit(absl::Seconds(20));
-  ASSERT_TRUE(exit.has_value()) << "the decode node hung after its drain timeout";
-  EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 0) << cluster_.decode(busy).DescribeExit();
-  EXPECT_LT(absl::Now() - signalled, absl::Seconds(5));
-  for (auto& t : streamers) t.join();
-  // No stream was interrupted: each one has every token, once, in order.
-  for (int i = 0; i < kStreams; ++i) {
-    ASSERT_TRUE(results[i].status.ok())
-        << "stream " << i << ": " << results[i].status.error_message() << "\n"
-        << cluster_.Logs();
-    EXPECT_EQ(results[i].tokens, SimTokens(Prompt(100 + i), kTokens)) << "stream " << i;
-  }
+  // It cuts what is left at its 300 ms drain timeout and exits; no stream is interrupted.
+  const int busy = DrainStreamingNode(/*salt=*/100, absl::Seconds(5));
+  ASSERT_GE(busy, 0);
   absl::StatusOr<std::string> metrics = ScrapeMetrics(cluster_.router_metrics_address());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_GE(MetricValue(*metrics, "tandem_router_migrations_total{reason=\"stream_aborted\"}"), 1)
