@@ -36,16 +36,23 @@ StreamScript PausingSource(const std::vector<int32_t>& partial, const std::vecto
 
 class RequestFlowKvTest : public RequestRunnerTest {
  protected:
+  // A prefill node and two decode nodes: d:1 (more free blocks, so placement picks it first) and
+  // d:2 (where moves go).
+  void AddNodes(bool with_d2 = true) {
+    Add(p);
+    Add(d1);
+    if (with_d2) Add(d2);
+  }
+
+  FakeNode p{NodeRole::kPrefill, "p:1"};
+  FakeNode d1{NodeRole::kDecode, "d:1", 5000};
+  FakeNode d2{NodeRole::kDecode, "d:2", 1000};
   std::vector<int32_t> partial_ = Encode(" partial");
   std::vector<int32_t> rest_ = Encode(" rest");
 };
 
 TEST_F(RequestFlowKvTest, APausedStreamMovesWithItsKvToAnotherDecodeNode) {
-  FakeNode p(NodeRole::kPrefill, "p:1");
-  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 1000);
-  Add(p);
-  Add(d1);
-  Add(d2);
+  AddNodes();
   d1.client->AddStream(PausingSource(partial_, Encode(" never")));
   d2.client->AddStream({.events = TokenEvents(rest_)});
   CollectingSink sink;
@@ -77,9 +84,7 @@ TEST_F(RequestFlowKvTest, APausedStreamMovesWithItsKvToAnotherDecodeNode) {
 }
 
 TEST_F(RequestFlowKvTest, WithNoOtherDecodeNodeThePausedStreamResumesWhereItIs) {
-  FakeNode p(NodeRole::kPrefill, "p:1"), d1(NodeRole::kDecode, "d:1");
-  Add(p);
-  Add(d1);
+  AddNodes(/*with_d2=*/false);
   d1.client->AddStream(PausingSource(partial_, rest_));
   CollectingSink sink;
   const grpc::Status status = Run("Hi", sink);
@@ -91,11 +96,7 @@ TEST_F(RequestFlowKvTest, WithNoOtherDecodeNodeThePausedStreamResumesWhereItIs) 
 }
 
 TEST_F(RequestFlowKvTest, AFailedExportResumesTheSource) {
-  FakeNode p(NodeRole::kPrefill, "p:1");
-  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 1000);
-  Add(p);
-  Add(d1);
-  Add(d2);
+  AddNodes();
   d1.client->AddStream(PausingSource(partial_, rest_));
   d1.client->SetExportAnswer(grpc::Status(grpc::StatusCode::UNAVAILABLE, "transport down"));
   d2.client->AddStream({.events = TokenEvents(Encode(" wrong"))});
@@ -110,11 +111,7 @@ TEST_F(RequestFlowKvTest, AFailedExportResumesTheSource) {
 }
 
 TEST_F(RequestFlowKvTest, AFailedDestinationReservationResumesTheSource) {
-  FakeNode p(NodeRole::kPrefill, "p:1");
-  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 1000);
-  Add(p);
-  Add(d1);
-  Add(d2);
+  AddNodes();
   d1.client->AddStream(PausingSource(partial_, rest_));
   d2.client->AddStream({.end = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "no blocks"),
                         .fail_reserve = true});
@@ -129,11 +126,7 @@ TEST_F(RequestFlowKvTest, AFailedDestinationReservationResumesTheSource) {
 
 TEST_F(RequestFlowKvTest, WithLiveMigrationOffThePausedStreamResumes) {
   options_.live_kv_migration = false;
-  FakeNode p(NodeRole::kPrefill, "p:1");
-  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 1000);
-  Add(p);
-  Add(d1);
-  Add(d2);
+  AddNodes();
   d1.client->AddStream(PausingSource(partial_, rest_));
   CollectingSink sink;
   ASSERT_TRUE(Run("Hi", sink).ok());
@@ -144,11 +137,7 @@ TEST_F(RequestFlowKvTest, WithLiveMigrationOffThePausedStreamResumes) {
 
 TEST_F(RequestFlowKvTest, TheRouterMovesAStreamOffADecodeNodeOutOfBlocks) {
   options_.kv_rebalance_interval_ms = 0;  // rounds run by the test
-  FakeNode p(NodeRole::kPrefill, "p:1");
-  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 1000);
-  Add(p);
-  Add(d1);
-  Add(d2);
+  AddNodes();
   // d:1 streams " partial" and holds until asked to pause; then the pause.
   std::vector<v1::DecodeEvent> events = TokenEvents(partial_, "");
   const size_t hold_at = events.size();
