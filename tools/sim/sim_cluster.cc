@@ -200,6 +200,10 @@ class Cluster {
           .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests});
     }
     std::vector<NodeCandidate> prefill;
+    // The prefill nodes' cached prefixes, as the router knows them from their KV events (here:
+    // at once), when placement uses them (RequestRunner::Place's condition).
+    const bool use_prefix =
+        options_.policy == PlacementPolicy::kPrefixAware || options_.local_prefill_threshold > 0;
     for (size_t p = 0; p < prefill_.size(); ++p) {
       const NodeView& v = prefill_views_[p];
       prefill.push_back(NodeCandidate{
@@ -207,7 +211,8 @@ class Cluster {
           .address = prefill_[p]->name(),
           .free_kv_blocks = v.load.num_free_kv_blocks - v.pending_blocks,
           .queued_tokens = v.load.num_queued_tokens + v.pending_tokens,
-          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests});
+          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests,
+          .cached_prefix_tokens = use_prefix ? prefill_[p]->CachedPrefixTokens(s.prompt) : 0});
     }
     absl::StatusOr<Placement> placement = placer_.Choose(prefill, decode, prompt_tokens);
     if (!placement.ok()) {

@@ -24,6 +24,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,11 @@ class SimNode {
   void CompleteImport(uint64_t key);
 
   SimNodeLoad Load() const;
+  // Leading tokens of `prompt` this node's prefix cache holds (what the router learns of a
+  // prefill node's cache from its KV events).
+  int32_t CachedPrefixTokens(std::span<const int32_t> prompt) const {
+    return blocks_.CachedPrefixTokens(prompt);
+  }
   const std::string& name() const { return config_.name; }
   int64_t num_steps() const { return num_steps_; }
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }

@@ -167,6 +167,29 @@ TEST(SimClusterTest, PromptsTheDecodeNodeCachesAreNotSentAgain) {
   EXPECT_EQ(run->stats.kv_bytes, (20 + 1) * model->KvBytesPerToken() * 16);
 }
 
+TEST(SimClusterTest, PrefixAwarePlacementSendsAPromptWhereItsPrefixIsCached) {
+  SimClusterOptions options = Exact();
+  options.mode = ServingMode::kDisaggregated;
+  options.num_prefill = 2;
+  options.policy = PlacementPolicy::kPrefixAware;
+  options.kv_link_latency_us = 10;
+  auto model = MakeStepTimeModel(options);
+  // B repeats A's 1024 tokens and adds 64, after A is done: the prefill node that computed A holds
+  // its 64 blocks, so B computes only its last 64 tokens there; the decode node holds them too,
+  // so only B's 4 new blocks cross the link.
+  bench::BenchRequest a = Request(1024, 2, 5);
+  bench::BenchRequest b = a;
+  for (int i = 0; i < 64; ++i) b.prompt_ids.push_back(20000 + i);
+  b.prompt_len = 1088;
+  auto run = RunSimulation(options, {a, b}, {0.0, 1.0});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(run->results[1].success);
+  const double tail = StepSeconds(*model, {{64, 1024, true}});
+  const int64_t bytes = 4 * model->KvBytesPerToken() * 16;
+  const double write = std::ceil(static_cast<double>(bytes) / 50.0) * 1e-9;
+  EXPECT_NEAR(run->results[1].ttft_s, tail + write + 20e-6, 1e-9);
+}
+
 TEST(SimClusterTest, TheSameInputsGiveTheSameRun) {
   bench::RandomDatasetOptions dataset;
   dataset.num_prompts = 300;
