@@ -45,7 +45,8 @@ SimNode::SimNode(SimNodeConfig config, EventLoop* loop, ManualClock* clock, SimN
       loop_(loop),
       events_(std::move(events)),
       blocks_(config_.num_blocks, config_.block_size, config_.prefix_caching),
-      scheduler_(config_.scheduler, &blocks_, clock) {}
+      scheduler_(config_.scheduler, &blocks_, clock),
+      published_(LiveLoad()) {}
 
 std::unique_ptr<Sequence> SimNode::MakeSequence(uint64_t key, std::vector<int32_t> prompt,
                                                 int32_t max_tokens) const {
@@ -70,6 +71,7 @@ void SimNode::WakeSoon() {
   loop_->At(loop_->now(), [this] {
     wake_pending_ = false;
     AdmitReservations();
+    published_ = LiveLoad();  // the engine publishes after draining its inbox, before Schedule
     MaybeStep();
   });
 }
@@ -110,7 +112,11 @@ void SimNode::Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tok
     return;
   }
   pending_reservations_.push_back(std::move(seq));
+  // During a step it waits for the step's end (FinishStep admits it): the engine applies its
+  // inbox, Reserve included, only between steps.
+  if (busy_) return;
   AdmitReservations();
+  published_ = LiveLoad();
 }
 
 void SimNode::AdmitReservations() {
@@ -130,6 +136,15 @@ void SimNode::AdmitReservations() {
 }
 
 void SimNode::CompleteImport(uint64_t key) {
+  // During a step the completion waits for the step's end, as the engine's Import command does.
+  if (busy_) {
+    imports_after_step_.push_back(key);
+    return;
+  }
+  Import(key);
+}
+
+void SimNode::Import(uint64_t key) {
   auto node = awaiting_kv_.extract(key);
   if (node.empty()) return;
   std::unique_ptr<Sequence> seq = std::move(node.mapped());
@@ -159,7 +174,7 @@ void SimNode::ExportBlocks(Sequence* seq, bool prompt_done) {
   events_.on_blocks_ready(seq->id, first, ready - first);
 }
 
-SimNodeLoad SimNode::Load() const {
+SimNodeLoad SimNode::LiveLoad() const {
   return SimNodeLoad{
       .num_kv_blocks = blocks_.num_blocks(),
       .num_free_kv_blocks = blocks_.num_free_blocks(),
@@ -225,7 +240,16 @@ void SimNode::FinishStep() {
       events_.on_finished(key, true);
     }
   }
+  // The completions that arrived during the step, in arrival order (the engine drains its inbox
+  // before it looks at reservations and schedules).
+  std::vector<uint64_t> imports;
+  imports.swap(imports_after_step_);
+  for (uint64_t key : imports) Import(key);
   AdmitReservations();  // blocks freed by this step go to waiting reservations first
+  // What the node reports until its next step ends: the engine publishes its stats after a step
+  // and after draining its inbox, never during a step (the next step's admissions show only when
+  // it ends).
+  published_ = LiveLoad();
   MaybeStep();
 }
 

@@ -17,6 +17,8 @@
 //   Reserve         a decode node's reservation: blocks for the prompt (reusing this node's prefix
 //                   cache), FIFO, ahead of new local admissions (on_reserved); CompleteImport when
 //                   the KV has landed delivers the first token and the request decodes here.
+//                   Both are engine commands: one that arrives during a step is applied when the
+//                   step ends (the engine drains its inbox only between steps).
 #ifndef TANDEM_TOOLS_SIM_SIM_NODE_H_
 #define TANDEM_TOOLS_SIM_SIM_NODE_H_
 
@@ -91,7 +93,9 @@ class SimNode {
   void Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens);
   void CompleteImport(uint64_t key);
 
-  SimNodeLoad Load() const;
+  // What the node reports to a load poll: its state as the engine last published it (after its
+  // last step ended or its inbox was drained), not the running step's admissions.
+  SimNodeLoad Load() const { return published_; }
   // Leading tokens of `prompt` this node's prefix cache holds (what the router learns of a
   // prefill node's cache from its KV events).
   int32_t CachedPrefixTokens(std::span<const int32_t> prompt) const {
@@ -115,6 +119,9 @@ class SimNode {
   // Prefill role: hands newly final blocks out; the prompt done: all of them.
   void ExportBlocks(Sequence* seq, bool prompt_done);
   void AdmitReservations();
+  // Decode role: the KV of `key` has landed: its first token goes out, it decodes from now on.
+  void Import(uint64_t key);
+  SimNodeLoad LiveLoad() const;
 
   const SimNodeConfig config_;
   EventLoop* const loop_;
@@ -130,6 +137,9 @@ class SimNode {
   // Decode role: reservations waiting for blocks (FIFO), and those awaiting their KV.
   std::deque<std::unique_ptr<Sequence>> pending_reservations_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Sequence>> awaiting_kv_;
+  // Completions that arrived during the running step, applied when it ends.
+  std::vector<uint64_t> imports_after_step_;
+  SimNodeLoad published_;  // declared after blocks_ and scheduler_: built from them
   bool busy_ = false;
   bool wake_pending_ = false;  // an idle node's MaybeStep is queued for this instant
   int64_t step_started_ = 0;

@@ -1,0 +1,100 @@
+// tandem-sim's nodes do what the engine does between steps only between steps, as the engine
+// drains its inbox and publishes its stats only there (common/engine/engine.cc, Loop): a
+// disaggregated request's reservation and its KV completion that arrive during a decode step wait
+// for the step to end (timing worked out by hand from the step time model), and a load report
+// taken during a step shows the node as it was before the step.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "common/util/clock.h"
+#include "gtest/gtest.h"
+#include "tools/sim/event_loop.h"
+#include "tools/sim/sim_cluster.h"
+#include "tools/sim/sim_node.h"
+
+namespace tandem::sim {
+namespace {
+
+bench::BenchRequest Request(int32_t prompt_len, int32_t output_len, int salt) {
+  bench::BenchRequest r;
+  for (int32_t i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(1000 + (salt * 7919 + i) % 9000);
+  r.prompt_len = prompt_len;
+  r.output_len = output_len;
+  return r;
+}
+
+double StepSeconds(const StepTimeModel& model, std::vector<SimStepItem> items) {
+  return static_cast<double>(std::llround(model.Time(items).total_s() * 1e9)) * 1e-9;
+}
+
+TEST(SimHandoffTimingTest, ReservationAndCompletionDuringADecodeStepWaitForItsEnd) {
+  SimClusterOptions options;
+  options.router_overhead_us = 0;
+  options.hop_latency_us = 0;
+  options.mode = ServingMode::kDisaggregated;
+  options.num_prefill = 1;
+  options.kv_link_gbps = 400;  // 50 bytes per ns
+  options.kv_link_latency_us = 10;
+  auto model = MakeStepTimeModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  // A (100-token prompt) alone: prefill, its 7 blocks over the link, the completion notice; then
+  // it decodes on the decode node, step k over a context of 99 + k tokens.
+  const double prefill = StepSeconds(*model, {{100, 0, true}});
+  const int64_t bytes = 7 * model->KvBytesPerToken() * 16;
+  const double transfer = std::ceil(static_cast<double>(bytes) / 50.0) * 1e-9 + 20e-6;
+  const double a_first_token = prefill + transfer;
+  std::vector<double> step_ends;  // A's decode steps' ends
+  double t = a_first_token;
+  for (int k = 1; k < 60; ++k) {
+    t += StepSeconds(*model, {{1, 99 + k, true}});
+    step_ends.push_back(t);
+  }
+  // B arrives in the middle of A's first decode step: its reservation waits for that step's end,
+  // then B prefills (the prefill node is idle) and its KV crosses; the completion lands during a
+  // later decode step of A and waits for its end, when B's first token goes out.
+  const double b_arrival = (a_first_token + step_ends[0]) / 2;
+  const double completion = step_ends[0] + prefill + transfer;
+  double b_first_token = 0;
+  for (double end : step_ends) {
+    if (end >= completion) {
+      b_first_token = end;
+      break;
+    }
+  }
+  ASSERT_GT(b_first_token, completion);  // it does land during a step
+  auto run = RunSimulation(options, {Request(100, 60, 1), Request(100, 3, 2)}, {0.0, b_arrival});
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_TRUE(run->results[0].success && run->results[1].success);
+  EXPECT_NEAR(run->results[0].ttft_s, a_first_token, 1e-9);
+  EXPECT_NEAR(run->results[1].ttft_s, b_first_token - b_arrival, 1e-9);
+}
+
+TEST(SimNodeLoadTest, AReportDuringAStepShowsTheNodeAsItWasBeforeTheStep) {
+  auto model = MakeStepTimeModel(SimClusterOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  ManualClock clock;
+  EventLoop loop(&clock);
+  SimNodeConfig config{.name = "decode-0", .model = &*model, .block_size = 16, .num_blocks = 1000};
+  auto node = SimNode::Create(
+      std::move(config), &loop, &clock,
+      SimNodeEvents{.on_token = [](uint64_t, int32_t) {}, .on_finished = [](uint64_t, bool) {}});
+  ASSERT_TRUE(node.ok()) << node.status();
+  (*node)->Submit(1, Request(160, 3, 1).prompt_ids, 3);
+  const int64_t prefill = std::llround(StepSeconds(*model, {{160, 0, true}}) * 1e9);
+  loop.Run(prefill / 2);  // the prefill step has started (its 10 blocks taken), not ended
+  const SimNodeLoad during = (*node)->Load();
+  EXPECT_EQ(during.num_free_kv_blocks, 1000);
+  EXPECT_EQ(during.num_waiting, 1);
+  EXPECT_EQ(during.num_running, 0);
+  EXPECT_EQ(during.num_queued_tokens, 160);
+  loop.Run(prefill);  // its end: published before the next step is scheduled
+  const SimNodeLoad after = (*node)->Load();
+  EXPECT_EQ(after.num_free_kv_blocks, 990);
+  EXPECT_EQ(after.num_waiting, 0);
+  EXPECT_EQ(after.num_running, 1);
+  EXPECT_EQ(after.num_queued_tokens, 0);
+}
+
+}  // namespace
+}  // namespace tandem::sim
