@@ -124,11 +124,11 @@ void ExpectMovesExactly(const GenerateRequest& request) {
     EXPECT_EQ(source.engine->Stats().num_running, 0);
 
     FakeBackend dst_backend(kVocab, 48, kBlockSize);
+    RequestStream dst_stream;  // outlives the destination, whose destructor may end the request
     auto destination = MakeEngine(&dst_backend);
     GenerateRequest moved = request;
     moved.resumed_output_token_ids = source.tokens;
     moved.resumed_rng_counter = source.counters.back();
-    RequestStream dst_stream;
     auto reservation = Reserve(*destination, moved, &dst_stream);
     ASSERT_TRUE(reservation.ok()) << reservation.status();
     // Blocks for the KV of every token but the last.
@@ -241,10 +241,10 @@ TEST(EngineMigrationTest, ResumeDuringAnExportWaitsForTheRelease) {
   source.Start(request, 4);
   ASSERT_TRUE(source.paused);
   FakeBackend dst_backend(kVocab, 48, kBlockSize);
+  RequestStream dst_stream;  // outlives the destination, whose destructor may end the request
   auto destination = MakeEngine(&dst_backend);
   GenerateRequest moved = request;
   moved.resumed_output_token_ids = source.tokens;
-  RequestStream dst_stream;
   auto reservation = Reserve(*destination, moved, &dst_stream);
   ASSERT_TRUE(reservation.ok()) << reservation.status();
   auto exporter = std::make_shared<MovingExporter>(&source.backend, &dst_backend, destination.get(),
@@ -264,10 +264,10 @@ TEST(EngineMigrationTest, CompletionNamingAnotherLastTokenFailsTheImport) {
   PausedSource source;
   source.Start(request, 4);
   FakeBackend dst_backend(kVocab, 48, kBlockSize);
+  RequestStream dst_stream;  // outlives the destination, whose destructor may end the request
   auto destination = MakeEngine(&dst_backend);
   GenerateRequest moved = request;
   moved.resumed_output_token_ids = source.tokens;
-  RequestStream dst_stream;
   auto reservation = Reserve(*destination, moved, &dst_stream);
   ASSERT_TRUE(reservation.ok()) << reservation.status();
   auto exporter = std::make_shared<MovingExporter>(&source.backend, &dst_backend, destination.get(),
