@@ -143,13 +143,19 @@ void PrefillService::Respond(const PrefillFinished& finished, absl::Time receive
   v1::PrefillTimings* timings = response->mutable_timings();
   const int64_t queue_us = std::max<int64_t>(first_token.queue_nanos, 0) / 1000;
   timings->set_queue_us(queue_us);
+  // When the first token was sampled: the writer's own record, taken on the engine thread. The
+  // call's copy (from the engine's event) may not have come yet: the writer's result and the
+  // engine's event are posted to the call from different threads.
+  const absl::Time prefill_done =
+      result.prefill_done != absl::InfinitePast() ? result.prefill_done : first_token.prefill_done;
+  const bool known = prefill_done != absl::InfinitePast();
   timings->set_compute_us(
-      std::max<int64_t>(Micros(first_token.prefill_done - received_at) - queue_us, 0));
+      known ? std::max<int64_t>(Micros(prefill_done - received_at) - queue_us, 0) : 0);
   if (result.first_write_issued != absl::InfinitePast()) {
     timings->set_transfer_us(Micros(result.completion_sent - result.first_write_issued));
   }
   timings->set_transfer_exposed_us(
-      std::max<int64_t>(Micros(result.completion_sent - first_token.prefill_done), 0));
+      known ? std::max<int64_t>(Micros(result.completion_sent - prefill_done), 0) : 0);
   if (options_.metrics == nullptr) return;
   PrefillSuccess success;
   success.queue = absl::Microseconds(timings->queue_us());
