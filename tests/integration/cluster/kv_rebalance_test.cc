@@ -27,30 +27,26 @@ std::vector<int> Prompt(int salt) {
   return p;
 }
 
-std::vector<int> SimTokens(const std::vector<int>& prompt, int n) {
-  std::vector<int> out;
-  int last = prompt.back();
-  for (int i = 0; i < n; ++i) {
-    last = SimBackend::NextToken(last, static_cast<int64_t>(prompt.size()) + i, 128000);
-    out.push_back(last);
-  }
-  return out;
-}
-
 TEST(KvRebalanceClusterTest, StreamsMoveOffADecodeNodeOutOfBlocksWithTheirKv) {
   ClusterSpec spec;
   spec.model_dir = TestModelDir("llama3.2");
   spec.num_prefill = 1;
   spec.num_decode = 2;
-  spec.node_args = {"--backend",      "sim", "--sim-model",
-                    "llama-3.1-8b",   "--sim-kv-scale",
-                    "128",            "--sim-time-scale",
-                    "4",              "--max-num-batched-tokens",
+  spec.node_args = {"--backend",
+                    "sim",
+                    "--sim-model",
+                    "llama-3.1-8b",
+                    "--sim-kv-scale",
+                    "128",
+                    "--sim-time-scale",
+                    "4",
+                    "--max-num-batched-tokens",
                     "2048"};
   // Three streams of 12 prompt blocks fill 36 of node 0's 40 blocks; their output overflows it.
   spec.decode_args_each = {{"--sim-kv-blocks", "40"}, {"--sim-kv-blocks", "2048"}};
-  spec.router_args = {"--policy", "round_robin", "--health-interval-ms", "100",
-                      "--kv-rebalance-interval-ms", "200"};
+  spec.router_args = {
+      "--policy", "round_robin", "--health-interval-ms", "100", "--kv-rebalance-interval-ms",
+      "200"};
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
 
@@ -58,9 +54,8 @@ TEST(KvRebalanceClusterTest, StreamsMoveOffADecodeNodeOutOfBlocksWithTheirKv) {
   {
     std::vector<std::jthread> streamers;
     for (int i = 0; i < kStreams; ++i) {
-      streamers.emplace_back([&, i] {
-        results[i] = cluster.Generate(GreedyTokenRequest(Prompt(i), kOutputTokens));
-      });
+      streamers.emplace_back(
+          [&, i] { results[i] = cluster.Generate(GreedyTokenRequest(Prompt(i), kOutputTokens)); });
       absl::SleepFor(absl::Milliseconds(50));  // round_robin in a known order
     }
   }
@@ -72,9 +67,9 @@ TEST(KvRebalanceClusterTest, StreamsMoveOffADecodeNodeOutOfBlocksWithTheirKv) {
   }
   absl::StatusOr<std::string> metrics = ScrapeMetrics(cluster.router_metrics_address());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_GE(MetricValue(*metrics,
-                        "tandem_router_kv_moves_total{trigger=\"rebalance\",result=\"moved\"}"),
-            1)
+  EXPECT_GE(
+      MetricValue(*metrics, "tandem_router_kv_moves_total{trigger=\"rebalance\",result=\"moved\"}"),
+      1)
       << *metrics << cluster.Logs();
   EXPECT_EQ(MetricValue(*metrics, "tandem_router_failed_after_first_token_total"), 0);
   for (int d = 0; d < 2; ++d) {

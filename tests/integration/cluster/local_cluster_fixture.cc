@@ -5,9 +5,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/backend/sim/sim_backend.h"
 #include "tests/integration/cluster_secret.h"
 
 namespace tandem::testing {
+
+std::vector<int> SimTokens(const std::vector<int>& prompt, int n) {
+  std::vector<int> out;
+  int last = prompt.back();
+  for (int i = 0; i < n; ++i) {
+    last = SimBackend::NextToken(last, static_cast<int64_t>(prompt.size()) + i, 128000);
+    out.push_back(last);
+  }
+  return out;
+}
 namespace {
 
 std::vector<std::string> NodeArgs(const ClusterSpec& spec, const std::string& listen) {

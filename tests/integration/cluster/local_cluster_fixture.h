@@ -102,6 +102,10 @@ absl::StatusOr<std::string> ScrapeMetrics(const std::string& address);
 // `tandem_router_migrations_total{reason="node_unreachable"}`) in a /metrics body; -1 if absent.
 double MetricValue(const std::string& body, const std::string& series);
 
+// What a sim-backend node emits after `prompt` (greedy, the Llama-3 vocabulary's ordinary
+// tokens): each token follows from the one before and its position (SimBackend::NextToken).
+std::vector<int> SimTokens(const std::vector<int>& prompt, int n);
+
 // A greedy token-id request of `max_tokens` that ignores EOS.
 v1::GenerateRequest GreedyTokenRequest(const std::vector<int>& prompt, int max_tokens);
 

@@ -69,17 +69,6 @@ StreamResult Stream(const std::string& router, const v1::GenerateRequest& reques
   return result;
 }
 
-// What the sim emits after `prompt`: each token follows from the one before and its position.
-std::vector<int> SimTokens(const std::vector<int>& prompt, int n) {
-  std::vector<int> out;
-  int last = prompt.back();
-  for (int i = 0; i < n; ++i) {
-    last = SimBackend::NextToken(last, static_cast<int64_t>(prompt.size()) + i, 128000);
-    out.push_back(last);
-  }
-  return out;
-}
-
 class NodeDrainTest : public ::testing::Test {
  protected:
   void StartCluster(const std::string& drain_timeout_ms, bool live_migration = true) {

@@ -219,8 +219,8 @@ TEST_P(RequestMigrationTest, ADecodeNodeDrainedMidStreamMovesTheKvAndLosesNoToke
             1)
       << *metrics << cluster_.Logs();
   for (const char* reason : {"node_unreachable", "stream_aborted", "stream_failed"}) {
-    EXPECT_EQ(MetricValue(*metrics, absl::StrCat("tandem_router_migrations_total{reason=\"",
-                                                 reason, "\"}")),
+    EXPECT_EQ(MetricValue(*metrics,
+                          absl::StrCat("tandem_router_migrations_total{reason=\"", reason, "\"}")),
               0)
         << reason;
   }

@@ -36,17 +36,6 @@ std::vector<std::vector<int>> Prompts() {
   return prompts;
 }
 
-// What the sim emits after `prompt`: each token follows from the one before and its position.
-std::vector<int> SimTokens(const std::vector<int>& prompt, int n) {
-  std::vector<int> out;
-  int last = prompt.back();
-  for (int i = 0; i < n; ++i) {
-    last = SimBackend::NextToken(last, static_cast<int64_t>(prompt.size()) + i, 128000);
-    out.push_back(last);
-  }
-  return out;
-}
-
 void ServeAndCheck(LocalCluster& cluster) {
   const auto prompts = Prompts();
   std::vector<GenerateOutcome> outcomes(prompts.size());
