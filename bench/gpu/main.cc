@@ -6,7 +6,10 @@
 //      1024/8192 vs (bytes the step must move) / copy rate,
 //   3. prefill of a 4096-token prompt, achieved FLOP/s vs the GEMM peak,
 //   4. paged decode attention alone at a 32768-token context, K/V bytes/s vs the copy rate,
-//   5. cudaMemcpy of a 4096-token KV cache's bytes (the reference for bench/kv_transfer).
+//   5. cudaMemcpy of a 4096-token KV cache's bytes (the reference for bench/kv_transfer),
+//   6. each linear layer alone at decode and prefill row counts, cuBLASLt's heuristic pick and
+//      GemmRunner::Autotune's,
+//   7. prefill attention alone at 1k/4k/16k tokens, FLOP/s vs the GEMM peak.
 //
 //   tandem-bench-gpu [--out DIR] [--quick] [--device N] [--sections LIST]
 //
@@ -29,7 +32,9 @@
 #include "bench/gpu/device_roofline.h"
 #include "bench/gpu/gpu_info.h"
 #include "bench/gpu/kv_copy_bench.h"
+#include "bench/gpu/linear_bench.h"
 #include "bench/gpu/model_costs.h"
+#include "bench/gpu/prefill_attention_bench.h"
 #include "bench/gpu/prefill_bench.h"
 #include "common/util/cli_flags.h"
 #include "kernels/cuda_status.h"
@@ -48,7 +53,8 @@ struct MainOptions {
   std::string out_dir;
   bool quick = false;
   int device = 0;
-  std::set<std::string> sections = {"decode", "prefill", "attention", "kv_copy"};
+  std::set<std::string> sections = {"decode",  "prefill", "attention",
+                                    "kv_copy", "linear",  "prefill_attention"};
 };
 
 void DeclareSections(BenchReport& report) {
@@ -75,6 +81,17 @@ void DeclareSections(BenchReport& report) {
       "rate: one layer's K+V bytes of every sequence / fastest per-call time (32 query heads, 8 KV "
       "heads, head_dim 128, block 16, shuffled distinct blocks, calls cycle over 4 layers so L2 "
       "holds nothing useful). peak: copy read+write rate; goal >= 0.85.");
+  report.DeclareSection(
+      kLinearSection,
+      "6. Each linear layer alone (kernels::GemmRunner, cuBLASLt), Llama-3-8B shapes",
+      "decode rows (< 1024): time per call against its floor (weight + x + y bytes / copy "
+      "read+write rate; ratio = time / floor); prefill rows: TFLOP/s against the GEMM peak. The "
+      "value is the heuristic's algorithm; the note has GemmRunner::Autotune's pick among up to 8 "
+      "of the heuristic's candidates. Weight copies are cycled so none is read from L2.");
+  report.DeclareSection(
+      kPrefillAttentionSection, "7. Prefill attention alone (kernels::PrefillAttention)",
+      "one prompt from position 0, one layer per call (32 heads, 8 KV heads, head_dim 128): causal "
+      "FLOPs (4 * heads * head_dim * T(T+1)/2) / fastest per-call time, against the GEMM peak.");
   report.DeclareSection(
       kKvCopySection, "5. KV transfer reference: the same bytes as a 4096-token Llama-3-8B KV",
       "rate: bytes / fastest time (each byte counted once, as a transfer delivers it). Only the "
@@ -142,6 +159,23 @@ int Run(const MainOptions& m) {
         o.repeats = 2;
       }
       RunAttentionBench(config, o, *roofline, &report);
+    }
+    if (m.sections.count("linear")) {
+      std::printf("linear layers alone...\n");
+      std::fflush(stdout);
+      LinearBenchOptions o;
+      if (m.quick) {
+        o.iterations = 5;
+        o.repeats = 2;
+      }
+      RunLinearBench(config, o, *roofline, &report);
+    }
+    if (m.sections.count("prefill_attention")) {
+      std::printf("prefill attention alone...\n");
+      std::fflush(stdout);
+      PrefillAttentionBenchOptions o;
+      if (m.quick) o.repeats = 2;
+      RunPrefillAttentionBench(config, o, *roofline, &report);
     }
     if (m.sections.count("kv_copy")) {
       std::printf("KV copy reference...\n");
@@ -231,8 +265,9 @@ int main(int argc, char** argv) {
   flags.Number("device", &options.device, {"N", "CUDA device (default 0)"});
   flags.String("sections", &sections,
                {"LIST",
-                "comma-separated subset of decode,prefill,attention,kv_copy (default: all; the "
-                "roofline always runs: the other sections' floors come from it)"});
+                "comma-separated subset of decode,prefill,attention,kv_copy,linear,"
+                "prefill_attention (default: all; the roofline always runs: the other sections' "
+                "floors come from it)"});
   const std::string usage = flags.Help(tandem::bench::kIntro);
   bool help = false;
   const std::string error = flags.Parse(argc, argv, &help);
@@ -248,7 +283,7 @@ int main(int argc, char** argv) {
     options.sections.clear();
     for (absl::string_view s : absl::StrSplit(sections, ',', absl::SkipEmpty())) {
       const std::string name(s);
-      if (name != "decode" && name != "prefill" && name != "attention" && name != "kv_copy") {
+      if (!tandem::bench::MainOptions().sections.contains(name)) {
         std::fprintf(stderr, "tandem-bench-gpu: unknown section '%s'\n%s", name.c_str(),
                      usage.c_str());
         return tandem::bench::kExitUsage;

@@ -128,29 +128,6 @@ fi
 echo "libcuda.so.1: ${driver_dir:-NOT FOUND}"
 export TANDEM_DRIVER_LIB_DIR="$driver_dir"
 
-# NCCL is not part of the CUDA toolkit; the nodes load it with dlopen only for --kv-transport nccl.
-# Found here once and handed to them: TANDEM_NCCL_LIB, CUDA's folders, the active virtual
-# environment's wheel (nvidia-nccl-cu13), the ld.so cache, then other environments' wheels.
-nccl="${TANDEM_NCCL_LIB:-}"
-nccl_from="TANDEM_NCCL_LIB"
-if [ -z "$nccl" ]; then
-  for candidate in "$TANDEM_CUDA_HOME"/lib64/libnccl.so.2 "$TANDEM_CUDA_HOME"/lib/libnccl.so.2 \
-    "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
-    "$(/sbin/ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / { print $NF; exit }')" \
-    /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
-    /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
-    /usr/lib/python3/dist-packages/nvidia/nccl/lib/libnccl.so.2; do
-    if [ -n "$candidate" ] && [ -f "$candidate" ]; then nccl="$candidate"; break; fi
-  done
-  nccl_from="search"
-fi
-if [ -n "$nccl" ]; then
-  export TANDEM_NCCL_LIB="$nccl"
-  echo "libnccl.so.2: $nccl (from $nccl_from)"
-else
-  echo "libnccl.so.2: NOT FOUND (the nccl KV transport cannot start; set TANDEM_NCCL_LIB)"
-fi
-
 # ---- Libraries: every packed binary must resolve against the pack and this machine's CUDA. -------
 section "libraries"
 loader="$pack/lib/ld-linux-x86-64.so.2"
@@ -172,6 +149,47 @@ if [ "${#unresolved[@]}" -eq 0 ]; then
   echo "every packed binary resolves its libraries"
 else
   failures+=("${#unresolved[@]} packed binaries do not find their libraries")
+fi
+
+# NCCL is not part of the CUDA toolkit; the nodes load it with dlopen only for --kv-transport nccl.
+# Found here once and handed to them: TANDEM_NCCL_LIB, CUDA's folders, the active virtual
+# environment's wheel (nvidia-nccl-cu13), the ld.so cache, then other environments' wheels. The
+# first that loads under the pack's own glibc wins: the first GPU machine's system libnccl.so.2
+# (the ld.so cache) needed a newer glibc than the pack's and failed to load in the transport's
+# tests, while the torch environment's wheel loaded.
+nccl_loads() {  # FILE: quiet when FILE's libraries and symbol versions resolve under the pack
+  local problems
+  problems="$(LD_TRACE_LOADED_OBJECTS=1 "$loader" --library-path "$libpath" "$1" 2>&1 |
+    grep -e 'not found' -e 'error while loading shared libraries')"
+  [ -z "$problems" ] && return 0
+  echo "libnccl.so.2 candidate $1 does not load under the pack: $problems" | head -3
+  return 1
+}
+nccl="${TANDEM_NCCL_LIB:-}"
+nccl_from="TANDEM_NCCL_LIB"
+if [ -z "$nccl" ]; then
+  first_found=""
+  for candidate in "$TANDEM_CUDA_HOME"/lib64/libnccl.so.2 "$TANDEM_CUDA_HOME"/lib/libnccl.so.2 \
+    "${VIRTUAL_ENV:-/nonexistent}"/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+    "$(/sbin/ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / { print $NF; exit }')" \
+    /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+    /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2 \
+    /usr/lib/python3/dist-packages/nvidia/nccl/lib/libnccl.so.2; do
+    [ -n "$candidate" ] && [ -f "$candidate" ] || continue
+    [ -n "$first_found" ] || first_found="$candidate"
+    if nccl_loads "$candidate"; then nccl="$candidate"; break; fi
+  done
+  nccl_from="search"
+  if [ -z "$nccl" ] && [ -n "$first_found" ]; then
+    nccl="$first_found"
+    nccl_from="search; none loads under the pack, so the nccl transport's tests will say why"
+  fi
+fi
+if [ -n "$nccl" ]; then
+  export TANDEM_NCCL_LIB="$nccl"
+  echo "libnccl.so.2: $nccl (from $nccl_from)"
+else
+  echo "libnccl.so.2: NOT FOUND (the nccl KV transport cannot start; set TANDEM_NCCL_LIB)"
 fi
 
 # ---- What the tests and the binaries they start see. --------------------------------------------

@@ -32,6 +32,8 @@ TEST(DeviceBufferTest, ImpossibleAllocationIsAStatus) {
   auto buffer = DeviceBuffer::Allocate(size_t{1} << 60);
   ASSERT_FALSE(buffer.ok());
   EXPECT_EQ(buffer.status().code(), absl::StatusCode::kResourceExhausted) << buffer.status();
+  // Reported once, as this Status: the next launch's error check must not see it again.
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 }  // namespace

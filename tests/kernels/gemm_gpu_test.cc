@@ -169,6 +169,70 @@ TEST(GemmRunnerGpuTest, LinearWorksDuringStreamCapture) {
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 }
 
+// Autotune keeps the fastest of the heuristic's candidates; whichever it keeps computes the same
+// product within the same bound, bf16 output included (whose split-K partials must be summed in
+// f32), and it refuses to run inside a capture.
+TEST(GemmRunnerGpuTest, AutotunedPlansMatchTheReference) {
+  TANDEM_REQUIRE_GPU();
+  auto runner = GemmRunner::Create();
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  uint64_t seed = 71;
+  for (const Shape& s : {Shape{1, 4096, 4096}, Shape{7, 4100, 4100}, Shape{32, 4096, 1024}}) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << s.rows << " k=" << s.k << " n=" << s.n);
+    const std::vector<Bf16Bits> x = ToBf16(RandomUniform(size_t(s.rows) * s.k, -1, 1, seed++));
+    const std::vector<Bf16Bits> w = ToBf16(RandomUniform(size_t(s.n) * s.k, -1, 1, seed++));
+    const DeviceBuffer x_dev = Upload(x);
+    const DeviceBuffer w_dev = Upload(w);
+    std::vector<float> want(size_t(s.rows) * s.n);
+    LinearReference(x.data(), s.rows, s.k, w.data(), s.n, want.data());
+    for (GemmOutput output : {GemmOutput::kF32, GemmOutput::kBf16}) {
+      const bool bf16 = output == GemmOutput::kBf16;
+      SCOPED_TRACE(bf16 ? "bf16 output" : "f32 output");
+      const DeviceBuffer y = bf16 ? Poisoned<Bf16Bits>(want.size()) : Poisoned<float>(want.size());
+      LinearArgs args;
+      args.x = x_dev.as<__nv_bfloat16>();
+      args.w = w_dev.as<__nv_bfloat16>();
+      args.y = y.data();
+      args.rows = s.rows;
+      args.k = s.k;
+      args.n = s.n;
+      args.output = output;
+      absl::StatusOr<GemmTuning> tuning = (*runner)->Autotune(args, nullptr, 8, 3);
+      ASSERT_TRUE(tuning.ok()) << tuning.status();
+      EXPECT_GE(tuning->candidates, 1);
+      EXPECT_LT(tuning->chosen, tuning->candidates);
+      EXPECT_GT(tuning->heuristic_seconds, 0);
+      EXPECT_GT(tuning->best_seconds, 0);
+      EXPECT_LE(tuning->best_seconds, tuning->heuristic_seconds);
+      const std::vector<float> got = RunLinear(**runner, x_dev, w_dev, s.rows, s.k, s.n, output);
+      EXPECT_TRUE(LinearClose(got, want, RowNorms(x, s.rows, s.k), RowNorms(w, s.n, s.k), s.rows,
+                              s.n, bf16));
+    }
+  }
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const DeviceBuffer x = Poisoned<Bf16Bits>(64 * 64);
+  const DeviceBuffer y = Poisoned<float>(64 * 64);
+  LinearArgs args;
+  args.x = x.as<__nv_bfloat16>();
+  args.w = x.as<__nv_bfloat16>();
+  args.y = y.data();
+  args.rows = 64;
+  args.k = 64;
+  args.n = 64;
+  args.output = GemmOutput::kF32;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const absl::StatusOr<GemmTuning> during_capture = (*runner)->Autotune(args, stream);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  EXPECT_EQ(during_capture.status().code(), absl::StatusCode::kFailedPrecondition)
+      << during_capture.status();
+  if (graph != nullptr) {
+    EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  }
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+}
+
 TEST(GemmRunnerGpuTest, ChecksArguments) {
   TANDEM_REQUIRE_GPU();
   auto runner = GemmRunner::Create();

@@ -25,7 +25,6 @@ using nccl_internal::NcclLocalPool;
 using nccl_internal::NcclOwner;
 using nccl_internal::NcclWriter;
 
-
 }  // namespace
 
 // The transport's own state (options, incarnation, the registered pool) and its two sides: the
@@ -37,13 +36,20 @@ class NcclKvTransport::Impl {
 
   ~Impl() { Shutdown(); }
 
-  // Checks the options, loads NCCL (Unavailable, naming where it looked, when it cannot), checks
-  // the device, and starts the writer's loop.
+  // Checks the options and the device, loads NCCL (Unavailable, naming where it looked, when it
+  // cannot), and starts the writer's loop.
   absl::Status Start() {
     if (options_.frame_bytes < kNcclMinFrameBytes || options_.frames_in_flight <= 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("nccl transport: frame_bytes must be at least ", kNcclMinFrameBytes,
                        " and frames_in_flight positive"));
+    }
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) return CudaError(e, "cudaGetDeviceCount");
+    if (options_.cuda_device < 0 || options_.cuda_device >= count) {
+      return absl::InvalidArgumentError(absl::StrCat("CUDA device ", options_.cuda_device,
+                                                     " does not exist (", count, " devices)"));
     }
     absl::StatusOr<const NcclApi*> nccl = LoadNccl();
     if (!nccl.ok()) {
@@ -56,13 +62,6 @@ class NcclKvTransport::Impl {
                    NcclVersionString((*nccl)->version), (*nccl)->path,
                    NcclVersionString(NCCL_VERSION_CODE));
     });
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) return CudaError(e, "cudaGetDeviceCount");
-    if (options_.cuda_device < 0 || options_.cuda_device >= count) {
-      return absl::InvalidArgumentError(absl::StrCat("CUDA device ", options_.cuda_device,
-                                                     " does not exist (", count, " devices)"));
-    }
     writer_ = std::make_unique<NcclWriter>(**nccl, options_, incarnation_, pool_);
     owner_ = std::make_unique<NcclOwner>(**nccl, options_, pool_);
     writer_->Start();

@@ -201,11 +201,19 @@ else
 fi
 
 # 9. NCCL from a Python wheel's folder is found and handed on.
+# NCCL: the first candidate that loads under the pack's loader wins. CUDA's folder holds a file that
+# is no library (as the first GPU machine's system libnccl.so.2 needed a newer glibc than the
+# pack's), the active virtual environment's wheel a real shared library: the wheel is chosen, and
+# the refused candidate is named with the loader's reason.
 venv="$work/venv"
-mkdir -p "$venv/lib/python3.12/site-packages/nvidia/nccl/lib"
-touch "$venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
-VIRTUAL_ENV="$venv" TANDEM_CUDA_HOME="$work/no-cuda" check nccl_wheel 0 "GPU CHECK PASSED (tests)" tests
+mkdir -p "$venv/lib/python3.12/site-packages/nvidia/nccl/lib" "$work/broken-cuda/lib64"
+cp -L "$(/sbin/ldconfig -p | awk '/libz\.so\.1 / { print $NF; exit }')" \
+  "$venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+echo "not a library" > "$work/broken-cuda/lib64/libnccl.so.2"
+VIRTUAL_ENV="$venv" TANDEM_CUDA_HOME="$work/broken-cuda" check nccl_wheel 0 \
+  "GPU CHECK PASSED (tests)" tests
 has nccl_wheel run.log "libnccl.so.2: $venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 \(from search\)"
+has nccl_wheel run.log "candidate $work/broken-cuda/lib64/libnccl.so.2 does not load under the pack"
 
 if [ "$failures" -gt 0 ]; then
   echo "run_test.sh: $failures failure(s)"

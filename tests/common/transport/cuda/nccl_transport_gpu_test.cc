@@ -31,8 +31,9 @@ TEST(NcclKvTransportGpuTest, CreateFailsCleanlyWithoutTheDevice) {
     EXPECT_FALSE(NcclKvTransport::Create(o).ok());  // no GPU (CI): a Status, not a crash
     return;
   }
-  o.cuda_device = count;
-  EXPECT_EQ(NcclKvTransport::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.cuda_device = count;  // refused before NCCL is looked for
+  const absl::Status status = NcclKvTransport::Create(o).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
 }
 
 struct NcclPair {
