@@ -18,9 +18,12 @@ absl::Status Invalid(const std::string& what) {
 
 }  // namespace
 
-size_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_heads, int head_dim, int max_context) {
-  if (num_seqs <= 0 || num_heads <= 0 || head_dim <= 0 || max_context <= 0) return 0;
-  return internal::DecodeWorkspaceFloats(num_seqs, num_heads, head_dim, max_context) *
+size_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_heads, int num_kv_heads, int head_dim,
+                                     int max_context) {
+  if (num_seqs <= 0 || num_heads <= 0 || num_kv_heads <= 0 || head_dim <= 0 || max_context <= 0) {
+    return 0;
+  }
+  return internal::DecodeWorkspaceFloats(num_seqs, num_heads, num_kv_heads, head_dim, max_context) *
          sizeof(float);
 }
 
@@ -37,9 +40,10 @@ absl::Status PagedDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t 
     return Invalid(absl::StrCat("max_context ", args.max_context, " > max_blocks_per_seq ",
                                 args.max_blocks_per_seq, " x block_size ", layout.block_size));
   }
-  if (internal::DecodeNumPartitions(args.max_context) > 65535) {
+  if (internal::DecodeNumPartitions(args.max_context, internal::kDecodeMinPartitionTokens) >
+      65535) {
     return Invalid(absl::StrCat("max_context ", args.max_context, " needs more than 65535 ",
-                                internal::kDecodePartitionTokens, "-token partitions"));
+                                internal::kDecodeMinPartitionTokens, "-token partitions"));
   }
   if (args.num_seqs == 0) return absl::OkStatus();
 
@@ -50,8 +54,12 @@ absl::Status PagedDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t 
   if (args.context_lens == nullptr) return Invalid("context_lens is null");
   if (args.block_tables == nullptr) return Invalid("block_tables is null");
   RETURN_IF_ERROR(CheckAttentionPointers("PagedDecodeAttention", args.q, args.out, args.kv_pool));
-  const size_t workspace_bytes = DecodeAttentionWorkspaceBytes(args.num_seqs, args.num_heads,
-                                                               layout.head_dim, args.max_context);
+  const size_t workspace_bytes = args.max_context <= 0
+                                     ? 0
+                                     : internal::DecodeWorkspaceFloatsOneLaunch(
+                                           args.num_seqs, args.num_heads, layout.num_kv_heads,
+                                           layout.head_dim, args.max_context) *
+                                           sizeof(float);
   if (workspace_bytes > 0 && args.workspace == nullptr) {
     return Invalid(absl::StrCat("workspace is null; ", workspace_bytes, " bytes needed"));
   }
@@ -79,6 +87,7 @@ absl::Status PagedDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t 
   launch.max_context = args.max_context;
   launch.sliding_window = args.sliding_window;
   launch.scale = args.scale;
+  launch.tensor_cores = args.tensor_cores;
   launch.workspace = args.workspace;
   return CudaStatus(internal::LaunchPagedDecodeAttention(launch, stream),
                     "PagedDecodeAttention kernel launch");

@@ -1,16 +1,17 @@
 // Paged decode attention: one query row per sequence against its context in the paged KV pool.
 //
-// DecodePartitionKernel: one thread block (4 warps) per (sequence, KV head, partition of
-// kDecodePartitionTokens positions), serving up to kMaxGroup query heads of the KV head's group
-// (a larger group takes several blocks). Each K and V row is loaded once, with 16-byte loads: a
-// row is spread over head_dim / 8 lanes, so a warp covers 32 / (head_dim / 8) keys per step, and
-// each lane computes its 8-dim share of the dot with every query head, summed across the row's
-// lanes by shuffles. Scores (in log2 units, q pre-scaled) go to shared memory; a warp per head
-// takes their max and exponentiates them; then the same walk over V accumulates the weighted values
-// per lane, reduced across lanes and warps. With one partition the block writes out = acc / sum in
-// bf16; with several it writes (acc, max, sum) to the f32 workspace and DecodeMergeKernel combines
-// the partitions of each (sequence, head). Partitions wholly outside [AttentionStart, context) exit
-// at once; context 0 writes zeros.
+// DecodePartitionKernel: one thread block (4 warps) per (sequence, KV head, partition of up to
+// kDecodePartitionTokens positions: DecodePartitionTokensFor), serving up to kMaxGroup query heads
+// of the KV head's group (a larger group takes several blocks). Each K and V row is loaded once,
+// with 16-byte loads: a row is spread over head_dim / 8 lanes, so a warp covers 32 / (head_dim / 8)
+// keys per step, and each lane computes its 8-dim share of the dot with every query head, summed
+// across the row's lanes by shuffles; each lane loads kUnroll rows before using any, and the
+// partition's block-table entries are staged in shared memory first. Scores (in log2 units, q
+// pre-scaled) go to shared memory; a warp per head takes their max and exponentiates them; then the
+// same walk over V accumulates the weighted values per lane, reduced across lanes and warps. With
+// one partition the block writes out = acc / sum in bf16; with several it writes (acc, max, sum) to
+// the f32 workspace and DecodeMergeKernel combines the partitions of each (sequence, head).
+// Partitions wholly outside [AttentionStart, context) exit at once; context 0 writes zeros.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -60,8 +61,8 @@ struct Workspace {
 
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
-    DecodePartitionKernel(const DecodeAttentionLaunchArgs args, const int num_partitions,
-                          const int group_blocks) {
+    DecodePartitionKernel(const DecodeAttentionLaunchArgs args, const int partition_tokens,
+                          const int num_partitions, const int group_blocks) {
   constexpr int kLanesPerKey = kHeadDim / kBf16PerVector;  // 8 or 16
   constexpr int kKeysPerWarpStep = 32 / kLanesPerKey;      // 4 or 2
   constexpr int kKeysPerBlockStep = kKeysPerWarpStep * kWarps;
@@ -95,9 +96,8 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   const int last = context - 1;
-  const int key_begin =
-      max(partition * kDecodePartitionTokens, FirstVisible(last, args.sliding_window));
-  const int key_end = min((partition + 1) * kDecodePartitionTokens, context);
+  const int key_begin = max(partition * partition_tokens, FirstVisible(last, args.sliding_window));
+  const int key_end = min((partition + 1) * partition_tokens, context);
   if (key_begin >= key_end) return;
   const int n = key_end - key_begin;
 
@@ -257,13 +257,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+}  // namespace
+}  // namespace tandem::kernels::internal
+
+#include "kernels/decode_attention_mma.cuh"
+
+namespace tandem::kernels::internal {
+namespace {
+
 // One block of head_dim threads per (sequence, head): combines the partitions' partial results.
+// The partitions are read in parallel (the threads stride over them for the max and the sum; each
+// thread walks them for its dimension with kMergeUnroll loads in flight): a serial walk cost one
+// memory latency per partition, ~70 us at 64 partitions.
+constexpr int kMergeUnroll = 8;
+
 template <int kHeadDim>
 __global__ void __launch_bounds__(kHeadDim)
-    DecodeMergeKernel(const DecodeAttentionLaunchArgs args, const int num_partitions) {
+    DecodeMergeKernel(const DecodeAttentionLaunchArgs args, const int partition_tokens,
+                      const int num_partitions) {
+  constexpr int kMergeWarps = kHeadDim / 32;
+  __shared__ float reduce_s[kMergeWarps];
   const int seq = blockIdx.x;
   const int head = blockIdx.y;
   const int d = threadIdx.x;
+  const int warp = d / 32;
+  const int lane = d % 32;
   __nv_bfloat16* out = args.out + int64_t{args.token_rows[seq]} * args.num_heads * kHeadDim +
                        int64_t{head} * kHeadDim;
   const int context = args.context_lens[seq];
@@ -273,40 +291,75 @@ __global__ void __launch_bounds__(kHeadDim)
   }
   const int last = context - 1;
   // The partitions DecodePartitionKernel wrote for this sequence.
-  const int first_partition = FirstVisible(last, args.sliding_window) / kDecodePartitionTokens;
-  const int last_partition = min(last / kDecodePartitionTokens, num_partitions - 1);
+  const int first_partition = FirstVisible(last, args.sliding_window) / partition_tokens;
+  const int last_partition = min(last / partition_tokens, num_partitions - 1);
   const Workspace workspace(args, num_partitions);
   const size_t slot0 = (static_cast<size_t>(seq) * args.num_heads + head) * num_partitions;
+
   float overall_max = -INFINITY;
-  for (int p = first_partition; p <= last_partition; ++p) {
+  for (int p = first_partition + d; p <= last_partition; p += kHeadDim) {
     overall_max = fmaxf(overall_max, workspace.maxes[slot0 + p]);
   }
+  overall_max = WarpMax(overall_max);
+  if (lane == 0) reduce_s[warp] = overall_max;
+  __syncthreads();
+  overall_max = reduce_s[0];
+#pragma unroll
+  for (int w = 1; w < kMergeWarps; ++w) overall_max = fmaxf(overall_max, reduce_s[w]);
+  __syncthreads();
+
   float sum = 0.0f;
+  for (int p = first_partition + d; p <= last_partition; p += kHeadDim) {
+    sum += workspace.sums[slot0 + p] * exp2f(workspace.maxes[slot0 + p] - overall_max);
+  }
+  sum = WarpSum(sum);
+  if (lane == 0) reduce_s[warp] = sum;
+  __syncthreads();
+  sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kMergeWarps; ++w) sum += reduce_s[w];
+
   float acc = 0.0f;
-  for (int p = first_partition; p <= last_partition; ++p) {
-    const float weight = exp2f(workspace.maxes[slot0 + p] - overall_max);
-    sum += workspace.sums[slot0 + p] * weight;
-    acc += workspace.acc[(slot0 + p) * kHeadDim + d] * weight;
+  for (int p0 = first_partition; p0 <= last_partition; p0 += kMergeUnroll) {
+    float values[kMergeUnroll];
+    float maxes[kMergeUnroll];
+#pragma unroll
+    for (int u = 0; u < kMergeUnroll; ++u) {
+      const int p = p0 + u;
+      const bool in = p <= last_partition;
+      values[u] = in ? workspace.acc[(slot0 + p) * kHeadDim + d] : 0.0f;
+      maxes[u] = in ? workspace.maxes[slot0 + p] : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeUnroll; ++u) acc += values[u] * exp2f(maxes[u] - overall_max);
   }
   out[d] = __float2bfloat16(acc / sum);
 }
 
 template <int kHeadDim>
 cudaError_t Launch(const DecodeAttentionLaunchArgs& args, cudaStream_t stream) {
-  const int num_partitions = DecodeNumPartitions(args.max_context);
+  const int partition_tokens =
+      DecodePartitionTokensFor(args.num_seqs, args.num_kv_heads, args.max_context);
+  const int num_partitions = DecodeNumPartitions(args.max_context, partition_tokens);
   const int group = args.num_heads / args.num_kv_heads;
   const int group_blocks = (group + kMaxGroup - 1) / kMaxGroup;
   const dim3 grid(static_cast<unsigned>(args.num_seqs),
                   static_cast<unsigned>(args.num_kv_heads * group_blocks),
                   static_cast<unsigned>(num_partitions));
-  DecodePartitionKernel<kHeadDim>
-      <<<grid, kThreads, 0, stream>>>(args, num_partitions, group_blocks);
+  if (args.tensor_cores) {
+    DecodePartitionMmaKernel<kHeadDim>
+        <<<grid, kThreads, 0, stream>>>(args, partition_tokens, num_partitions, group_blocks);
+  } else {
+    DecodePartitionKernel<kHeadDim>
+        <<<grid, kThreads, 0, stream>>>(args, partition_tokens, num_partitions, group_blocks);
+  }
   if (num_partitions > 1) {
     const cudaError_t error = cudaGetLastError();
     if (error != cudaSuccess) return error;
     const dim3 merge_grid(static_cast<unsigned>(args.num_seqs),
                           static_cast<unsigned>(args.num_heads));
-    DecodeMergeKernel<kHeadDim><<<merge_grid, kHeadDim, 0, stream>>>(args, num_partitions);
+    DecodeMergeKernel<kHeadDim>
+        <<<merge_grid, kHeadDim, 0, stream>>>(args, partition_tokens, num_partitions);
   }
   return cudaGetLastError();
 }

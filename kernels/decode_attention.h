@@ -1,7 +1,8 @@
 // Paged decode attention: one query token per sequence against its whole context in the paged KV
 // pool. GQA-aware: one thread block reads a KV head's keys and values once for all the query heads
-// of its group. Long contexts are split along the sequence into partitions whose partial results
-// (max, sum, weighted values) are merged by a second kernel, so small batches still fill the GPU.
+// of its group. Contexts are split along the sequence into partitions (shorter ones when the batch
+// is small) whose partial results (max, sum, weighted values) are merged by a second kernel, so
+// small batches still fill the GPU.
 #ifndef TANDEM_KERNELS_DECODE_ATTENTION_H_
 #define TANDEM_KERNELS_DECODE_ATTENTION_H_
 
@@ -36,12 +37,17 @@ struct DecodeAttentionArgs {
   int max_context = 0;
   int sliding_window = 0;
   float scale = 0.0f;
+  // The partition kernel: tensor cores (mma.sync; the default) or CUDA cores (FMAs and shuffles;
+  // kept as the second implementation the tests and the benchmark compare).
+  bool tensor_cores = true;
   float* workspace = nullptr;  // DecodeAttentionWorkspaceBytes(...) bytes, device
   size_t workspace_bytes = 0;
 };
 
-// Device workspace the split partials need for these sizes.
-size_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_heads, int head_dim, int max_context);
+// Device workspace the split partials need for any launch of up to `num_seqs` sequences with
+// contexts up to `max_context`.
+size_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_heads, int num_kv_heads, int head_dim,
+                                     int max_context);
 
 // Checks: pointers, num_seqs >= 0, layout.dtype == kBF16, head_dim 64 or 128, num_heads a multiple
 // of num_kv_heads, layer in range, max_context <= max_blocks_per_seq * block_size, workspace

@@ -21,8 +21,9 @@ using kernels::DeviceBuffer;
 
 constexpr double kGoal = 0.85;
 
-std::string CaseName(int batch, int context) {
-  return absl::StrCat("batch ", batch, ", context ", context);
+std::string CaseName(int batch, int context, bool tensor_cores) {
+  return absl::StrCat("batch ", batch, ", context ", context,
+                      tensor_cores ? ", tensor cores" : ", cuda cores");
 }
 
 absl::StatusOr<DeviceBuffer> UploadInt32(const std::vector<int32_t>& host, cudaStream_t stream) {
@@ -34,11 +35,12 @@ absl::StatusOr<DeviceBuffer> UploadInt32(const std::vector<int32_t>& host, cudaS
   return buffer;
 }
 
-absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch,
-                                 const AttentionBenchOptions& o, const DeviceRoofline& roofline) {
+absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int context,
+                                 bool tensor_cores, const AttentionBenchOptions& o,
+                                 const DeviceRoofline& roofline) {
   ASSIGN_OR_RETURN(OwnedStream stream, OwnedStream::Create());
   const int block_size = 16;
-  const int blocks_per_seq = (o.context + block_size - 1) / block_size;
+  const int blocks_per_seq = (context + block_size - 1) / block_size;
   KvLayout layout;
   layout.dtype = DType::kBF16;
   layout.num_layers = o.layers;
@@ -62,12 +64,12 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch,
   for (const auto& t : tables) flat_tables.insert(flat_tables.end(), t.begin(), t.end());
   std::vector<int32_t> rows(batch);
   std::iota(rows.begin(), rows.end(), 0);
-  const std::vector<int32_t> context_lens(batch, o.context);
+  const std::vector<int32_t> context_lens(batch, context);
   ASSIGN_OR_RETURN(DeviceBuffer tables_d, UploadInt32(flat_tables, stream.get()));
   ASSIGN_OR_RETURN(DeviceBuffer rows_d, UploadInt32(rows, stream.get()));
   ASSIGN_OR_RETURN(DeviceBuffer lens_d, UploadInt32(context_lens, stream.get()));
   const size_t workspace_bytes = kernels::DecodeAttentionWorkspaceBytes(
-      batch, config.num_heads, config.head_dim, blocks_per_seq * block_size);
+      batch, config.num_heads, config.num_kv_heads, config.head_dim, blocks_per_seq * block_size);
   ASSIGN_OR_RETURN(DeviceBuffer workspace, DeviceBuffer::Allocate(workspace_bytes));
 
   kernels::DecodeAttentionArgs a;
@@ -84,6 +86,7 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch,
   a.max_context = blocks_per_seq * block_size;
   a.sliding_window = 0;
   a.scale = static_cast<float>(1.0 / std::sqrt(double(config.head_dim)));
+  a.tensor_cores = tensor_cores;
   a.workspace = workspace.as<float>();
   a.workspace_bytes = workspace_bytes;
 
@@ -103,19 +106,18 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch,
   }
 
   // K and V of every position of every sequence, one layer: what one call must read.
-  const double kv_bytes =
-      2.0 * batch * double(o.context) * config.num_kv_heads * config.head_dim * 2;
+  const double kv_bytes = 2.0 * batch * double(context) * config.num_kv_heads * config.head_dim * 2;
   const double best = Min(per_call);
   BenchRow row;
   row.section = kAttentionSection;
-  row.name = CaseName(batch, o.context);
+  row.name = CaseName(batch, context, tensor_cores);
   row.value = kv_bytes / best * 1e-9;
   row.unit = "GB/s";
   BenchReport::Compare(row, roofline.copy_rw_bytes_per_s * 1e-9, absl::StrFormat(">= %.2f", kGoal));
   row.note = absl::StrFormat("%.1f us per layer (median %.1f us), %.0f MiB of K+V", best * 1e6,
                              Median(per_call) * 1e6, kv_bytes / double(1 << 20));
   row.details = {{"batch", batch},
-                 {"context", o.context},
+                 {"context", context},
                  {"num_heads", config.num_heads},
                  {"num_kv_heads", config.num_kv_heads},
                  {"head_dim", config.head_dim},
@@ -134,21 +136,26 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch,
 
 void RunAttentionBench(const ModelConfig& config, const AttentionBenchOptions& o,
                        const DeviceRoofline& roofline, BenchReport* report) {
-  for (int batch : o.batches) {
-    if (o.context < 1 || o.layers < 1 || o.iterations < 1 || o.repeats < 1 || batch < 1) {
-      report->AddFailed(kAttentionSection, CaseName(batch, o.context),
-                        absl::InvalidArgumentError("context, layers, iterations, repeats and "
-                                                   "batch must be >= 1"));
-      continue;
-    }
-    absl::StatusOr<BenchRow> row = RunCase(config, batch, o, roofline);
-    if (row.ok()) {
-      report->Add(*std::move(row));
-    } else if (absl::IsResourceExhausted(row.status())) {
-      report->AddSkipped(kAttentionSection, CaseName(batch, o.context),
-                         absl::StrCat("out of device memory: ", row.status().message()));
-    } else {
-      report->AddFailed(kAttentionSection, CaseName(batch, o.context), row.status());
+  for (int context : o.contexts) {
+    for (int batch : o.batches) {
+      for (const bool tensor_cores : o.tensor_cores) {
+        const std::string name = CaseName(batch, context, tensor_cores);
+        if (context < 1 || o.layers < 1 || o.iterations < 1 || o.repeats < 1 || batch < 1) {
+          report->AddFailed(kAttentionSection, name,
+                            absl::InvalidArgumentError("context, layers, iterations, repeats and "
+                                                       "batch must be >= 1"));
+          continue;
+        }
+        absl::StatusOr<BenchRow> row = RunCase(config, batch, context, tensor_cores, o, roofline);
+        if (row.ok()) {
+          report->Add(*std::move(row));
+        } else if (absl::IsResourceExhausted(row.status())) {
+          report->AddSkipped(kAttentionSection, name,
+                             absl::StrCat("out of device memory: ", row.status().message()));
+        } else {
+          report->AddFailed(kAttentionSection, name, row.status());
+        }
+      }
     }
   }
 }

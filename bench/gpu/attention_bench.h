@@ -1,5 +1,6 @@
-// Section 4: paged decode attention alone (kernels/decode_attention.h) at a long context with
-// Llama-3-8B's head shapes, as achieved K/V read bandwidth against the device's measured copy rate.
+// Section 4: paged decode attention alone (kernels/decode_attention.h) at short to long contexts
+// with Llama-3-8B's head shapes, as achieved K/V read bandwidth against the device's measured copy
+// rate.
 #ifndef TANDEM_BENCH_GPU_ATTENTION_BENCH_H_
 #define TANDEM_BENCH_GPU_ATTENTION_BENCH_H_
 
@@ -15,8 +16,10 @@ namespace tandem::bench {
 inline constexpr char kAttentionSection[] = "attention";
 
 struct AttentionBenchOptions {
-  int context = 32768;
-  std::vector<int> batches = {1, 8};
+  std::vector<int> contexts = {1024, 8192, 32768};
+  std::vector<int> batches = {1, 8, 32};
+  // Each case with the tensor-core partition kernel (the default) and the CUDA-core one.
+  std::vector<bool> tensor_cores = {true, false};
   // Each call reads one layer; the calls cycle over this many layers so the previous call's K/V
   // is not still in L2.
   int layers = 4;
@@ -26,7 +29,7 @@ struct AttentionBenchOptions {
   uint64_t seed = 5;
 };
 
-// One row per batch size (goal: >= 0.85 of the copy rate), or a failed/skipped row.
+// One row per (batch size, context) (goal: >= 0.85 of the copy rate), or a failed/skipped row.
 void RunAttentionBench(const ModelConfig& config, const AttentionBenchOptions& options,
                        const DeviceRoofline& roofline, BenchReport* report);
 

@@ -5,7 +5,8 @@
 //   2. decode step time for Llama-3-8B shapes (random weights) at batch 1/8/32/128 and context
 //      1024/8192 vs (bytes the step must move) / copy rate,
 //   3. prefill of a 4096-token prompt, achieved FLOP/s vs the GEMM peak,
-//   4. paged decode attention alone at a 32768-token context, K/V bytes/s vs the copy rate,
+//   4. paged decode attention alone at 1k/8k/32k contexts, batch 1/8/32, K/V bytes/s vs the copy
+//      rate,
 //   5. cudaMemcpy of a 4096-token KV cache's bytes (the reference for bench/kv_transfer),
 //   6. each linear layer alone at decode and prefill row counts, cuBLASLt's heuristic pick and
 //      GemmRunner::Autotune's,

@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention_reference.h"
 #include "kernels/decode_attention.h"
+#include "kernels/decode_attention_launch.h"
 #include "tests/kernels/attention_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -86,31 +87,36 @@ void ExpectKernelMatchesReference(DecodeCase c, uint64_t seed) {
   const DeviceBuffer token_rows_d = Upload(token_rows);
   const DeviceBuffer context_lens_d = Upload(context_lens);
   const DeviceBuffer tables_d = Upload(kv.block_tables);
-  const DeviceBuffer out_d = Poisoned<Bf16Bits>(out_elements);
   const size_t workspace_bytes =
-      DecodeAttentionWorkspaceBytes(num_seqs, num_heads, c.head_dim, c.max_context);
-  const DeviceBuffer workspace_d = Poisoned<float>(workspace_bytes / sizeof(float));
-  const absl::Status status = PagedDecodeAttention({.q = q_d.as<__nv_bfloat16>(),
-                                                    .out = out_d.as<__nv_bfloat16>(),
-                                                    .kv_pool = pool_d.as<__nv_bfloat16>(),
-                                                    .layout = kv.layout,
-                                                    .layer = layer,
-                                                    .num_heads = num_heads,
-                                                    .num_seqs = num_seqs,
-                                                    .token_rows = token_rows_d.as<int32_t>(),
-                                                    .context_lens = context_lens_d.as<int32_t>(),
-                                                    .block_tables = tables_d.as<int32_t>(),
-                                                    .max_blocks_per_seq = kv.max_blocks_per_seq,
-                                                    .max_context = c.max_context,
-                                                    .sliding_window = c.sliding_window,
-                                                    .scale = scale,
-                                                    .workspace = workspace_d.as<float>(),
-                                                    .workspace_bytes = workspace_bytes},
-                                                   /*stream=*/nullptr);
-  ASSERT_TRUE(status.ok()) << what << ": " << status;
-  const std::vector<Bf16Bits> got = Download<Bf16Bits>(out_d, out_elements);
-  ASSERT_EQ(cudaGetLastError(), cudaSuccess) << what;
-  testing::ExpectAttentionNear(got, want, testing::MaxAbs(kv.pool), what);
+      DecodeAttentionWorkspaceBytes(num_seqs, num_heads, c.num_kv_heads, c.head_dim, c.max_context);
+  // Both partition kernels against the same reference: tensor cores (the default) and CUDA cores.
+  for (const bool tensor_cores : {true, false}) {
+    const std::string which = what + (tensor_cores ? " [tensor cores]" : " [cuda cores]");
+    const DeviceBuffer out_d = Poisoned<Bf16Bits>(out_elements);
+    const DeviceBuffer workspace_d = Poisoned<float>(workspace_bytes / sizeof(float));
+    const absl::Status status = PagedDecodeAttention({.q = q_d.as<__nv_bfloat16>(),
+                                                      .out = out_d.as<__nv_bfloat16>(),
+                                                      .kv_pool = pool_d.as<__nv_bfloat16>(),
+                                                      .layout = kv.layout,
+                                                      .layer = layer,
+                                                      .num_heads = num_heads,
+                                                      .num_seqs = num_seqs,
+                                                      .token_rows = token_rows_d.as<int32_t>(),
+                                                      .context_lens = context_lens_d.as<int32_t>(),
+                                                      .block_tables = tables_d.as<int32_t>(),
+                                                      .max_blocks_per_seq = kv.max_blocks_per_seq,
+                                                      .max_context = c.max_context,
+                                                      .sliding_window = c.sliding_window,
+                                                      .scale = scale,
+                                                      .tensor_cores = tensor_cores,
+                                                      .workspace = workspace_d.as<float>(),
+                                                      .workspace_bytes = workspace_bytes},
+                                                     /*stream=*/nullptr);
+    ASSERT_TRUE(status.ok()) << which << ": " << status;
+    const std::vector<Bf16Bits> got = Download<Bf16Bits>(out_d, out_elements);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess) << which;
+    testing::ExpectAttentionNear(got, want, testing::MaxAbs(kv.pool), which);
+  }
 }
 
 TEST(PagedDecodeAttentionGpuTest, OddAndBoundaryContexts) {
@@ -183,11 +189,34 @@ TEST(PagedDecodeAttentionGpuTest, OddBlockSizes) {
   }
 }
 
+TEST(PagedDecodeAttentionTest, PartitionsShrinkUntilTheGridIsFull) {
+  using internal::DecodePartitionTokensFor;
+  // 128 sequences x 8 KV heads x 1 partition already fill the target: full 512-token partitions.
+  EXPECT_EQ(DecodePartitionTokensFor(128, 8, 512), 512);
+  // One sequence at 32k: 8 x 64 = 512 blocks, halved once to 1024 blocks.
+  EXPECT_EQ(DecodePartitionTokensFor(1, 8, 32768), 256);
+  // One short sequence: down to the 64-token floor.
+  EXPECT_EQ(DecodePartitionTokensFor(1, 8, 1024), 64);
+  EXPECT_EQ(DecodePartitionTokensFor(1, 1, 1), 64);
+}
+
 TEST(PagedDecodeAttentionTest, WorkspaceCoversEveryPartition) {
-  EXPECT_EQ(DecodeAttentionWorkspaceBytes(4, 8, 128, 0), 0u);
-  EXPECT_EQ(DecodeAttentionWorkspaceBytes(4, 8, 128, 512), 0u);  // one partition: none
-  EXPECT_EQ(DecodeAttentionWorkspaceBytes(4, 8, 128, 513), 4u * 8 * 2 * (128 + 2) * 4);
-  EXPECT_EQ(DecodeAttentionWorkspaceBytes(1, 32, 64, 32768), 32u * 64 * (64 + 2) * 4);
+  EXPECT_EQ(DecodeAttentionWorkspaceBytes(4, 8, 2, 128, 0), 0u);
+  EXPECT_EQ(DecodeAttentionWorkspaceBytes(4, 8, 0, 128, 512), 0u);
+  // 64 tokens of context: one partition at any batch size, so no workspace.
+  EXPECT_EQ(DecodeAttentionWorkspaceBytes(4, 8, 2, 128, 64), 0u);
+  // 513 tokens: 9 partitions of 64 at every batch size up to 4 (4 x 2 x 9 < 1024); 4 sequences
+  // need the most.
+  EXPECT_EQ(DecodeAttentionWorkspaceBytes(4, 8, 2, 128, 513), 4u * 8 * 9 * (128 + 2) * 4);
+  // One sequence at 32k with 32 KV heads: 32 x 64 = 2048 blocks, full partitions.
+  EXPECT_EQ(DecodeAttentionWorkspaceBytes(1, 32, 32, 64, 32768), 32u * 64 * (64 + 2) * 4);
+  // A smaller batch that splits finer needs more than the largest batch: 128 sequences use
+  // 512-token partitions (2 at 1024 tokens), 1 sequence 64-token ones (16).
+  const size_t one = DecodeAttentionWorkspaceBytes(1, 8, 8, 128, 1024);
+  EXPECT_EQ(one, 1u * 8 * 16 * (128 + 2) * 4);
+  EXPECT_GE(DecodeAttentionWorkspaceBytes(128, 8, 8, 128, 1024), one);
+  EXPECT_EQ(internal::DecodeWorkspaceFloatsOneLaunch(128, 8, 8, 128, 1024),
+            128u * 8 * 2 * (128 + 2));
 }
 
 // Precondition checks return before any CUDA call, so these run without a GPU too.

@@ -146,8 +146,9 @@ absl::Status CudaBackend::Init(CudaWeights weights) {
                    kernels::PinnedHostBuffer::Allocate(sampling_params_.bytes()));
   ASSIGN_OR_RETURN(sampled_tokens_host_,
                    kernels::PinnedHostBuffer::Allocate(sampled_tokens_.bytes()));
-  decode_workspace_bytes_ = kernels::DecodeAttentionWorkspaceBytes(
-      options_.max_num_seqs, c.num_heads, c.head_dim, max_table_width_ * options_.block_size);
+  decode_workspace_bytes_ =
+      kernels::DecodeAttentionWorkspaceBytes(options_.max_num_seqs, c.num_heads, c.num_kv_heads,
+                                             c.head_dim, max_table_width_ * options_.block_size);
   ASSIGN_OR_RETURN(decode_workspace_, Allocate(decode_workspace_bytes_, "decode workspace"));
   RETURN_IF_ERROR(EnsureScratch(std::max(options_.max_batch_tokens, options_.max_num_seqs)));
   TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "initializing the cuda backend");
