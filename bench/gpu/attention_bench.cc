@@ -26,15 +26,6 @@ std::string CaseName(int batch, int context, bool tensor_cores) {
                       tensor_cores ? ", tensor cores" : ", cuda cores");
 }
 
-absl::StatusOr<DeviceBuffer> UploadInt32(const std::vector<int32_t>& host, cudaStream_t stream) {
-  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(host.size() * sizeof(int32_t)));
-  TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(buffer.data(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice, stream),
-      "copying attention metadata");
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream), "copying attention metadata");
-  return buffer;
-}
-
 absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int context,
                                  bool tensor_cores, const AttentionBenchOptions& o,
                                  const DeviceRoofline& roofline) {
@@ -95,15 +86,8 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int conte
     a.layer = call++ % o.layers;
     return kernels::PagedDecodeAttention(a, stream.get());
   };
-  for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(launch());
-  ASSIGN_OR_RETURN(EventTimer timer, EventTimer::Create());
-  std::vector<double> per_call;
-  for (int r = 0; r < o.repeats; ++r) {
-    RETURN_IF_ERROR(timer.Start(stream.get()));
-    for (int i = 0; i < o.iterations; ++i) RETURN_IF_ERROR(launch());
-    ASSIGN_OR_RETURN(double s, timer.StopSeconds(stream.get()));
-    per_call.push_back(s / o.iterations);
-  }
+  ASSIGN_OR_RETURN(const std::vector<double> per_call,
+                   TimeCalls(launch, stream.get(), o.warmup, o.iterations, o.repeats));
 
   // K and V of every position of every sequence, one layer: what one call must read.
   const double kv_bytes = 2.0 * batch * double(context) * config.num_kv_heads * config.head_dim * 2;

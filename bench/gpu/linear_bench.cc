@@ -54,15 +54,8 @@ absl::StatusOr<double> TimePerCall(kernels::GemmRunner& runner, kernels::LinearA
     args.w = weights[static_cast<size_t>(call++) % weights.size()];
     return runner.Linear(args, stream);
   };
-  for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(launch());
-  ASSIGN_OR_RETURN(EventTimer timer, EventTimer::Create());
-  std::vector<double> per_call;
-  for (int r = 0; r < o.repeats; ++r) {
-    RETURN_IF_ERROR(timer.Start(stream));
-    for (int i = 0; i < o.iterations; ++i) RETURN_IF_ERROR(launch());
-    ASSIGN_OR_RETURN(double s, timer.StopSeconds(stream));
-    per_call.push_back(s / o.iterations);
-  }
+  ASSIGN_OR_RETURN(const std::vector<double> per_call,
+                   TimeCalls(launch, stream, o.warmup, o.iterations, o.repeats));
   return Min(per_call);
 }
 

@@ -19,15 +19,6 @@ namespace {
 
 using kernels::DeviceBuffer;
 
-absl::StatusOr<DeviceBuffer> UploadInt32(const std::vector<int32_t>& host, cudaStream_t stream) {
-  ASSIGN_OR_RETURN(DeviceBuffer buffer, DeviceBuffer::Allocate(host.size() * sizeof(int32_t)));
-  TANDEM_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(buffer.data(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice, stream),
-      "copying attention metadata");
-  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream), "copying attention metadata");
-  return buffer;
-}
-
 absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int tokens,
                                  const PrefillAttentionBenchOptions& o,
                                  const DeviceRoofline& roofline) {
@@ -75,15 +66,8 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int tokens,
     a.layer = call++ % o.layers;
     return kernels::PrefillAttention(a, stream.get());
   };
-  for (int i = 0; i < o.warmup; ++i) RETURN_IF_ERROR(launch());
-  ASSIGN_OR_RETURN(EventTimer timer, EventTimer::Create());
-  std::vector<double> per_call;
-  for (int r = 0; r < o.repeats; ++r) {
-    RETURN_IF_ERROR(timer.Start(stream.get()));
-    for (int i = 0; i < o.iterations; ++i) RETURN_IF_ERROR(launch());
-    ASSIGN_OR_RETURN(double s, timer.StopSeconds(stream.get()));
-    per_call.push_back(s / o.iterations);
-  }
+  ASSIGN_OR_RETURN(const std::vector<double> per_call,
+                   TimeCalls(launch, stream.get(), o.warmup, o.iterations, o.repeats));
   // Causal: query t sees t + 1 keys; QK^T and PV are 2 * head_dim FLOPs per (query, key, head).
   const double pairs = double(tokens) * (tokens + 1) / 2.0;
   const double flops = 4.0 * config.num_heads * double(config.head_dim) * pairs;

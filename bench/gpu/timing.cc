@@ -5,6 +5,7 @@
 #include <numeric>
 #include <utility>
 
+#include "common/util/status_macros.h"
 #include "kernels/cuda_status.h"
 
 namespace tandem::bench {
@@ -72,6 +73,32 @@ double Min(const std::vector<double>& values) {
 double Mean(const std::vector<double>& values) {
   if (values.empty()) return 0;
   return std::accumulate(values.begin(), values.end(), 0.0) / values.size();
+}
+
+absl::StatusOr<std::vector<double>> TimeCalls(const std::function<absl::Status()>& launch,
+                                              cudaStream_t stream, int warmup, int iterations,
+                                              int repeats) {
+  for (int i = 0; i < warmup; ++i) RETURN_IF_ERROR(launch());
+  ASSIGN_OR_RETURN(EventTimer timer, EventTimer::Create());
+  std::vector<double> per_call;
+  for (int r = 0; r < repeats; ++r) {
+    RETURN_IF_ERROR(timer.Start(stream));
+    for (int i = 0; i < iterations; ++i) RETURN_IF_ERROR(launch());
+    ASSIGN_OR_RETURN(double s, timer.StopSeconds(stream));
+    per_call.push_back(s / iterations);
+  }
+  return per_call;
+}
+
+absl::StatusOr<kernels::DeviceBuffer> UploadInt32(const std::vector<int32_t>& host,
+                                                  cudaStream_t stream) {
+  ASSIGN_OR_RETURN(kernels::DeviceBuffer buffer,
+                   kernels::DeviceBuffer::Allocate(host.size() * sizeof(int32_t)));
+  TANDEM_RETURN_IF_CUDA_ERROR(
+      cudaMemcpyAsync(buffer.data(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice, stream),
+      "copying int32 metadata");
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream), "copying int32 metadata");
+  return buffer;
 }
 
 }  // namespace tandem::bench

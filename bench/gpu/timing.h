@@ -6,9 +6,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/device_buffer.h"
 
 namespace tandem::bench {
 
@@ -51,6 +55,16 @@ class EventTimer {
 
 // Monotonic seconds since an arbitrary epoch.
 double WallSeconds();
+
+// Per-call seconds of `launch` (which enqueues one call on `stream`): `warmup` untimed calls,
+// then `repeats` timed runs of `iterations` calls each, one value per run.
+absl::StatusOr<std::vector<double>> TimeCalls(const std::function<absl::Status()>& launch,
+                                              cudaStream_t stream, int warmup, int iterations,
+                                              int repeats);
+
+// `host` copied into a new device buffer (waits for the copy).
+absl::StatusOr<kernels::DeviceBuffer> UploadInt32(const std::vector<int32_t>& host,
+                                                  cudaStream_t stream);
 
 double Median(std::vector<double> values);
 double Min(const std::vector<double>& values);
