@@ -51,6 +51,10 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
                 "llama-3.1-8b, llama-3.1-70b, or a model directory's config.json "
                 "(default llama-3.1-8b)"});
   flags.Number("tp", &c.tensor_parallel, {"N", "GPUs per node, tensor-parallel (default 1)"});
+  flags.Number("prefill-tp", &c.prefill_tensor_parallel,
+               {"N", "disaggregated: GPUs per prefill node (default: --tp)"});
+  flags.Number("decode-tp", &c.decode_tensor_parallel,
+               {"N", "GPUs per decode node (default: --tp)"});
   flags.Number("memory-utilization", &c.memory_utilization,
                {"F", "share of each GPU's memory for weights + KV cache (default 0.9)"});
   flags.Number("kv-blocks", &c.num_kv_blocks,
@@ -104,7 +108,10 @@ std::string CompleteOptions(Options* o) {
   if (!policy.has_value()) return "--policy must be round_robin, least_loaded or prefix_aware";
   o->cluster.policy = *policy;
   o->cluster.prefix_caching = !o->no_prefix_caching;
-  if (o->cluster.tensor_parallel < 1) return "--tp must be >= 1";
+  if (o->cluster.tensor_parallel < 1 || o->cluster.prefill_tensor_parallel < 0 ||
+      o->cluster.decode_tensor_parallel < 0) {
+    return "--tp must be >= 1, --prefill-tp and --decode-tp >= 0";
+  }
   if (!(o->cluster.memory_utilization > 0 && o->cluster.memory_utilization <= 1)) {
     return "--memory-utilization must be in (0, 1]";
   }
@@ -189,6 +196,10 @@ int Run(const Options& o) {
                    {"gpu", c.gpu},
                    {"model", c.model},
                    {"tp", c.tensor_parallel},
+                   {"prefill_tp", c.prefill_tensor_parallel > 0 ? c.prefill_tensor_parallel
+                                                                : c.tensor_parallel},
+                   {"decode_tp", c.decode_tensor_parallel > 0 ? c.decode_tensor_parallel
+                                                              : c.tensor_parallel},
                    {"mode", o.mode},
                    {"prefill", c.num_prefill},
                    {"decode", c.num_decode},

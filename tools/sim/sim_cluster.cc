@@ -61,9 +61,11 @@ struct NodeView {
 
 class Cluster {
  public:
-  Cluster(const SimClusterOptions& options, const StepTimeModel* model)
+  Cluster(const SimClusterOptions& options, const StepTimeModel* prefill_model,
+          const StepTimeModel* decode_model)
       : options_(options),
-        model_(model),
+        prefill_model_(prefill_model),
+        decode_model_(decode_model),
         loop_(&clock_),
         placer_(PlacementOptions{.policy = options.policy,
                                  .mode = options.mode,
@@ -71,31 +73,38 @@ class Cluster {
         router_half_(MicrosToNanos(options.router_overhead_us) / 2),
         hop_(MicrosToNanos(options.hop_latency_us)),
         link_latency_(MicrosToNanos(options.kv_link_latency_us)),
-        block_bytes_(model->KvBytesPerToken() * options.block_size) {}
+        block_bytes_(decode_model->KvBytesPerToken() * options.block_size) {}
+
+  // KV blocks per node of a pool on `model`'s GPUs.
+  absl::StatusOr<int32_t> BlocksPerNode(const StepTimeModel& model) const {
+    if (options_.num_kv_blocks > 0) return options_.num_kv_blocks;
+    ASSIGN_OR_RETURN(int64_t kv_bytes, model.KvCacheBytes(options_.memory_utilization));
+    const int64_t n = kv_bytes / (model.KvBytesPerToken() * options_.block_size);
+    if (n < 1 || n > INT32_MAX) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the KV cache of a TP ", model.tensor_parallel(), " node would have ", n, " blocks"));
+    }
+    return static_cast<int32_t>(n);
+  }
 
   absl::Status Build() {
-    int32_t blocks = options_.num_kv_blocks;
-    if (blocks <= 0) {
-      ASSIGN_OR_RETURN(int64_t kv_bytes, model_->KvCacheBytes(options_.memory_utilization));
-      const int64_t n = kv_bytes / (model_->KvBytesPerToken() * options_.block_size);
-      if (n < 1 || n > INT32_MAX) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("the KV cache would have ", n, " blocks"));
-      }
-      blocks = static_cast<int32_t>(n);
-    }
+    ASSIGN_OR_RETURN(const int32_t decode_blocks, BlocksPerNode(*decode_model_));
     if (options_.mode == ServingMode::kDisaggregated && options_.num_prefill < 1) {
       return absl::InvalidArgumentError("--mode disaggregated needs --prefill >= 1");
     }
     const int num_prefill = options_.mode == ServingMode::kDisaggregated ? options_.num_prefill : 0;
+    int32_t prefill_blocks = 0;
+    if (num_prefill > 0) {
+      ASSIGN_OR_RETURN(prefill_blocks, BlocksPerNode(*prefill_model_));
+    }
     for (int role = 0; role < 2; ++role) {
       const bool prefill = role == 0;
       for (int i = 0; i < (prefill ? num_prefill : options_.num_decode); ++i) {
         SimNodeConfig config{
             .name = absl::StrCat(prefill ? "prefill-" : "decode-", i),
-            .model = model_,
+            .model = prefill ? prefill_model_ : decode_model_,
             .block_size = options_.block_size,
-            .num_blocks = blocks,
+            .num_blocks = prefill ? prefill_blocks : decode_blocks,
             .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
                           .max_num_seqs = options_.max_num_seqs},
             .prefix_caching = options_.prefix_caching,
@@ -326,7 +335,8 @@ class Cluster {
   }
 
   const SimClusterOptions options_;
-  const StepTimeModel* const model_;
+  const StepTimeModel* const prefill_model_;
+  const StepTimeModel* const decode_model_;
   ManualClock clock_;
   EventLoop loop_;
   Placer placer_;
@@ -345,10 +355,12 @@ class Cluster {
 
 }  // namespace
 
-absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options) {
+absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options,
+                                                int tensor_parallel) {
   ASSIGN_OR_RETURN(GpuSpec gpu, FindGpuSpec(options.gpu));
   ASSIGN_OR_RETURN(ModelConfig model, ModelShape(options.model));
-  return StepTimeModel::Create(gpu, model, options.tensor_parallel);
+  return StepTimeModel::Create(gpu, model,
+                               tensor_parallel > 0 ? tensor_parallel : options.tensor_parallel);
 }
 
 absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
@@ -360,8 +372,15 @@ absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
     return absl::InvalidArgumentError(
         absl::StrCat(requests.size(), " requests but ", arrival_s.size(), " arrival times"));
   }
-  ASSIGN_OR_RETURN(StepTimeModel model, MakeStepTimeModel(options));
-  Cluster cluster(options, &model);
+  if (options.tensor_parallel < 1 || options.prefill_tensor_parallel < 0 ||
+      options.decode_tensor_parallel < 0) {
+    return absl::InvalidArgumentError("tensor parallelism must be >= 1");
+  }
+  ASSIGN_OR_RETURN(StepTimeModel prefill_model,
+                   MakeStepTimeModel(options, options.prefill_tensor_parallel));
+  ASSIGN_OR_RETURN(StepTimeModel decode_model,
+                   MakeStepTimeModel(options, options.decode_tensor_parallel));
+  Cluster cluster(options, &prefill_model, &decode_model);
   RETURN_IF_ERROR(cluster.Build());
   return cluster.Run(requests, arrival_s);
 }

@@ -33,6 +33,9 @@ struct SimClusterOptions {
   std::string gpu = "h100";            // common/backend/sim/gpu_spec.h
   std::string model = "llama-3.1-8b";  // a preset (sim_model_presets.h) or a model directory
   int tensor_parallel = 1;
+  // Per pool (disaggregated): GPUs per prefill node and per decode node; 0: tensor_parallel.
+  int prefill_tensor_parallel = 0;
+  int decode_tensor_parallel = 0;
   double memory_utilization = 0.9;
   int32_t num_kv_blocks = 0;  // > 0: this many per node instead of what fits
   // The cluster.
@@ -80,8 +83,9 @@ absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
                                      const std::vector<bench::BenchRequest>& requests,
                                      const std::vector<double>& arrival_s);
 
-// The step time model of `options` (its GPU, model and tensor parallelism).
-absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options);
+// The step time model of `options`' GPU and model on `tensor_parallel` GPUs (0: the options').
+absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options,
+                                                int tensor_parallel = 0);
 
 }  // namespace tandem::sim
 
