@@ -98,6 +98,8 @@ class Scheduler {
   // Prompt tokens whose KV is still to be computed, over waiting and running sequences.
   int64_t NumQueuedPromptTokens() const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  // The running sequences, in admission order (the order of a step's decodes).
+  const std::vector<Sequence*>& running() const { return running_; }
   int64_t num_preemptions() const { return num_preemptions_; }
   // Ids of all unfinished sequences: running (admission order), then waiting (queue order).
   std::vector<RequestId> UnfinishedIds() const;

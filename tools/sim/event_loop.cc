@@ -5,8 +5,8 @@
 
 namespace tandem::sim {
 
-void EventLoop::At(int64_t when, Callback callback) {
-  heap_.push_back(Event{std::max(when, now()), next_seq_++, std::move(callback)});
+void EventLoop::At(int64_t when, Callback callback, Order order) {
+  heap_.push_back(Event{std::max(when, now()), order, next_seq_++, std::move(callback)});
   std::push_heap(heap_.begin(), heap_.end(), &Later);
 }
 

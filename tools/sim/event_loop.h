@@ -1,6 +1,8 @@
 // tandem-sim's discrete-event loop: virtual time that jumps from one event to the next. Events
-// run in time order; two at the same time run in the order they were scheduled, so a run is a
-// pure function of its inputs. The loop advances a ManualClock, which the project's own code
+// run in time order; at the same time the ends of node steps run first (a node's state at time t
+// then includes every step that ended by t, whether the steps were simulated one by one or
+// stepped over in one jump: sim_node.h), then the rest in the order they were scheduled, so a run
+// is a pure function of its inputs. The loop advances a ManualClock, which the project's own code
 // (Scheduler, BlockManager) reads, so what it stamps is virtual time too. Single-threaded.
 #ifndef TANDEM_TOOLS_SIM_EVENT_LOOP_H_
 #define TANDEM_TOOLS_SIM_EVENT_LOOP_H_
@@ -16,6 +18,8 @@ namespace tandem::sim {
 class EventLoop {
  public:
   using Callback = absl::AnyInvocable<void()>;
+  // Which events run first among those due at the same time.
+  enum class Order { kStepEnd = 0, kOther = 1 };
 
   // `clock` (borrowed) starts where it is and only this loop moves it.
   explicit EventLoop(ManualClock* clock) : clock_(clock) {}
@@ -25,8 +29,10 @@ class EventLoop {
   int64_t now() const { return clock_->NowNanos(); }
   // Runs `callback` at `when` (nanoseconds on the clock; a time already past runs now, after the
   // events already due).
-  void At(int64_t when, Callback callback);
-  void After(int64_t delay, Callback callback) { At(now() + delay, std::move(callback)); }
+  void At(int64_t when, Callback callback, Order order = Order::kOther);
+  void After(int64_t delay, Callback callback, Order order = Order::kOther) {
+    At(now() + delay, std::move(callback), order);
+  }
 
   // Runs events until none is left or the next one is after `until`; the clock ends at the last
   // event run (not at `until`). Returns the number of events run.
@@ -38,12 +44,15 @@ class EventLoop {
  private:
   struct Event {
     int64_t at;
+    Order order;
     uint64_t seq;
     Callback callback;
   };
-  // Min-heap order: earliest first, then first scheduled.
+  // Min-heap order: earliest first, then step ends, then first scheduled.
   static bool Later(const Event& a, const Event& b) {
-    return a.at != b.at ? a.at > b.at : a.seq > b.seq;
+    if (a.at != b.at) return a.at > b.at;
+    if (a.order != b.order) return a.order > b.order;
+    return a.seq > b.seq;
   }
 
   ManualClock* const clock_;

@@ -37,6 +37,7 @@ struct Options {
   std::string mode = "colocated";
   std::string policy = "least_loaded";
   bool no_prefix_caching = false;
+  bool no_step_jumps = false;
   tandem::bench::WorkloadFlags workload;
   std::string out, plot, title = "tandem-sim";
   bool no_requests_in_json = false;
@@ -76,6 +77,8 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
                {"N", "tokens per step, each node (default 2048)"});
   flags.Number("max-num-seqs", &c.max_num_seqs, {"N", "sequences per step (default 256)"});
   flags.Switch("no-prefix-caching", &o->no_prefix_caching, "turn the nodes' prefix cache off");
+  flags.Switch("no-step-jumps", &o->no_step_jumps,
+               "simulate every decode step as its own event (the same results, slower)");
   flags.String("policy", &o->policy,
                {"NAME", "round_robin | least_loaded | prefix_aware (default least_loaded)"});
   flags.Number("load-poll-ms", &c.load_poll_ms,
@@ -108,6 +111,7 @@ std::string CompleteOptions(Options* o) {
   if (!policy.has_value()) return "--policy must be round_robin, least_loaded or prefix_aware";
   o->cluster.policy = *policy;
   o->cluster.prefix_caching = !o->no_prefix_caching;
+  o->cluster.step_jumps = !o->no_step_jumps;
   if (o->cluster.tensor_parallel < 1 || o->cluster.prefill_tensor_parallel < 0 ||
       o->cluster.decode_tensor_parallel < 0) {
     return "--tp must be >= 1, --prefill-tp and --decode-tp >= 0";
@@ -172,10 +176,12 @@ int Run(const Options& o) {
                             .results = run->results};
     std::fputs(bench::FormatRunTable(record.summary, slo).c_str(), stdout);
     std::printf(
-        "sim: %.1f s simulated in %.2f s of wall time, %lld events, %lld steps, %lld "
-        "preemptions\n",
+        "sim: %.1f s simulated in %.2f s of wall time, %lld events, %lld steps (%lld in %lld "
+        "jumps), %lld preemptions\n",
         run->stats.simulated_s, run->stats.wall_s, static_cast<long long>(run->stats.events),
-        static_cast<long long>(run->stats.steps), static_cast<long long>(run->stats.preemptions));
+        static_cast<long long>(run->stats.steps), static_cast<long long>(run->stats.jumped_steps),
+        static_cast<long long>(run->stats.decode_runs),
+        static_cast<long long>(run->stats.preemptions));
     for (const auto& [error, count] : bench::FailureCounts(run->results)) {
       std::fprintf(stderr, "tandem-sim: %d request(s) failed: %s\n", count, error.c_str());
     }
@@ -184,6 +190,8 @@ int Run(const Options& o) {
                         {"wall_s", run->stats.wall_s},
                         {"events", run->stats.events},
                         {"steps", run->stats.steps},
+                        {"jumped_steps", run->stats.jumped_steps},
+                        {"decode_runs", run->stats.decode_runs},
                         {"preemptions", run->stats.preemptions},
                         {"kv_bytes", run->stats.kv_bytes}});
     points.push_back({rate, record.summary});
@@ -192,26 +200,25 @@ int Run(const Options& o) {
   report.goodput = bench::ComputeGoodput(points, o.workload.goodput_threshold);
   if (report.runs.size() > 1) std::fputs(bench::FormatSweepTable(report).c_str(), stdout);
   const SimClusterOptions& c = o.cluster;
-  report.config = {{"tool", "tandem-sim"},
-                   {"gpu", c.gpu},
-                   {"model", c.model},
-                   {"tp", c.tensor_parallel},
-                   {"prefill_tp", c.prefill_tensor_parallel > 0 ? c.prefill_tensor_parallel
-                                                                : c.tensor_parallel},
-                   {"decode_tp", c.decode_tensor_parallel > 0 ? c.decode_tensor_parallel
-                                                              : c.tensor_parallel},
-                   {"mode", o.mode},
-                   {"prefill", c.num_prefill},
-                   {"decode", c.num_decode},
-                   {"local_prefill_threshold", c.local_prefill_threshold},
-                   {"kv_link_gbps", c.kv_link_gbps},
-                   {"kv_link_latency_us", c.kv_link_latency_us},
-                   {"policy", o.policy},
-                   {"max_num_batched_tokens", c.max_num_batched_tokens},
-                   {"max_num_seqs", c.max_num_seqs},
-                   {"load_poll_ms", c.load_poll_ms},
-                   {"router_overhead_us", c.router_overhead_us},
-                   {"hop_latency_us", c.hop_latency_us}};
+  report.config = {
+      {"tool", "tandem-sim"},
+      {"gpu", c.gpu},
+      {"model", c.model},
+      {"tp", c.tensor_parallel},
+      {"prefill_tp", c.prefill_tensor_parallel > 0 ? c.prefill_tensor_parallel : c.tensor_parallel},
+      {"decode_tp", c.decode_tensor_parallel > 0 ? c.decode_tensor_parallel : c.tensor_parallel},
+      {"mode", o.mode},
+      {"prefill", c.num_prefill},
+      {"decode", c.num_decode},
+      {"local_prefill_threshold", c.local_prefill_threshold},
+      {"kv_link_gbps", c.kv_link_gbps},
+      {"kv_link_latency_us", c.kv_link_latency_us},
+      {"policy", o.policy},
+      {"max_num_batched_tokens", c.max_num_batched_tokens},
+      {"max_num_seqs", c.max_num_seqs},
+      {"load_poll_ms", c.load_poll_ms},
+      {"router_overhead_us", c.router_overhead_us},
+      {"hop_latency_us", c.hop_latency_us}};
   bench::AddDatasetConfig(o.workload, &report.config);
   bool wrote = true;
   if (!o.out.empty()) {

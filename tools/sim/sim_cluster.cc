@@ -108,6 +108,7 @@ class Cluster {
             .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
                           .max_num_seqs = options_.max_num_seqs},
             .prefix_caching = options_.prefix_caching,
+            .step_jumps = options_.step_jumps,
         };
         ASSIGN_OR_RETURN(std::unique_ptr<SimNode> node,
                          SimNode::Create(std::move(config), &loop_, &clock_,
@@ -149,6 +150,8 @@ class Cluster {
     for (const auto* group : {&nodes_, &prefill_}) {
       for (const auto& node : *group) {
         run.stats.steps += node->num_steps();
+        run.stats.jumped_steps += node->num_jumped_steps();
+        run.stats.decode_runs += node->num_decode_runs();
         run.stats.preemptions += node->num_preemptions();
       }
     }
@@ -163,7 +166,7 @@ class Cluster {
  private:
   SimNodeEvents DecodeEvents(int j) {
     return SimNodeEvents{
-        .on_token = [this](uint64_t key, int32_t) { OnToken(key); },
+        .on_token = [this](uint64_t key, int32_t, int64_t at) { OnToken(key, at); },
         .on_finished = [this](uint64_t key, bool ok) { OnFinished(key, ok); },
         .on_reserved = [this, j](uint64_t key, int32_t cached) { OnReserved(key, j, cached); },
     };
@@ -293,8 +296,8 @@ class Cluster {
     return *link;
   }
 
-  void OnToken(uint64_t key) {
-    states_[key].token_times.push_back(loop_.now() + hop_ + router_half_ + hop_);
+  void OnToken(uint64_t key, int64_t at) {
+    states_[key].token_times.push_back(at + hop_ + router_half_ + hop_);
   }
 
   void OnFinished(uint64_t key, bool ok) {

@@ -60,11 +60,16 @@ struct SimClusterOptions {
   // router-node).
   double router_overhead_us = 750;
   double hop_latency_us = 50;
+  // Step over runs of decode steps in one jump (sim_node.h); false: every step an event. The
+  // results are the same either way.
+  bool step_jumps = true;
 };
 
 struct SimRunStats {
   int64_t events = 0;
   int64_t steps = 0;
+  int64_t jumped_steps = 0;  // of `steps`, those inside runs stepped over in one jump
+  int64_t decode_runs = 0;
   int64_t preemptions = 0;
   int64_t kv_bytes = 0;    // over the KV links
   double simulated_s = 0;  // first arrival to the last event

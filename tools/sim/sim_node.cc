@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/sampling/sampling_params.h"
+#include "tools/sim/decode_run.h"
 
 namespace tandem::sim {
 namespace {
@@ -17,6 +20,9 @@ int32_t NextToken(int32_t last, int64_t position) {
   const uint64_t x = (static_cast<uint64_t>(last) * 2654435761u) ^ static_cast<uint64_t>(position);
   return static_cast<int32_t>(1000 + x % 30000);
 }
+
+// The longest run of decode steps planned at once (a run ends earlier when the batch changes).
+constexpr int32_t kMaxRunSteps = 1 << 16;
 
 }  // namespace
 
@@ -77,6 +83,7 @@ void SimNode::WakeSoon() {
 }
 
 void SimNode::Submit(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
+  EndRunForCommand();
   std::unique_ptr<Sequence> seq = MakeSequence(key, std::move(prompt), max_tokens);
   if (!Fits(*seq)) {
     events_.on_finished(key, false);
@@ -87,6 +94,7 @@ void SimNode::Submit(uint64_t key, std::vector<int32_t> prompt, int32_t max_toke
 }
 
 void SimNode::SubmitPrefill(uint64_t key, std::vector<int32_t> prompt) {
+  EndRunForCommand();
   std::unique_ptr<Sequence> seq = MakeSequence(key, std::move(prompt), 1);
   if (!Fits(*seq)) {
     events_.on_finished(key, false);
@@ -98,6 +106,7 @@ void SimNode::SubmitPrefill(uint64_t key, std::vector<int32_t> prompt) {
 }
 
 void SimNode::ReleaseExport(uint64_t key) {
+  EndRunForCommand();
   auto it = export_held_.find(key);
   if (it == export_held_.end()) return;
   blocks_.Free(&it->second);
@@ -106,6 +115,7 @@ void SimNode::ReleaseExport(uint64_t key) {
 }
 
 void SimNode::Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
+  EndRunForCommand();
   std::unique_ptr<Sequence> seq = MakeSequence(key, std::move(prompt), max_tokens);
   if (!Fits(*seq)) {
     events_.on_finished(key, false);
@@ -136,6 +146,7 @@ void SimNode::AdmitReservations() {
 }
 
 void SimNode::CompleteImport(uint64_t key) {
+  EndRunForCommand();
   // During a step the completion waits for the step's end, as the engine's Import command does.
   if (busy_) {
     imports_after_step_.push_back(key);
@@ -152,7 +163,7 @@ void SimNode::Import(uint64_t key) {
   blocks_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
   // The first token, sampled by the prefill node, goes out now (Engine's Import).
   seq->tokens.push_back(NextToken(seq->tokens.back(), seq->num_tokens()));
-  events_.on_token(key, 0);
+  events_.on_token(key, 0, loop_->now());
   if (seq->params.max_tokens <= 1) {
     blocks_.Free(&seq->block_table);
     events_.on_finished(key, true);
@@ -187,6 +198,7 @@ SimNodeLoad SimNode::LiveLoad() const {
 
 void SimNode::MaybeStep() {
   if (busy_) return;
+  if (config_.step_jumps && TryStartDecodeRun()) return;
   while (true) {
     if (!scheduler_.HasUnfinished()) return;
     scheduler_.Schedule(&step_);
@@ -204,11 +216,11 @@ void SimNode::MaybeStep() {
                                  .context_before = chunk.start_pos,
                                  .wants_logits = chunk.want_logits});
   }
-  const double seconds = config_.model->Time(items_).total_s();
-  const int64_t nanos = std::max<int64_t>(1, std::llround(seconds * 1e9));
+  const int64_t nanos = StepNanos(config_.model->Time(items_));
   busy_ = true;
   step_started_ = loop_->now();
-  loop_->After(nanos, [this] { FinishStep(); });
+  loop_->After(
+      nanos, [this] { FinishStep(); }, EventLoop::Order::kStepEnd);
 }
 
 void SimNode::FinishStep() {
@@ -233,7 +245,7 @@ void SimNode::FinishStep() {
     if (!chunk.want_logits) continue;
     seq->tokens.push_back(NextToken(seq->tokens.back(), seq->num_tokens()));
     const uint64_t key = seq->id;
-    events_.on_token(key, seq->num_output_tokens() - 1);
+    events_.on_token(key, seq->num_output_tokens() - 1, loop_->now());
     if (seq->num_output_tokens() >= seq->params.max_tokens ||
         seq->num_tokens() >= config_.max_context_tokens) {
       scheduler_.Finish(seq->id, FinishReason::kLength);  // frees its blocks
@@ -251,6 +263,99 @@ void SimNode::FinishStep() {
   // it ends).
   published_ = LiveLoad();
   MaybeStep();
+}
+
+bool SimNode::TryStartDecodeRun() {
+  // Only decodes, nothing waiting to join the batch: the Scheduler's next steps are the plan's.
+  if (scheduler_.num_waiting() > 0 || !pending_reservations_.empty() ||
+      !imports_after_step_.empty()) {
+    return false;
+  }
+  const std::vector<Sequence*>& running = scheduler_.running();
+  for (const Sequence* seq : running) {
+    if (seq->num_uncomputed_tokens() != 1 || exporting_.contains(seq->id)) return false;
+  }
+  const DecodeRunPlan plan =
+      PlanDecodeRun(running, blocks_, *config_.model, config_.max_context_tokens, kMaxRunSteps);
+  if (plan.step_nanos.size() < 2) return false;
+  run_ends_.clear();
+  int64_t end = loop_->now();
+  for (int64_t nanos : plan.step_nanos) run_ends_.push_back(end += nanos);
+  in_run_ = true;
+  busy_ = true;
+  run_applied_ = 0;
+  run_batch_ = static_cast<int32_t>(running.size());
+  step_started_ = loop_->now();
+  ++num_decode_runs_;
+  const uint64_t generation = ++run_generation_;
+  loop_->At(
+      run_ends_.back(), [this, generation] { FinishDecodeRun(generation); },
+      EventLoop::Order::kStepEnd);
+  return true;
+}
+
+void SimNode::ScheduleRunStep() {
+  scheduler_.Schedule(&step_);
+  if (static_cast<int32_t>(step_.chunks.size()) != run_batch_ || step_.num_decodes != run_batch_ ||
+      !step_.preempted.empty()) {
+    std::fprintf(stderr,
+                 "tandem-sim: node %s: a planned decode step of %d sequences was scheduled as %zu "
+                 "chunks (%d decodes, %zu preempted)\n",
+                 config_.name.c_str(), run_batch_, step_.chunks.size(), step_.num_decodes,
+                 step_.preempted.size());
+    std::abort();
+  }
+}
+
+int32_t SimNode::ApplyRunSteps() {
+  int32_t applied = 0;
+  const int64_t now = loop_->now();
+  // The last step is applied by FinishDecodeRun or EndRunForCommand, never here.
+  while (run_applied_ + 1 < static_cast<int32_t>(run_ends_.size()) &&
+         run_ends_[run_applied_] <= now) {
+    const int64_t end = run_ends_[run_applied_];
+    ScheduleRunStep();
+    scheduler_.CompleteStep(step_);
+    for (const ScheduledChunk& chunk : step_.chunks) {
+      Sequence* seq = chunk.seq;
+      seq->tokens.push_back(NextToken(seq->tokens.back(), seq->num_tokens()));
+      events_.on_token(seq->id, seq->num_output_tokens() - 1, end);
+    }
+    ++num_steps_;
+    ++num_jumped_steps_;
+    busy_nanos_ += end - step_started_;
+    step_started_ = end;
+    ++run_applied_;
+    ++applied;
+  }
+  return applied;
+}
+
+void SimNode::CatchUp() {
+  if (!in_run_) return;
+  // What the node published after the last of these steps (FinishStep publishes after each).
+  if (ApplyRunSteps() > 0) published_ = LiveLoad();
+}
+
+void SimNode::EndRunForCommand() {
+  if (!in_run_) return;
+  CatchUp();
+  // The step in progress was scheduled when it began; it ends as an ordinary step, and the
+  // command waits for it as it would for any step.
+  in_run_ = false;
+  ++run_generation_;
+  ScheduleRunStep();
+  loop_->At(
+      run_ends_[run_applied_], [this] { FinishStep(); }, EventLoop::Order::kStepEnd);
+}
+
+void SimNode::FinishDecodeRun(uint64_t generation) {
+  if (!in_run_ || generation != run_generation_) return;  // ended early by a command
+  ApplyRunSteps();
+  in_run_ = false;
+  ++num_jumped_steps_;
+  ScheduleRunStep();
+  FinishStep();
 }
 
 }  // namespace tandem::sim

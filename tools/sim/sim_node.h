@@ -19,6 +19,16 @@
 //                   the KV has landed delivers the first token and the request decodes here.
 //                   Both are engine commands: one that arrives during a step is applied when the
 //                   step ends (the engine drains its inbox only between steps).
+//
+// Runs of decode steps in one jump (decode_run.h): when every running sequence is decoding and
+// nothing waits, the node plans the steps until the batch changes (a sequence ends, the free
+// blocks run out) and schedules one event at the run's end instead of one per step. The steps are
+// applied to the Scheduler lazily, each through the real Schedule() and CompleteStep() and with
+// its own end time: at the run's end, or as soon as anything looks at or changes the node (a load
+// report or prefix query applies the steps that ended by now; a command also ends the run, the
+// step in progress becoming an ordinary step, as the engine would be in the middle of it). So a
+// run with jumps is the same, token for token and nanosecond for nanosecond, as one without
+// (SimNodeConfig::step_jumps false; tests/tools/sim/decode_run_test.cc compares them).
 #ifndef TANDEM_TOOLS_SIM_SIM_NODE_H_
 #define TANDEM_TOOLS_SIM_SIM_NODE_H_
 
@@ -49,6 +59,8 @@ struct SimNodeConfig {
   bool prefix_caching = true;
   // Longest sequence: min(the model's max_position_embeddings, the pool) unless smaller here.
   int32_t max_context_tokens = 0;
+  // Step over runs of decode steps in one jump (above); false: one event per step.
+  bool step_jumps = true;
 };
 
 // What a node reports (GetLoad's fields the router's placement reads).
@@ -63,8 +75,9 @@ struct SimNodeLoad {
 };
 
 struct SimNodeEvents {
-  // A token of request `key` left the node at the current time; `index` counts from 0.
-  std::function<void(uint64_t key, int32_t index)> on_token;
+  // A token of request `key` left the node at `at` (nanoseconds on the loop's clock: the end of
+  // its step, which a jump reports when it applies the step); `index` counts from 0.
+  std::function<void(uint64_t key, int32_t index, int64_t at)> on_token;
   // Request `key` ended: all its tokens out (ok), or it can never run (the pool is too small).
   std::function<void(uint64_t key, bool ok)> on_finished;
   // Prefill role: blocks [first, first + count) of the prompt hold final KV.
@@ -95,10 +108,14 @@ class SimNode {
 
   // What the node reports to a load poll: its state as the engine last published it (after its
   // last step ended or its inbox was drained), not the running step's admissions.
-  SimNodeLoad Load() const { return published_; }
+  SimNodeLoad Load() {
+    CatchUp();
+    return published_;
+  }
   // Leading tokens of `prompt` this node's prefix cache holds (what the router learns of a
   // prefill node's cache from its KV events).
-  int32_t CachedPrefixTokens(std::span<const int32_t> prompt) const {
+  int32_t CachedPrefixTokens(std::span<const int32_t> prompt) {
+    CatchUp();
     return blocks_.CachedPrefixTokens(prompt);
   }
   const std::string& name() const { return config_.name; }
@@ -106,6 +123,9 @@ class SimNode {
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
   // Virtual time this node spent computing steps.
   int64_t busy_nanos() const { return busy_nanos_; }
+  // Runs of decode steps stepped over, and the steps they held.
+  int64_t num_decode_runs() const { return num_decode_runs_; }
+  int64_t num_jumped_steps() const { return num_jumped_steps_; }
 
  private:
   SimNode(SimNodeConfig config, EventLoop* loop, ManualClock* clock, SimNodeEvents events);
@@ -122,6 +142,18 @@ class SimNode {
   // Decode role: the KV of `key` has landed: its first token goes out, it decodes from now on.
   void Import(uint64_t key);
   SimNodeLoad LiveLoad() const;
+  // Starts a run of decode steps if the state allows one of at least two steps.
+  bool TryStartDecodeRun();
+  // Applies the run's steps that ended by now (not its last). Returns how many.
+  int32_t ApplyRunSteps();
+  // Before a query: the run's steps that ended by now applied, the published load theirs.
+  void CatchUp();
+  // Before a command: as CatchUp, then the run ends, its step in progress an ordinary step.
+  void EndRunForCommand();
+  // The run's last step ended.
+  void FinishDecodeRun(uint64_t generation);
+  // Schedule() of one step of the run: checks it is the planned batch.
+  void ScheduleRunStep();
 
   const SimNodeConfig config_;
   EventLoop* const loop_;
@@ -145,6 +177,16 @@ class SimNode {
   int64_t step_started_ = 0;
   int64_t num_steps_ = 0;
   int64_t busy_nanos_ = 0;
+  // The run of decode steps in progress (busy_ is true through it): step k ends at
+  // run_ends_[k]; steps [0, run_applied_) are applied; the run's own event carries
+  // run_generation_ (a command that ends the run early makes it stale).
+  bool in_run_ = false;
+  std::vector<int64_t> run_ends_;
+  int32_t run_applied_ = 0;
+  int32_t run_batch_ = 0;
+  uint64_t run_generation_ = 0;
+  int64_t num_decode_runs_ = 0;
+  int64_t num_jumped_steps_ = 0;
 };
 
 }  // namespace tandem::sim

@@ -76,17 +76,24 @@ absl::StatusOr<int64_t> StepTimeModel::KvCacheBytes(double memory_utilization) c
   return static_cast<int64_t>(kv);
 }
 
-StepCost StepTimeModel::Cost(std::span<const SimStepItem> items) const {
-  StepCost c;
-  double attended = 0, kv_tokens_read = 0;
+StepTotals StepTimeModel::Totals(std::span<const SimStepItem> items) const {
+  StepTotals t;
   const int64_t w = model_.sliding_window;
   for (const SimStepItem& it : items) {
-    c.tokens += it.new_tokens;
-    if (it.wants_logits) ++c.logits_rows;
-    attended += AttendedKeys(it.context_before, it.new_tokens, w);
+    t.tokens += it.new_tokens;
+    if (it.wants_logits) ++t.logits_rows;
+    t.attended_keys += AttendedKeys(it.context_before, it.new_tokens, w);
     const int64_t span = it.context_before + it.new_tokens;
-    kv_tokens_read += static_cast<double>(w > 0 ? std::min(span, w + it.new_tokens - 1) : span);
+    t.kv_tokens_read += static_cast<double>(w > 0 ? std::min(span, w + it.new_tokens - 1) : span);
   }
+  return t;
+}
+
+StepCost StepTimeModel::CostFromTotals(const StepTotals& totals) const {
+  StepCost c;
+  c.tokens = totals.tokens;
+  c.logits_rows = totals.logits_rows;
+  const double attended = totals.attended_keys, kv_tokens_read = totals.kv_tokens_read;
   const double layers = model_.num_layers, hidden = model_.hidden_size, vocab = model_.vocab_size;
   const double layer_params = static_cast<double>(LayerLinearParameters());
   const double lm_head = vocab * hidden;
@@ -105,8 +112,8 @@ StepCost StepTimeModel::Cost(std::span<const SimStepItem> items) const {
   return c;
 }
 
-StepTime StepTimeModel::Time(std::span<const SimStepItem> items) const {
-  const StepCost c = Cost(items);
+StepTime StepTimeModel::TimeFromTotals(const StepTotals& totals) const {
+  const StepCost c = CostFromTotals(totals);
   StepTime t;
   if (c.tokens == 0) return t;
   const double flops = tp_ * gpu_.peak_bf16_flops;

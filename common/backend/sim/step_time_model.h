@@ -36,6 +36,16 @@ struct SimStepItem {
   bool wants_logits = false;
 };
 
+// What a step's price depends on, summed over its items: Cost and Time are functions of these
+// alone, so a caller that keeps the sums (tandem-sim over a run of decode steps) prices a step in
+// O(1) and gets the same doubles as from the items (each sum is of whole numbers below 2^53).
+struct StepTotals {
+  int64_t tokens = 0;
+  int64_t logits_rows = 0;
+  double attended_keys = 0;   // sum over items and new tokens of the keys each attends to
+  double kv_tokens_read = 0;  // sum over items of the cached tokens read
+};
+
 struct StepCost {
   double gemm_flops = 0;
   double attention_flops = 0;
@@ -63,8 +73,11 @@ class StepTimeModel {
   static absl::StatusOr<StepTimeModel> Create(const GpuSpec& gpu, const ModelConfig& model,
                                               int tensor_parallel);
 
-  StepCost Cost(std::span<const SimStepItem> items) const;
-  StepTime Time(std::span<const SimStepItem> items) const;
+  StepTotals Totals(std::span<const SimStepItem> items) const;
+  StepCost Cost(std::span<const SimStepItem> items) const { return CostFromTotals(Totals(items)); }
+  StepTime Time(std::span<const SimStepItem> items) const { return TimeFromTotals(Totals(items)); }
+  StepCost CostFromTotals(const StepTotals& totals) const;
+  StepTime TimeFromTotals(const StepTotals& totals) const;
 
   // Linear weights of one layer (P_layer above), in parameters.
   int64_t LayerLinearParameters() const;

@@ -34,6 +34,20 @@ TEST(EventLoopTest, RunsEventsInTimeOrderAndTiesInTheOrderScheduled) {
   EXPECT_EQ(clock.NowNanos(), 30);
 }
 
+TEST(EventLoopTest, StepEndsRunFirstAmongEventsDueAtTheSameTime) {
+  ManualClock clock;
+  EventLoop loop(&clock);
+  std::vector<int> order;
+  loop.At(10, [&] { order.push_back(1); });
+  loop.At(
+      10, [&] { order.push_back(2); }, EventLoop::Order::kStepEnd);
+  loop.At(5, [&] { order.push_back(0); });
+  loop.At(
+      10, [&] { order.push_back(3); }, EventLoop::Order::kStepEnd);
+  loop.Run();
+  EXPECT_THAT(order, ElementsAre(0, 2, 3, 1));
+}
+
 TEST(EventLoopTest, RunStopsBeforeEventsPastItsBound) {
   ManualClock clock(100);
   EventLoop loop(&clock);

@@ -76,9 +76,9 @@ TEST(SimNodeLoadTest, AReportDuringAStepShowsTheNodeAsItWasBeforeTheStep) {
   ManualClock clock;
   EventLoop loop(&clock);
   SimNodeConfig config{.name = "decode-0", .model = &*model, .block_size = 16, .num_blocks = 1000};
-  auto node = SimNode::Create(
-      std::move(config), &loop, &clock,
-      SimNodeEvents{.on_token = [](uint64_t, int32_t) {}, .on_finished = [](uint64_t, bool) {}});
+  auto node = SimNode::Create(std::move(config), &loop, &clock,
+                              SimNodeEvents{.on_token = [](uint64_t, int32_t, int64_t) {},
+                                            .on_finished = [](uint64_t, bool) {}});
   ASSERT_TRUE(node.ok()) << node.status();
   (*node)->Submit(1, Request(160, 3, 1).prompt_ids, 3);
   const int64_t prefill = std::llround(StepSeconds(*model, {{160, 0, true}}) * 1e9);
