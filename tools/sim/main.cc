@@ -38,6 +38,7 @@ struct Options {
   std::string policy = "least_loaded";
   bool no_prefix_caching = false;
   bool no_step_jumps = false;
+  std::string kill_node_at;
   tandem::bench::WorkloadFlags workload;
   std::string out, plot, title = "tandem-sim";
   bool no_requests_in_json = false;
@@ -91,6 +92,17 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
                 "measured by bench/router_overhead)"});
   flags.Number("hop-latency-us", &c.hop_latency_us,
                {"US", "one network hop, one way (default 50)"});
+  flags.Section("Faults");
+  flags.String("kill-node-at", &o->kill_node_at,
+               {"T:NAME,...", "kill node NAME (prefill-N, decode-N) T seconds into the workload"});
+  flags.Number("kill-random-node-every", &c.faults.kill_random_node_every_s,
+               {"S", "kill a random live node every S seconds (default 0: never)"});
+  flags.Number("node-restart-s", &c.faults.node_restart_s,
+               {"S", "a killed node is back, empty, after S seconds (default 30; 0: never)"});
+  flags.Number("max-retries", &c.faults.max_retries,
+               {"N", "the router's --max-retries (default 2)"});
+  flags.Number("migration-limit", &c.faults.migration_limit,
+               {"N", "the router's --migration-limit (default 3)"});
   tandem::bench::AddDatasetFlags(flags, &o->workload);
   flags.Section("Load");
   tandem::bench::AddRateFlags(flags, &o->workload);
@@ -112,6 +124,11 @@ std::string CompleteOptions(Options* o) {
   o->cluster.policy = *policy;
   o->cluster.prefix_caching = !o->no_prefix_caching;
   o->cluster.step_jumps = !o->no_step_jumps;
+  absl::StatusOr<std::vector<tandem::sim::NodeKill>> kills =
+      tandem::sim::ParseNodeKills(o->kill_node_at);
+  if (!kills.ok()) return std::string(kills.status().message());
+  o->cluster.faults.kills = *std::move(kills);
+  o->cluster.faults.seed = o->workload.seed + 1;
   if (o->cluster.tensor_parallel < 1 || o->cluster.prefill_tensor_parallel < 0 ||
       o->cluster.decode_tensor_parallel < 0) {
     return "--tp must be >= 1, --prefill-tp and --decode-tp >= 0";
@@ -182,6 +199,12 @@ int Run(const Options& o) {
         static_cast<long long>(run->stats.steps), static_cast<long long>(run->stats.jumped_steps),
         static_cast<long long>(run->stats.decode_runs),
         static_cast<long long>(run->stats.preemptions));
+    if (run->stats.kills > 0) {
+      std::printf("faults: %lld node(s) killed, %lld attempt(s) retried, %lld migrated\n",
+                  static_cast<long long>(run->stats.kills),
+                  static_cast<long long>(run->stats.retries),
+                  static_cast<long long>(run->stats.migrations));
+    }
     for (const auto& [error, count] : bench::FailureCounts(run->results)) {
       std::fprintf(stderr, "tandem-sim: %d request(s) failed: %s\n", count, error.c_str());
     }
@@ -193,7 +216,10 @@ int Run(const Options& o) {
                         {"jumped_steps", run->stats.jumped_steps},
                         {"decode_runs", run->stats.decode_runs},
                         {"preemptions", run->stats.preemptions},
-                        {"kv_bytes", run->stats.kv_bytes}});
+                        {"kv_bytes", run->stats.kv_bytes},
+                        {"kills", run->stats.kills},
+                        {"retries", run->stats.retries},
+                        {"migrations", run->stats.migrations}});
     points.push_back({rate, record.summary});
     report.runs.push_back(std::move(record));
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,9 +13,11 @@
 #include "common/model/model_config.h"
 #include "common/util/clock.h"
 #include "common/util/status_macros.h"
+#include "router/attempt_verdict.h"
 #include "tools/sim/event_loop.h"
 #include "tools/sim/kv_link.h"
 #include "tools/sim/sim_node.h"
+#include "tools/sim/sim_request.h"
 
 namespace tandem::sim {
 namespace {
@@ -33,32 +36,6 @@ absl::StatusOr<ModelConfig> ModelShape(const std::string& model) {
                                           dir.status().message(), ")"));
 }
 
-// One request as the simulated client and router see it.
-struct RequestState {
-  int64_t sent = 0;  // the client's send time
-  std::vector<int32_t> prompt;
-  int32_t output_len = 0;
-  std::vector<int64_t> token_times;  // at the client
-  // Disaggregated: the nodes, the decode node's cached blocks, the writes in flight.
-  int prefill = -1;
-  int decode = -1;
-  int32_t decode_cached_blocks = 0;
-  int writes = 0;
-  bool prefilled = false;
-  bool completed = false;
-  bool done = false;
-  bool ok = false;
-  std::string error;
-};
-
-// The router's view of one node: its last load report and what it placed there since.
-struct NodeView {
-  SimNodeLoad load;
-  int64_t pending_requests = 0;
-  int64_t pending_tokens = 0;
-  int64_t pending_blocks = 0;
-};
-
 class Cluster {
  public:
   Cluster(const SimClusterOptions& options, const StepTimeModel* prefill_model,
@@ -73,51 +50,44 @@ class Cluster {
         router_half_(MicrosToNanos(options.router_overhead_us) / 2),
         hop_(MicrosToNanos(options.hop_latency_us)),
         link_latency_(MicrosToNanos(options.kv_link_latency_us)),
-        block_bytes_(decode_model->KvBytesPerToken() * options.block_size) {}
-
-  // KV blocks per node of a pool on `model`'s GPUs.
-  absl::StatusOr<int32_t> BlocksPerNode(const StepTimeModel& model) const {
-    if (options_.num_kv_blocks > 0) return options_.num_kv_blocks;
-    ASSIGN_OR_RETURN(int64_t kv_bytes, model.KvCacheBytes(options_.memory_utilization));
-    const int64_t n = kv_bytes / (model.KvBytesPerToken() * options_.block_size);
-    if (n < 1 || n > INT32_MAX) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the KV cache of a TP ", model.tensor_parallel(), " node would have ", n, " blocks"));
-    }
-    return static_cast<int32_t>(n);
-  }
+        block_bytes_(decode_model->KvBytesPerToken() * options.block_size),
+        kill_rng_(options.faults.seed) {}
 
   absl::Status Build() {
-    ASSIGN_OR_RETURN(const int32_t decode_blocks, BlocksPerNode(*decode_model_));
+    ASSIGN_OR_RETURN(decode_blocks_, BlocksPerNode(*decode_model_));
     if (options_.mode == ServingMode::kDisaggregated && options_.num_prefill < 1) {
       return absl::InvalidArgumentError("--mode disaggregated needs --prefill >= 1");
     }
     const int num_prefill = options_.mode == ServingMode::kDisaggregated ? options_.num_prefill : 0;
-    int32_t prefill_blocks = 0;
     if (num_prefill > 0) {
-      ASSIGN_OR_RETURN(prefill_blocks, BlocksPerNode(*prefill_model_));
+      ASSIGN_OR_RETURN(prefill_blocks_, BlocksPerNode(*prefill_model_));
     }
     for (int role = 0; role < 2; ++role) {
       const bool prefill = role == 0;
       for (int i = 0; i < (prefill ? num_prefill : options_.num_decode); ++i) {
-        SimNodeConfig config{
-            .name = absl::StrCat(prefill ? "prefill-" : "decode-", i),
-            .model = prefill ? prefill_model_ : decode_model_,
-            .block_size = options_.block_size,
-            .num_blocks = prefill ? prefill_blocks : decode_blocks,
-            .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
-                          .max_num_seqs = options_.max_num_seqs},
-            .prefix_caching = options_.prefix_caching,
-            .step_jumps = options_.step_jumps,
-        };
-        ASSIGN_OR_RETURN(std::unique_ptr<SimNode> node,
-                         SimNode::Create(std::move(config), &loop_, &clock_,
-                                         prefill ? PrefillEvents(i) : DecodeEvents(i)));
-        (prefill ? prefill_ : nodes_).push_back(std::move(node));
+        ASSIGN_OR_RETURN(std::unique_ptr<SimNode> node, MakeNode(prefill, i));
+        Pool(prefill).push_back(std::move(node));
       }
     }
     prefill_views_.resize(prefill_.size());
     views_.resize(nodes_.size());
+    const FaultOptions& f = options_.faults;
+    if (f.max_retries < 0 || f.migration_limit < 0 ||
+        f.max_retries + f.migration_limit >= kMaxAttempts) {
+      return absl::InvalidArgumentError(absl::StrCat("retries + migrations must be below ",
+                                                     kMaxAttempts, " attempts per request"));
+    }
+    if (f.kill_random_node_every_s < 0 || f.node_restart_s < 0) {
+      return absl::InvalidArgumentError(
+          "--kill-random-node-every and --node-restart-s must be >= 0");
+    }
+    for (const NodeKill& kill : f.kills) {
+      if (!FindNode(kill.node).has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("--kill-node-at: no node named ", kill.node,
+                                                       " (prefill-0..", prefill_.size(),
+                                                       " - 1, decode-0..", nodes_.size(), " - 1)"));
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -140,14 +110,16 @@ class Cluster {
           s.prompt.push_back(1000 + static_cast<int32_t>((i * 7919 + j * 31) % 30000));
         }
       }
-      loop_.At(s.sent + hop_, [this, i] { Arrive(i); });
+      loop_.At(s.sent + hop_, [this, i] { Place(i); });
     }
+    ScheduleFaults();
     Poll();
     loop_.Run();
     SimRun run;
+    run.stats = stats_;
     for (size_t i = 0; i < requests.size(); ++i) run.results.push_back(Result(i));
     run.stats.events = loop_.events_run();
-    for (const auto* group : {&nodes_, &prefill_}) {
+    for (const auto* group : {&nodes_, &prefill_, &graveyard_}) {
       for (const auto& node : *group) {
         run.stats.steps += node->num_steps();
         run.stats.jumped_steps += node->num_jumped_steps();
@@ -164,72 +136,157 @@ class Cluster {
   }
 
  private:
-  SimNodeEvents DecodeEvents(int j) {
+  // KV blocks per node of a pool on `model`'s GPUs.
+  absl::StatusOr<int32_t> BlocksPerNode(const StepTimeModel& model) const {
+    if (options_.num_kv_blocks > 0) return options_.num_kv_blocks;
+    ASSIGN_OR_RETURN(int64_t kv_bytes, model.KvCacheBytes(options_.memory_utilization));
+    const int64_t n = kv_bytes / (model.KvBytesPerToken() * options_.block_size);
+    if (n < 1 || n > INT32_MAX) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the KV cache of a TP ", model.tensor_parallel(), " node would have ", n, " blocks"));
+    }
+    return static_cast<int32_t>(n);
+  }
+
+  absl::StatusOr<std::unique_ptr<SimNode>> MakeNode(bool prefill, int i) {
+    SimNodeConfig config{
+        .name = absl::StrCat(prefill ? "prefill-" : "decode-", i),
+        .model = prefill ? prefill_model_ : decode_model_,
+        .block_size = options_.block_size,
+        .num_blocks = prefill ? prefill_blocks_ : decode_blocks_,
+        .scheduler = {.max_num_batched_tokens = options_.max_num_batched_tokens,
+                      .max_num_seqs = options_.max_num_seqs},
+        .prefix_caching = options_.prefix_caching,
+        .step_jumps = options_.step_jumps,
+    };
+    return SimNode::Create(std::move(config), &loop_, &clock_,
+                           prefill ? PrefillEvents() : DecodeEvents());
+  }
+
+  std::vector<std::unique_ptr<SimNode>>& Pool(bool prefill) { return prefill ? prefill_ : nodes_; }
+  std::vector<NodeView>& Views(bool prefill) { return prefill ? prefill_views_ : views_; }
+
+  std::optional<std::pair<bool, int>> FindNode(const std::string& name) const {
+    for (int role = 0; role < 2; ++role) {
+      const auto& pool = role == 0 ? prefill_ : nodes_;
+      for (size_t i = 0; i < pool.size(); ++i) {
+        if (pool[i]->name() == name) return std::make_pair(role == 0, static_cast<int>(i));
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The current attempt of the request `key` belongs to, or nullptr for an abandoned attempt's.
+  RequestState* Current(uint64_t key) {
+    RequestState& s = states_[RequestOf(key)];
+    return !s.done && s.attempt == AttemptOf(key) ? &s : nullptr;
+  }
+
+  SimNodeEvents DecodeEvents() {
     return SimNodeEvents{
-        .on_token = [this](uint64_t key, int32_t, int64_t at) { OnToken(key, at); },
-        .on_finished = [this](uint64_t key, bool ok) { OnFinished(key, ok); },
-        .on_reserved = [this, j](uint64_t key, int32_t cached) { OnReserved(key, j, cached); },
+        .on_token =
+            [this](uint64_t key, int32_t, int64_t at) {
+              if (RequestState* s = Current(key)) {
+                s->token_times.push_back(at + hop_ + router_half_ + hop_);
+              }
+            },
+        .on_finished =
+            [this](uint64_t key, bool ok) {
+              if (Current(key) == nullptr) return;
+              if (ok) {
+                Finish(RequestOf(key));
+              } else {
+                Fail(RequestOf(key), "the request can never fit the node's KV pool or context");
+              }
+            },
+        .on_reserved = [this](uint64_t key, int32_t cached) { OnReserved(key, cached); },
     };
   }
 
-  SimNodeEvents PrefillEvents(int p) {
+  SimNodeEvents PrefillEvents() {
     return SimNodeEvents{
         .on_finished =
             [this](uint64_t key, bool ok) {
-              if (!ok) Fail(key, "the prompt can never fit the prefill node's KV pool");
+              if (!ok && Current(key) != nullptr) {
+                Fail(RequestOf(key), "the prompt can never fit the prefill node's KV pool");
+              }
             },
         .on_blocks_ready = [this](uint64_t key, int32_t first,
                                   int32_t count) { OnBlocksReady(key, first, count); },
         .on_prefilled =
             [this](uint64_t key) {
-              states_[key].prefilled = true;
-              MaybeComplete(key);
+              if (RequestState* s = Current(key)) {
+                s->prefilled = true;
+                MaybeComplete(key);
+              }
             },
     };
   }
 
-  // The router's load reports: every node's, every load_poll_ms, while requests remain.
+  // The router's load reports: every live node's, every load_poll_ms, while requests remain. A
+  // node back from a kill is up again from its first report.
   void Poll() {
-    for (size_t j = 0; j < nodes_.size(); ++j) views_[j] = NodeView{.load = nodes_[j]->Load()};
-    for (size_t p = 0; p < prefill_.size(); ++p) {
-      prefill_views_[p] = NodeView{.load = prefill_[p]->Load()};
+    for (int role = 0; role < 2; ++role) {
+      const bool prefill = role == 0;
+      for (size_t j = 0; j < Pool(prefill).size(); ++j) {
+        SimNode* node = Pool(prefill)[j].get();
+        Views(prefill)[j] = node->dead() ? NodeView{.down = true} : NodeView{.load = node->Load()};
+      }
     }
     if (remaining_ > 0) loop_.After(options_.load_poll_ms * 1'000'000, [this] { Poll(); });
   }
 
-  // A request reaches the router: placement as RequestRunner::Place does it, then the node.
-  void Arrive(size_t i) {
-    RequestState& s = states_[i];
-    const int64_t prompt_tokens = static_cast<int64_t>(s.prompt.size());
-    std::vector<NodeCandidate> decode;
-    for (size_t j = 0; j < nodes_.size(); ++j) {
-      const NodeView& v = views_[j];
-      decode.push_back(NodeCandidate{
-          .index = static_cast<int>(j),
-          .address = nodes_[j]->name(),
-          .free_kv_blocks = v.load.num_free_kv_blocks - v.pending_blocks,
-          .queued_tokens = v.load.num_queued_tokens + v.pending_tokens,
-          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests});
-    }
-    std::vector<NodeCandidate> prefill;
-    // The prefill nodes' cached prefixes, as the router knows them from their KV events (here:
-    // at once), when placement uses them (RequestRunner::Place's condition).
+  // The candidates of a pool: nodes up, without those the request's earlier attempts blamed
+  // unless no other is up (RequestRunner::Place's failed_nodes).
+  std::vector<NodeCandidate> Candidates(bool prefill, const RequestState& s) {
+    std::vector<NodeCandidate> all, preferred;
     const bool use_prefix =
         options_.policy == PlacementPolicy::kPrefixAware || options_.local_prefill_threshold > 0;
-    for (size_t p = 0; p < prefill_.size(); ++p) {
-      const NodeView& v = prefill_views_[p];
-      prefill.push_back(NodeCandidate{
-          .index = static_cast<int>(p),
-          .address = prefill_[p]->name(),
+    for (size_t j = 0; j < Pool(prefill).size(); ++j) {
+      const NodeView& v = Views(prefill)[j];
+      if (v.down) continue;
+      NodeCandidate c{
+          .index = static_cast<int>(j),
+          .address = Pool(prefill)[j]->name(),
           .free_kv_blocks = v.load.num_free_kv_blocks - v.pending_blocks,
           .queued_tokens = v.load.num_queued_tokens + v.pending_tokens,
-          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests,
-          .cached_prefix_tokens = use_prefix ? prefill_[p]->CachedPrefixTokens(s.prompt) : 0});
+          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests};
+      // The prefill nodes' cached prefixes, as the router knows them from their KV events (here:
+      // at once), when placement uses them (RequestRunner::Place's condition).
+      if (prefill && use_prefix)
+        c.cached_prefix_tokens = Pool(true)[j]->CachedPrefixTokens(s.prompt);
+      const bool avoided = std::find(s.avoid.begin(), s.avoid.end(),
+                                     std::make_pair(prefill, c.index)) != s.avoid.end();
+      if (!avoided) preferred.push_back(c);
+      all.push_back(std::move(c));
     }
+    return preferred.empty() ? all : preferred;
+  }
+
+  // Places the request's current attempt, as RequestRunner::Place does, and sends it on. A
+  // migrated request recomputes its prompt and the tokens so far on a decode node.
+  void Place(size_t i) {
+    RequestState& s = states_[i];
+    if (s.done) return;
+    const bool migrated = s.migrations > 0;
+    std::vector<int32_t> prompt = s.prompt;
+    const int32_t sent = static_cast<int32_t>(s.token_times.size());
+    for (int32_t k = 0; k < sent; ++k) {
+      prompt.push_back(1000 + static_cast<int32_t>((i * 31 + k * 7919) % 30000));
+    }
+    const int32_t output = s.output_len - sent;
+    const std::vector<NodeCandidate> decode = Candidates(false, s);
+    const std::vector<NodeCandidate> prefill =
+        migrated ? std::vector<NodeCandidate>{} : Candidates(true, s);
+    const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
     absl::StatusOr<Placement> placement = placer_.Choose(prefill, decode, prompt_tokens);
     if (!placement.ok()) {
-      Fail(i, std::string(placement.status().message()));
+      Fail(i, std::string(placement.status().message()) +
+                  (s.attempt > 0 ? absl::StrCat("; last error: ", s.error) : ""));
       return;
+    }
+    if (migrated && placement->kind == PlacementKind::kDisaggregated) {
+      placement->kind = PlacementKind::kLocalPrefill;
     }
     const int j = placement->decode;
     NodeView& v = views_[j];
@@ -237,55 +294,68 @@ class Cluster {
     const bool local = placement->kind != PlacementKind::kDisaggregated;
     ++v.pending_requests;
     v.pending_tokens += local ? prompt_tokens : 0;
-    v.pending_blocks += (prompt_tokens + s.output_len + block_size - 1) / block_size;
+    v.pending_blocks += (prompt_tokens + output + block_size - 1) / block_size;
+    s.kind = placement->kind;
     s.decode = j;
-    if (local) {
-      loop_.After(router_half_ + hop_, [this, i, j] {
-        RequestState& r = states_[i];
-        nodes_[j]->Submit(i, r.prompt, r.output_len);
-      });
-      return;
+    s.decode_node = nodes_[j].get();
+    const uint64_t key = NodeKey(i, s.attempt);
+    if (!local) {
+      s.prefill = placement->prefill;
+      s.prefill_node = prefill_[s.prefill].get();
+      NodeView& pv = prefill_views_[s.prefill];
+      ++pv.pending_requests;
+      pv.pending_tokens += prompt_tokens - placement->cached_prefix_tokens;
     }
-    s.prefill = placement->prefill;
-    NodeView& pv = prefill_views_[s.prefill];
-    ++pv.pending_requests;
-    pv.pending_tokens += prompt_tokens - placement->cached_prefix_tokens;
-    loop_.After(router_half_ + hop_, [this, i, j] {
-      RequestState& r = states_[i];
-      nodes_[j]->Reserve(i, r.prompt, r.output_len);
+    loop_.After(router_half_ + hop_, [this, key, local, prompt = std::move(prompt), output] {
+      RequestState* r = Current(key);
+      if (r == nullptr || r->decode_node->dead()) return;  // the kill already judged it
+      if (local) {
+        r->decode_node->Submit(key, prompt, output);
+      } else {
+        r->decode_node->Reserve(key, prompt, output);
+      }
     });
   }
 
   // The decode node reserved: its handoff goes back through the router to the prefill node.
-  void OnReserved(uint64_t key, int j, int32_t cached_tokens) {
-    RequestState& s = states_[key];
-    s.decode_cached_blocks = cached_tokens / options_.block_size;
+  void OnReserved(uint64_t key, int32_t cached_tokens) {
+    RequestState* s = Current(key);
+    if (s == nullptr) return;
+    s->reserved = true;
+    s->decode_cached_blocks = cached_tokens / options_.block_size;
     loop_.After(2 * hop_, [this, key] {
-      RequestState& r = states_[key];
-      prefill_[r.prefill]->SubmitPrefill(key, r.prompt);
+      RequestState* r = Current(key);
+      if (r == nullptr || r->prefill_node->dead()) return;
+      r->prefill_node->SubmitPrefill(key, r->prompt);
     });
   }
 
   // Final blocks on the prefill node: one write of those the decode node lacks.
   void OnBlocksReady(uint64_t key, int32_t first, int32_t count) {
-    RequestState& s = states_[key];
-    const int32_t from = std::max(first, s.decode_cached_blocks);
+    RequestState* s = Current(key);
+    if (s == nullptr) return;
+    const int32_t from = std::max(first, s->decode_cached_blocks);
     const int64_t blocks = std::max(0, first + count - from);
     if (blocks == 0) return;
-    ++s.writes;
-    Link(s.prefill, s.decode).Start(blocks * block_bytes_, [this, key] {
-      --states_[key].writes;
-      MaybeComplete(key);
+    ++s->writes;
+    Link(s->prefill, s->decode).Start(blocks * block_bytes_, [this, key] {
+      if (RequestState* r = Current(key)) {
+        --r->writes;
+        MaybeComplete(key);
+      }
     });
   }
 
   // Every write landed and the first token is sampled: the completion notice, then admission.
   void MaybeComplete(uint64_t key) {
-    RequestState& s = states_[key];
+    RequestState& s = states_[RequestOf(key)];
     if (!s.prefilled || s.writes > 0 || s.completed) return;
     s.completed = true;
-    prefill_[s.prefill]->ReleaseExport(key);
-    loop_.After(link_latency_, [this, key] { nodes_[states_[key].decode]->CompleteImport(key); });
+    s.prefill_node->ReleaseExport(key);
+    loop_.After(link_latency_, [this, key] {
+      RequestState* r = Current(key);
+      if (r != nullptr && !r->decode_node->dead()) r->decode_node->CompleteImport(key);
+    });
   }
 
   KvLink& Link(int p, int d) {
@@ -296,18 +366,97 @@ class Cluster {
     return *link;
   }
 
-  void OnToken(uint64_t key, int64_t at) {
-    states_[key].token_times.push_back(at + hop_ + router_half_ + hop_);
+  void ScheduleFaults() {
+    for (const NodeKill& kill : options_.faults.kills) {
+      const auto [prefill, index] = *FindNode(kill.node);
+      loop_.At(Nanos(kill.at_s), [this, prefill, index] { KillNode(prefill, index); });
+    }
+    if (options_.faults.kill_random_node_every_s > 0) ScheduleRandomKill();
   }
 
-  void OnFinished(uint64_t key, bool ok) {
-    if (!ok) {
-      Fail(key, "the request can never fit the node's KV pool or context");
+  void ScheduleRandomKill() {
+    loop_.After(Nanos(options_.faults.kill_random_node_every_s), [this] {
+      if (remaining_ == 0) return;
+      std::vector<std::pair<bool, int>> alive;
+      for (int role = 0; role < 2; ++role) {
+        for (size_t j = 0; j < Pool(role == 0).size(); ++j) {
+          if (!Pool(role == 0)[j]->dead()) alive.emplace_back(role == 0, static_cast<int>(j));
+        }
+      }
+      if (!alive.empty()) {
+        const auto [prefill, index] = alive[kill_rng_() % alive.size()];
+        KillNode(prefill, index);
+      }
+      ScheduleRandomKill();
+    });
+  }
+
+  // A node dies: the router sees its calls break at once and judges each attempt they carried.
+  void KillNode(bool prefill, int index) {
+    SimNode* node = Pool(prefill)[index].get();
+    if (node->dead()) return;
+    node->Kill();
+    Views(prefill)[index].down = true;
+    ++stats_.kills;
+    if (options_.faults.node_restart_s > 0) {
+      loop_.After(Nanos(options_.faults.node_restart_s), [this, prefill, index] {
+        graveyard_.push_back(std::move(Pool(prefill)[index]));
+        Pool(prefill)[index] = *MakeNode(prefill, index);  // as it was built: cannot fail
+      });
+    }
+    for (size_t i = 0; i < states_.size(); ++i) {
+      RequestState& s = states_[i];
+      if (s.done) continue;
+      const bool decode_died = s.decode_node == node;
+      // A prefill node's part is over once its completion notice left.
+      if (!decode_died && (s.prefill_node != node || s.completed)) continue;
+      JudgeKilledAttempt(i, decode_died);
+    }
+  }
+
+  // RequestRunner's Apply and RequestFlow's next step, on JudgeAttempt's verdict.
+  void JudgeKilledAttempt(size_t i, bool decode_died) {
+    RequestState& s = states_[i];
+    const KilledAttempt attempt{
+        .kind = s.kind,
+        .decode_died = decode_died,
+        .reserved = s.reserved,
+        .prefilled = s.prefilled,
+        .sent_tokens = !s.token_times.empty(),
+        .decode_name = s.decode_node->name(),
+        .prefill_name = s.prefill_node != nullptr ? s.prefill_node->name() : ""};
+    const AttemptVerdict v = JudgeAttempt(FactsOfKilledAttempt(attempt));
+    const uint64_t key = NodeKey(i, s.attempt);
+    for (auto [cancel, node] : {std::make_pair(v.cancel_prefill, s.prefill_node),
+                                std::make_pair(v.cancel_decode, s.decode_node)}) {
+      if (!cancel || node == nullptr || node->dead()) continue;
+      loop_.After(router_half_ + hop_, [node, key] {
+        if (!node->dead()) node->Cancel(key);
+      });
+    }
+    if (v.blame_decode) s.avoid.emplace_back(false, s.decode);
+    if (v.blame_prefill && s.prefill >= 0) s.avoid.emplace_back(true, s.prefill);
+    s.error = v.status.error_message();
+    const FaultOptions& f = options_.faults;
+    if (attempt.sent_tokens && v.migrate && s.migrations < f.migration_limit) {
+      ++s.migrations;
+      ++stats_.migrations;
+    } else if (v.retry && !attempt.sent_tokens && s.attempt < f.max_retries) {
+      ++stats_.retries;
+    } else {
+      Fail(i, s.error);
       return;
     }
-    RequestState& s = states_[key];
+    s.NewAttempt();
+    // The broken call reaches the router one hop later; it places the next attempt then.
+    loop_.After(hop_, [this, i] { Place(i); });
+  }
+
+  void Finish(size_t i) {
+    RequestState& s = states_[i];
     s.done = true;
     s.ok = true;
+    s.error.clear();
     --remaining_;
   }
 
@@ -347,13 +496,19 @@ class Cluster {
   const int64_t hop_;
   const int64_t link_latency_;
   const int64_t block_bytes_;
+  int32_t decode_blocks_ = 0;
+  int32_t prefill_blocks_ = 0;
   std::vector<std::unique_ptr<SimNode>> nodes_;  // decode (or colocated) nodes
   std::vector<NodeView> views_;
   std::vector<std::unique_ptr<SimNode>> prefill_;
   std::vector<NodeView> prefill_views_;
+  // Killed nodes, kept so that events already scheduled on them find them dead.
+  std::vector<std::unique_ptr<SimNode>> graveyard_;
   std::map<std::pair<int, int>, std::unique_ptr<KvLink>> links_;
   std::vector<RequestState> states_;
   int64_t remaining_ = 0;
+  std::mt19937_64 kill_rng_;
+  SimRunStats stats_;
 };
 
 }  // namespace

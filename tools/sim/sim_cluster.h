@@ -25,6 +25,7 @@
 #include "bench/serve/bench_request.h"
 #include "common/backend/sim/step_time_model.h"
 #include "router/placement.h"
+#include "tools/sim/sim_faults.h"
 
 namespace tandem::sim {
 
@@ -63,6 +64,8 @@ struct SimClusterOptions {
   // Step over runs of decode steps in one jump (sim_node.h); false: every step an event. The
   // results are the same either way.
   bool step_jumps = true;
+  // Nodes killed during the run (sim_faults.h).
+  FaultOptions faults;
 };
 
 struct SimRunStats {
@@ -72,6 +75,9 @@ struct SimRunStats {
   int64_t decode_runs = 0;
   int64_t preemptions = 0;
   int64_t kv_bytes = 0;    // over the KV links
+  int64_t kills = 0;       // nodes killed
+  int64_t retries = 0;     // attempts retried from the prompt after a node died
+  int64_t migrations = 0;  // requests moved on with their tokens so far after a node died
   double simulated_s = 0;  // first arrival to the last event
   double wall_s = 0;
 };

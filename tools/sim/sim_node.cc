@@ -76,6 +76,7 @@ void SimNode::WakeSoon() {
   wake_pending_ = true;
   loop_->At(loop_->now(), [this] {
     wake_pending_ = false;
+    if (dead_) return;
     AdmitReservations();
     published_ = LiveLoad();  // the engine publishes after draining its inbox, before Schedule
     MaybeStep();
@@ -174,6 +175,44 @@ void SimNode::Import(uint64_t key) {
   WakeSoon();
 }
 
+void SimNode::Cancel(uint64_t key) {
+  EndRunForCommand();
+  if (busy_) {
+    cancels_after_step_.push_back(key);
+    return;
+  }
+  ApplyCancel(key);
+  published_ = LiveLoad();
+  WakeSoon();  // freed blocks may admit what waits
+}
+
+void SimNode::ApplyCancel(uint64_t key) {
+  if (scheduler_.Find(static_cast<RequestId>(key)) != nullptr) {
+    scheduler_.Finish(static_cast<RequestId>(key), FinishReason::kAborted);
+  }
+  exporting_.erase(key);
+  if (auto held = export_held_.find(key); held != export_held_.end()) {
+    blocks_.Free(&held->second);
+    export_held_.erase(held);
+  }
+  if (auto awaiting = awaiting_kv_.find(key); awaiting != awaiting_kv_.end()) {
+    blocks_.Free(&awaiting->second->block_table);
+    awaiting_kv_.erase(awaiting);
+  }
+  std::erase_if(pending_reservations_, [key](const std::unique_ptr<Sequence>& seq) {
+    return static_cast<uint64_t>(seq->id) == key;
+  });
+  std::erase(imports_after_step_, key);
+  AdmitReservations();
+}
+
+void SimNode::Kill() {
+  CatchUp();  // the steps of a run that ended before the death did happen
+  dead_ = true;
+  in_run_ = false;
+  ++run_generation_;
+}
+
 void SimNode::ExportBlocks(Sequence* seq, bool prompt_done) {
   int32_t& exported = exporting_[seq->id];
   const int32_t total = static_cast<int32_t>(seq->block_table.blocks.size());
@@ -224,6 +263,7 @@ void SimNode::MaybeStep() {
 }
 
 void SimNode::FinishStep() {
+  if (dead_) return;
   busy_ = false;
   ++num_steps_;
   busy_nanos_ += loop_->now() - step_started_;
@@ -257,6 +297,9 @@ void SimNode::FinishStep() {
   std::vector<uint64_t> imports;
   imports.swap(imports_after_step_);
   for (uint64_t key : imports) Import(key);
+  std::vector<uint64_t> cancels;
+  cancels.swap(cancels_after_step_);
+  for (uint64_t key : cancels) ApplyCancel(key);
   AdmitReservations();  // blocks freed by this step go to waiting reservations first
   // What the node reports until its next step ends: the engine publishes its stats after a step
   // and after draining its inbox, never during a step (the next step's admissions show only when

@@ -105,6 +105,14 @@ class SimNode {
   // Decode role (see above).
   void Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens);
   void CompleteImport(uint64_t key);
+  // The router's Cancel: whatever the node holds of `key` (queued, running, reserved, awaiting
+  // its KV, held for export) ends and its blocks are freed; applied between steps, as the
+  // engine's inbox is. Unknown keys are ignored.
+  void Cancel(uint64_t key);
+  // The process dies: the node stops at once, emits nothing more and must not be called again
+  // (the cluster keeps the object until the end: events already scheduled find it dead).
+  void Kill();
+  bool dead() const { return dead_; }
 
   // What the node reports to a load poll: its state as the engine last published it (after its
   // last step ended or its inbox was drained), not the running step's admissions.
@@ -141,6 +149,7 @@ class SimNode {
   void AdmitReservations();
   // Decode role: the KV of `key` has landed: its first token goes out, it decodes from now on.
   void Import(uint64_t key);
+  void ApplyCancel(uint64_t key);
   SimNodeLoad LiveLoad() const;
   // Starts a run of decode steps if the state allows one of at least two steps.
   bool TryStartDecodeRun();
@@ -171,8 +180,10 @@ class SimNode {
   absl::flat_hash_map<uint64_t, std::unique_ptr<Sequence>> awaiting_kv_;
   // Completions that arrived during the running step, applied when it ends.
   std::vector<uint64_t> imports_after_step_;
+  std::vector<uint64_t> cancels_after_step_;
   SimNodeLoad published_;  // declared after blocks_ and scheduler_: built from them
   bool busy_ = false;
+  bool dead_ = false;
   bool wake_pending_ = false;  // an idle node's MaybeStep is queued for this instant
   int64_t step_started_ = 0;
   int64_t num_steps_ = 0;

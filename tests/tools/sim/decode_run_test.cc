@@ -166,5 +166,16 @@ TEST(DecodeRunTest, DisaggregatedRunIsTheSameWithJumps) {
   ExpectSameRunWithAndWithoutJumps(options, RandomWorkload(400, 30, 3));
 }
 
+TEST(DecodeRunTest, RunWithNodesKilledIsTheSameWithJumps) {
+  SimClusterOptions options;
+  options.mode = ServingMode::kDisaggregated;
+  options.num_prefill = 1;
+  options.num_decode = 3;
+  options.load_poll_ms = 30;
+  options.faults.kill_random_node_every_s = 1.5;
+  options.faults.node_restart_s = 1;
+  ExpectSameRunWithAndWithoutJumps(options, RandomWorkload(400, 40, 4));
+}
+
 }  // namespace
 }  // namespace tandem::sim

@@ -1,0 +1,73 @@
+// What tandem-sim's router keeps per request and per node (sim_cluster.cc): the request's times at
+// the client and its current attempt; the router's view of a node.
+#ifndef TANDEM_TOOLS_SIM_SIM_REQUEST_H_
+#define TANDEM_TOOLS_SIM_SIM_REQUEST_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "router/placement.h"
+#include "tools/sim/sim_node.h"
+
+namespace tandem::sim {
+
+// A node's key for one attempt of request `index`: attempts of one request never share a key, so
+// what a node still reports for an abandoned attempt is recognised and dropped.
+inline constexpr int kAttemptBits = 4;
+inline constexpr int kMaxAttempts = 1 << kAttemptBits;
+inline uint64_t NodeKey(size_t index, int attempt) {
+  return (static_cast<uint64_t>(index) << kAttemptBits) | static_cast<uint64_t>(attempt);
+}
+inline size_t RequestOf(uint64_t key) { return static_cast<size_t>(key >> kAttemptBits); }
+inline int AttemptOf(uint64_t key) { return static_cast<int>(key & (kMaxAttempts - 1)); }
+
+struct RequestState {
+  int64_t sent = 0;  // the client's send time
+  std::vector<int32_t> prompt;
+  int32_t output_len = 0;
+  std::vector<int64_t> token_times;  // at the client, over all attempts
+  // The current attempt: its number (retries and migrations count), where it runs, how far the
+  // disaggregated handoff got.
+  int attempt = 0;
+  int migrations = 0;
+  PlacementKind kind = PlacementKind::kColocated;
+  int prefill = -1;
+  int decode = -1;
+  SimNode* prefill_node = nullptr;
+  SimNode* decode_node = nullptr;
+  int32_t decode_cached_blocks = 0;
+  int writes = 0;
+  bool reserved = false;
+  bool prefilled = false;
+  bool completed = false;
+  // Nodes an earlier attempt blamed, (is prefill, index): avoided while others are up.
+  std::vector<std::pair<bool, int>> avoid;
+  bool done = false;
+  bool ok = false;
+  std::string error;
+
+  void NewAttempt() {
+    ++attempt;
+    prefill = decode = -1;
+    prefill_node = decode_node = nullptr;
+    decode_cached_blocks = 0;
+    writes = 0;
+    reserved = prefilled = completed = false;
+  }
+};
+
+// The router's view of one node: its last load report and what it placed there since.
+struct NodeView {
+  SimNodeLoad load;
+  int64_t pending_requests = 0;
+  int64_t pending_tokens = 0;
+  int64_t pending_blocks = 0;
+  bool down = false;  // killed, and no load report since it came back
+};
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_TOOLS_SIM_SIM_REQUEST_H_
