@@ -94,6 +94,7 @@ class Cluster {
   SimRun Run(const std::vector<bench::BenchRequest>& requests,
              const std::vector<double>& arrival_s) {
     const auto wall_start = std::chrono::steady_clock::now();
+    requests_ = &requests;
     states_.resize(requests.size());
     remaining_ = static_cast<int64_t>(requests.size());
     int64_t first_arrival = INT64_MAX;
@@ -104,12 +105,8 @@ class Cluster {
       s.sent = Nanos(at);
       first_arrival = std::min(first_arrival, s.sent);
       s.output_len = r.output_len;
-      s.prompt = r.prompt_ids;
-      if (s.prompt.empty()) {  // a text prompt: stand-in ids of its length, its own per request
-        for (int32_t j = 0; j < r.prompt_len; ++j) {
-          s.prompt.push_back(1000 + static_cast<int32_t>((i * 7919 + j * 31) % 30000));
-        }
-      }
+      s.prompt_len =
+          r.prompt_ids.empty() ? r.prompt_len : static_cast<int32_t>(r.prompt_ids.size());
       loop_.At(s.sent + hop_, [this, i] { Place(i); });
     }
     ScheduleFaults();
@@ -268,6 +265,15 @@ class Cluster {
   void Place(size_t i) {
     RequestState& s = states_[i];
     if (s.done) return;
+    if (s.attempt == 0) {  // the prompt is copied when it arrives and freed when it ends
+      const bench::BenchRequest& r = (*requests_)[i];
+      s.prompt = r.prompt_ids;
+      if (s.prompt.empty()) {  // a text prompt: stand-in ids of its length, its own per request
+        for (int32_t j = 0; j < r.prompt_len; ++j) {
+          s.prompt.push_back(1000 + static_cast<int32_t>((i * 7919 + j * 31) % 30000));
+        }
+      }
+    }
     const bool migrated = s.migrations > 0;
     std::vector<int32_t> prompt = s.prompt;
     const int32_t sent = static_cast<int32_t>(s.token_times.size());
@@ -457,7 +463,7 @@ class Cluster {
     s.done = true;
     s.ok = true;
     s.error.clear();
-    --remaining_;
+    End(s);
   }
 
   void Fail(size_t i, std::string error) {
@@ -465,6 +471,11 @@ class Cluster {
     s.done = true;
     s.ok = false;
     s.error = std::move(error);
+    End(s);
+  }
+
+  void End(RequestState& s) {
+    std::vector<int32_t>().swap(s.prompt);  // a long run holds only the prompts in flight
     --remaining_;
   }
 
@@ -474,7 +485,7 @@ class Cluster {
     r.success = s.done && s.ok && !s.token_times.empty();
     r.error = s.done ? s.error : "never finished";
     r.start_s = Seconds(s.sent);
-    r.prompt_tokens = static_cast<int32_t>(s.prompt.size());
+    r.prompt_tokens = s.prompt_len;
     r.output_tokens = static_cast<int32_t>(s.token_times.size());
     if (!s.token_times.empty()) {
       r.ttft_s = Seconds(s.token_times.front() - s.sent);
@@ -505,6 +516,7 @@ class Cluster {
   // Killed nodes, kept so that events already scheduled on them find them dead.
   std::vector<std::unique_ptr<SimNode>> graveyard_;
   std::map<std::pair<int, int>, std::unique_ptr<KvLink>> links_;
+  const std::vector<bench::BenchRequest>* requests_ = nullptr;  // during Run
   std::vector<RequestState> states_;
   int64_t remaining_ = 0;
   std::mt19937_64 kill_rng_;

@@ -25,8 +25,9 @@ inline size_t RequestOf(uint64_t key) { return static_cast<size_t>(key >> kAttem
 inline int AttemptOf(uint64_t key) { return static_cast<int>(key & (kMaxAttempts - 1)); }
 
 struct RequestState {
-  int64_t sent = 0;  // the client's send time
-  std::vector<int32_t> prompt;
+  int64_t sent = 0;             // the client's send time
+  std::vector<int32_t> prompt;  // freed when the request ends
+  int32_t prompt_len = 0;
   int32_t output_len = 0;
   std::vector<int64_t> token_times;  // at the client, over all attempts
   // The current attempt: its number (retries and migrations count), where it runs, how far the
