@@ -1,0 +1,113 @@
+#include "tools/plan/plan_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "bench/serve/serving_metrics.h"
+
+namespace tandem::plan {
+
+PlanConfig Colocated(int nodes, int tp) {
+  PlanConfig c;
+  c.mode = ServingMode::kColocated;
+  c.num_decode = nodes;
+  c.decode_tp = tp;
+  return c;
+}
+
+PlanConfig Disaggregated(int num_prefill, int prefill_tp, int num_decode, int decode_tp) {
+  PlanConfig c;
+  c.mode = ServingMode::kDisaggregated;
+  c.num_prefill = num_prefill;
+  c.prefill_tp = prefill_tp;
+  c.num_decode = num_decode;
+  c.decode_tp = decode_tp;
+  return c;
+}
+
+std::string ShapeName(const PlanConfig& c) {
+  if (c.mode == ServingMode::kColocated) {
+    return absl::StrCat("colocated ", c.num_decode, " x TP", c.decode_tp);
+  }
+  return absl::StrCat("disaggregated ", c.num_prefill, " x TP", c.prefill_tp, " + ", c.num_decode,
+                      " x TP", c.decode_tp);
+}
+
+std::string ConfigName(const PlanConfig& c) {
+  std::string name = absl::StrCat(ShapeName(c), ", chunk ", c.max_num_batched_tokens);
+  if (c.mode == ServingMode::kDisaggregated) {
+    absl::StrAppend(&name, ", threshold ", c.local_prefill_threshold);
+  }
+  absl::StrAppend(&name, ", ", std::string(PlacementPolicyName(c.policy)));
+  return name;
+}
+
+double PercentileWithInfinities(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double pos = std::clamp(q, 0.0, 100.0) / 100.0 * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  if (std::isinf(values[lo]) || (frac > 0 && std::isinf(values[hi]))) {
+    return std::numeric_limits<double>::infinity();
+  }
+  if (frac == 0) return values[lo];
+  return values[lo] + (values[hi] - values[lo]) * frac;
+}
+
+ProbeStats MeasureProbe(const std::vector<bench::RequestResult>& results, const SloTarget& slo,
+                        double rate, double share) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  ProbeStats probe{.rate = rate, .share = share, .requests = static_cast<int>(results.size())};
+  const bench::SloLimits limits{
+      .ttft_s = std::isinf(slo.ttft_s) ? std::nullopt : std::optional<double>(slo.ttft_s),
+      .tpot_s = std::isinf(slo.tpot_s) ? std::nullopt : std::optional<double>(slo.tpot_s)};
+  std::vector<double> ttft, tpot;
+  ttft.reserve(results.size());
+  tpot.reserve(results.size());
+  int met = 0;
+  for (const bench::RequestResult& r : results) {
+    if (!r.success) {
+      ++probe.failed;
+      ttft.push_back(kInf);
+      tpot.push_back(kInf);
+      continue;
+    }
+    ttft.push_back(r.ttft_s);
+    tpot.push_back(bench::Tpot(r).value_or(0));
+    if (bench::MeetsSlo(r, limits)) ++met;
+  }
+  probe.ttft_s = PercentileWithInfinities(std::move(ttft), slo.percentile);
+  probe.tpot_s = PercentileWithInfinities(std::move(tpot), slo.percentile);
+  probe.attainment =
+      results.empty() ? 1.0 : static_cast<double>(met) / static_cast<double>(results.size());
+  return probe;
+}
+
+SloBreach JudgeProbe(const ProbeStats& probe, const SloTarget& slo) {
+  const bool ttft = probe.ttft_s > slo.ttft_s;
+  const bool tpot = probe.tpot_s > slo.tpot_s;
+  if (ttft && tpot) return SloBreach::kBoth;
+  if (ttft) return SloBreach::kTtft;
+  if (tpot) return SloBreach::kTpot;
+  return SloBreach::kNone;
+}
+
+std::string SloBreachName(SloBreach breach) {
+  switch (breach) {
+    case SloBreach::kNone:
+      return "none";
+    case SloBreach::kTtft:
+      return "TTFT";
+    case SloBreach::kTpot:
+      return "TPOT";
+    case SloBreach::kBoth:
+      return "TTFT and TPOT";
+  }
+  return "none";
+}
+
+}  // namespace tandem::plan
