@@ -13,8 +13,12 @@ using json = nlohmann::json;
 
 std::string Percent(double share) { return absl::StrFormat("%.1f%%", share * 100); }
 
+// Three significant figures or more: "412", "96.8", "5.00", "0.625".
 std::string Rate(double rate) {
-  return rate >= 100 ? absl::StrFormat("%.0f", rate) : absl::StrFormat("%.3g", rate);
+  if (rate >= 100) return absl::StrFormat("%.0f", rate);
+  if (rate >= 10) return absl::StrFormat("%.1f", rate);
+  if (rate >= 1) return absl::StrFormat("%.2f", rate);
+  return absl::StrFormat("%.3g", rate);
 }
 
 std::string Pool(int nodes, int tp) {
@@ -73,7 +77,7 @@ json ProbeJson(const std::optional<ProbeStats>& p) {
 
 std::string FormatSeconds(double s) {
   if (std::isinf(s)) return "inf";
-  if (s >= 1) return absl::StrFormat("%.3g s", s);
+  if (s >= 1) return absl::StrFormat("%.2f s", s);
   if (s >= 0.1) return absl::StrFormat("%.0f ms", s * 1e3);
   return absl::StrFormat("%.2f ms", s * 1e3);
 }

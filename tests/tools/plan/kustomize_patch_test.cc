@@ -1,0 +1,240 @@
+// The Kustomize overlay of a plan, parsed back: replicas, the router's and each pool's patch
+// operations; the colocated plan's removal of the router's --prefill-dns, found in the
+// repository's own base; and, when kubectl is installed, the overlay built against that base.
+#include "tools/plan/kustomize_patch.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::plan {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+struct PatchOp {
+  std::string op, path, value;
+  bool operator==(const PatchOp&) const = default;
+};
+
+// What a rendered kustomization.yaml says, read back line by line (the renderer's own layout).
+struct Overlay {
+  std::vector<std::string> resources;
+  std::map<std::string, int> replicas;
+  std::map<std::string, std::vector<PatchOp>> patches;  // by target Deployment
+};
+
+std::string After(const std::string& line, const std::string& key) {
+  const size_t at = line.find(key);
+  return at == std::string::npos ? "" : line.substr(at + key.size());
+}
+
+Overlay Parse(const std::string& yaml) {
+  Overlay o;
+  std::istringstream in(yaml);
+  std::string line, section, replica_name, target;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] != ' ') {
+      section = line.substr(0, line.find(':'));
+      continue;
+    }
+    if (section == "resources") {
+      o.resources.push_back(After(line, "- "));
+    } else if (section == "replicas") {
+      if (line.find("- name: ") != std::string::npos) replica_name = After(line, "- name: ");
+      if (line.find("count: ") != std::string::npos) {
+        o.replicas[replica_name] = std::stoi(After(line, "count: "));
+      }
+    } else if (section == "patches") {
+      if (line.rfind("      name: ", 0) == 0) target = After(line, "name: ");
+      if (line.find("- op: ") != std::string::npos) {
+        o.patches[target].push_back({After(line, "- op: "), "", ""});
+      } else if (line.rfind("        path: ", 0) == 0) {
+        o.patches[target].back().path = After(line, "path: ");
+      } else if (line.rfind("        value: ", 0) == 0) {
+        o.patches[target].back().value = After(line, "value: ");
+      }
+    }
+  }
+  return o;
+}
+
+constexpr char kArgs[] = "/spec/template/spec/containers/0/args/-";
+constexpr char kGpuRequest[] = "/spec/template/spec/containers/0/resources/requests/nvidia.com~1gpu";
+constexpr char kGpuLimit[] = "/spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu";
+
+PlanConfig Planned() {
+  PlanConfig c = Disaggregated(23, 2, 2, 8);
+  c.max_num_batched_tokens = 8192;
+  c.local_prefill_threshold = 512;
+  c.policy = PlacementPolicy::kRoundRobin;
+  return c;
+}
+
+TEST(PlanKustomizeTest, DisaggregatedPlanSetsReplicasRouterFlagsEngineFlagsAndGpus) {
+  KustomizeOptions options;
+  options.max_num_seqs = 128;
+  options.load_poll_ms = 250;
+  options.comment = {"planned by a test"};
+  const std::string yaml = RenderKustomization(Planned(), options);
+  EXPECT_EQ(yaml.rfind("# planned by a test\n", 0), 0u) << yaml;
+  const Overlay o = Parse(yaml);
+  EXPECT_THAT(o.resources, ElementsAre("../../base"));
+  EXPECT_EQ(o.replicas.at("tandem-prefill"), 23);
+  EXPECT_EQ(o.replicas.at("tandem-decode"), 2);
+  EXPECT_THAT(o.patches.at("tandem-router"),
+              ElementsAre(PatchOp{"add", kArgs, "--mode=disaggregated"},
+                          PatchOp{"add", kArgs, "--policy=round_robin"},
+                          PatchOp{"add", kArgs, "--local-prefill-threshold=512"},
+                          PatchOp{"add", kArgs, "--health-interval-ms=250"}));
+  auto pool = [](int tp) {
+    return std::vector<PatchOp>{{"add", kArgs, "--max-num-batched-tokens=8192"},
+                                {"add", kArgs, "--max-num-seqs=128"},
+                                {"add", kArgs, "--block-size=16"},
+                                {"add", kGpuRequest, "\"" + std::to_string(tp) + "\""},
+                                {"add", kGpuLimit, "\"" + std::to_string(tp) + "\""}};
+  };
+  EXPECT_EQ(o.patches.at("tandem-prefill"), pool(2));
+  EXPECT_EQ(o.patches.at("tandem-decode"), pool(8));
+}
+
+TEST(PlanKustomizeTest, ColocatedPlanScalesPrefillToZeroAndDropsTheRoutersPrefillDns) {
+  KustomizeOptions options;
+  options.prefix_caching = false;
+  const Overlay o = Parse(RenderKustomization(Colocated(8, 8), options));
+  EXPECT_EQ(o.replicas.at("tandem-prefill"), 0);
+  EXPECT_EQ(o.replicas.at("tandem-decode"), 8);
+  EXPECT_EQ(o.patches.count("tandem-prefill"), 0u);
+  const std::string dns = "/spec/template/spec/containers/0/args/5";
+  EXPECT_THAT(o.patches.at("tandem-router"),
+              ElementsAre(PatchOp{"test", dns, "--prefill-dns=tandem-prefill:50071"},
+                          PatchOp{"remove", dns, ""},
+                          PatchOp{"add", kArgs, "--mode=colocated"},
+                          PatchOp{"add", kArgs, "--policy=least_loaded"},
+                          PatchOp{"add", kArgs, "--health-interval-ms=500"}));
+  const std::vector<PatchOp>& decode = o.patches.at("tandem-decode");
+  EXPECT_TRUE(std::find(decode.begin(), decode.end(),
+                        PatchOp{"add", kArgs, "--no-prefix-caching"}) != decode.end());
+}
+
+TEST(PlanKustomizeTest, FindArgReadsTheArgsListOnly) {
+  const std::string manifest = R"(spec:
+  containers:
+    - name: router
+      command: ["tandem-router"]
+      args:
+        - --model=$(TANDEM_MODEL_DIR)
+        # a comment between items
+        - --listen=0.0.0.0:50051
+        - --prefill-dns=tandem-prefill:50071
+        - --decode-dns=tandem-decode:50061
+      ports:
+        - --prefill-dns=not-an-arg
+)";
+  const std::optional<ArgItem> arg = FindArg(manifest, "--prefill-dns");
+  ASSERT_TRUE(arg.has_value());
+  EXPECT_EQ(arg->index, 2);
+  EXPECT_EQ(arg->text, "--prefill-dns=tandem-prefill:50071");
+  EXPECT_FALSE(FindArg(manifest, "--ports").has_value());
+  EXPECT_FALSE(FindArg("spec: {}\n", "--prefill-dns").has_value());
+}
+
+std::filesystem::path TempDir(const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tandem_plan_test_" + name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const std::string kBase = std::string(TANDEM_SOURCE_DIR) + "/deploy/k8s/base";
+
+TEST(PlanKustomizeTest, WriteKustomizationFindsPrefillDnsInTheRepositoryBase) {
+  const std::filesystem::path dir = TempDir("colocated");
+  KustomizeOptions options;
+  options.base = kBase;  // absolute: dir / base is the base itself
+  options.prefill_dns_arg_index = 99;
+  ASSERT_TRUE(WriteKustomization(dir.string(), Colocated(4, 8), options).ok());
+  const Overlay o = Parse(ReadFile(dir / "kustomization.yaml"));
+  EXPECT_THAT(o.resources, ElementsAre(kBase));
+  const std::vector<PatchOp>& router = o.patches.at("tandem-router");
+  ASSERT_GE(router.size(), 2u);
+  EXPECT_EQ(router[0], (PatchOp{"test", "/spec/template/spec/containers/0/args/5",
+                                "--prefill-dns=tandem-prefill:50071"}));
+
+  // A base without the arg: nothing to remove.
+  const std::filesystem::path bare = TempDir("bare_base");
+  std::filesystem::create_directories(bare);
+  std::ofstream(bare / "router.yaml") << "spec:\n  args:\n    - --listen=0.0.0.0:50051\n";
+  options.base = bare.string();
+  ASSERT_TRUE(WriteKustomization(dir.string(), Colocated(4, 8), options).ok());
+  EXPECT_EQ(Parse(ReadFile(dir / "kustomization.yaml")).patches.at("tandem-router").front(),
+            (PatchOp{"add", kArgs, "--mode=colocated"}));
+}
+
+// `kubectl kustomize` of an overlay of the repository's base; empty when kubectl is missing.
+std::string Build(const PlanConfig& config, const std::string& name) {
+  if (std::system("kubectl version --client >/dev/null 2>&1") != 0) return "";
+  const std::filesystem::path dir = TempDir(name);
+  KustomizeOptions options;
+  options.base = std::filesystem::relative(kBase, dir.parent_path()).string();
+  options.base = "../" + options.base;  // from dir, one level below its parent
+  EXPECT_TRUE(WriteKustomization(dir.string(), config, options).ok());
+  const std::string out = (dir / "rendered.yaml").string();
+  const std::string command = "kubectl kustomize " + dir.string() + " > " + out + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0) << ReadFile(out);
+  return ReadFile(out);
+}
+
+// The rendered Deployment `name` (the text from its `kind: Deployment` to the next object).
+std::string Deployment(const std::string& rendered, const std::string& name) {
+  size_t at = 0;
+  while ((at = rendered.find("kind: Deployment", at)) != std::string::npos) {
+    const size_t end = rendered.find("\n---", at);
+    const std::string object = rendered.substr(at, end == std::string::npos ? end : end - at);
+    if (object.find("\n  name: " + name + "\n") != std::string::npos) return object;
+    at += 1;
+  }
+  return "";
+}
+
+TEST(PlanKustomizeTest, KubectlBuildsTheOverlayOfTheRepositoryBase) {
+  const std::string rendered = Build(Planned(), "kubectl_disaggregated");
+  if (rendered.empty()) GTEST_SKIP() << "kubectl not installed";
+  const std::string prefill = Deployment(rendered, "tandem-prefill");
+  const std::string decode = Deployment(rendered, "tandem-decode");
+  const std::string router = Deployment(rendered, "tandem-router");
+  ASSERT_FALSE(prefill.empty() || decode.empty() || router.empty()) << rendered;
+  EXPECT_NE(prefill.find("replicas: 23"), std::string::npos);
+  EXPECT_NE(prefill.find("- --max-num-batched-tokens=8192"), std::string::npos);
+  EXPECT_NE(prefill.find("nvidia.com/gpu: \"2\""), std::string::npos);
+  EXPECT_NE(decode.find("replicas: 2"), std::string::npos);
+  EXPECT_NE(decode.find("nvidia.com/gpu: \"8\""), std::string::npos);
+  EXPECT_NE(router.find("- --local-prefill-threshold=512"), std::string::npos);
+  EXPECT_NE(router.find("- --prefill-dns=tandem-prefill:50071"), std::string::npos);
+
+  const std::string colocated = Build(Colocated(8, 8), "kubectl_colocated");
+  const std::string colocated_router = Deployment(colocated, "tandem-router");
+  EXPECT_NE(colocated_router.find("- --mode=colocated"), std::string::npos) << colocated;
+  EXPECT_EQ(colocated_router.find("--prefill-dns"), std::string::npos);
+  EXPECT_NE(Deployment(colocated, "tandem-prefill").find("replicas: 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::plan
