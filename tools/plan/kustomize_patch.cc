@@ -27,7 +27,8 @@ std::string Patch(const std::string& deployment, const std::string& ops) {
 
 // A node pool's engine flags and GPUs per pod.
 std::string NodeOps(const PlanConfig& config, int tp, const KustomizeOptions& o) {
-  std::string ops = AddArg(absl::StrCat("--max-num-batched-tokens=", config.max_num_batched_tokens));
+  std::string ops =
+      AddArg(absl::StrCat("--max-num-batched-tokens=", config.max_num_batched_tokens));
   absl::StrAppend(&ops, AddArg(absl::StrCat("--max-num-seqs=", o.max_num_seqs)));
   absl::StrAppend(&ops, AddArg(absl::StrCat("--block-size=", o.block_size)));
   if (!o.prefix_caching) absl::StrAppend(&ops, AddArg("--no-prefix-caching"));
@@ -49,9 +50,9 @@ std::string RenderKustomization(const PlanConfig& config, const KustomizeOptions
                   "kind: Kustomization\n"
                   "resources:\n  - ",
                   o.base, "\n");
-  absl::StrAppend(&out, "replicas:\n  - name: tandem-prefill\n    count: ",
-                  colocated ? 0 : config.num_prefill, "\n  - name: tandem-decode\n    count: ",
-                  config.num_decode, "\npatches:\n");
+  absl::StrAppend(
+      &out, "replicas:\n  - name: tandem-prefill\n    count: ", colocated ? 0 : config.num_prefill,
+      "\n  - name: tandem-decode\n    count: ", config.num_decode, "\npatches:\n");
 
   std::string router;
   if (colocated && !o.prefill_dns_arg.empty()) {
@@ -59,8 +60,10 @@ std::string RenderKustomization(const PlanConfig& config, const KustomizeOptions
     absl::StrAppend(&router, Op("test", path, o.prefill_dns_arg), "      - op: remove\n",
                     "        path: ", path, "\n");
   }
-  absl::StrAppend(&router, AddArg(absl::StrCat("--mode=", std::string(ServingModeName(config.mode)))));
-  absl::StrAppend(&router, AddArg(absl::StrCat("--policy=", std::string(PlacementPolicyName(config.policy)))));
+  absl::StrAppend(&router,
+                  AddArg(absl::StrCat("--mode=", std::string(ServingModeName(config.mode)))));
+  absl::StrAppend(
+      &router, AddArg(absl::StrCat("--policy=", std::string(PlacementPolicyName(config.policy)))));
   if (!colocated) {
     absl::StrAppend(&router, AddArg(absl::StrCat("--local-prefill-threshold=",
                                                  config.local_prefill_threshold)));

@@ -93,8 +93,9 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
   flags.Number("gpus", &space->gpus, {"N", "the GPU budget (default 8)"});
   flags.String("gpu", &c.gpu, {"NAME", "h100, h200, a100, ... (default h100)"});
   flags.String("model", &c.model,
-               {"NAME|DIR", "llama-3.1-8b, llama-3.1-70b, or a model directory (default "
-                            "llama-3.1-8b)"});
+               {"NAME|DIR",
+                "llama-3.1-8b, llama-3.1-70b, or a model directory (default "
+                "llama-3.1-8b)"});
   flags.Number("memory-utilization", &c.memory_utilization,
                {"F", "share of each GPU's memory for weights + KV cache (default 0.9)"});
   flags.Section("Search space");
@@ -102,18 +103,21 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
                [space](std::string_view v) { return ParseNumberList(v, &space->tensor_parallel); });
   flags.String("modes", &o->modes,
                {"LIST", "colocated, disaggregated or both (default colocated,disaggregated)"});
-  flags.Custom("chunks", {"N,N,...", "prefill chunk sizes (--max-num-batched-tokens; default "
-                                     "512,2048,8192; the middle one is the base)"},
+  flags.Custom("chunks",
+               {"N,N,...",
+                "prefill chunk sizes (--max-num-batched-tokens; default "
+                "512,2048,8192; the middle one is the base)"},
                [space](std::string_view v) { return ParseNumberList(v, &space->chunk_sizes); });
-  flags.Custom("local-prefill-thresholds",
-               {"N,N,...", "disaggregated: local prefill thresholds (default 0,512,2048; the first "
-                           "is the base)"},
-               [space](std::string_view v) {
-                 return ParseNumberList(v, &space->local_prefill_thresholds);
-               });
+  flags.Custom(
+      "local-prefill-thresholds",
+      {"N,N,...",
+       "disaggregated: local prefill thresholds (default 0,512,2048; the first "
+       "is the base)"},
+      [space](std::string_view v) { return ParseNumberList(v, &space->local_prefill_thresholds); });
   flags.Custom("policies",
-               {"LIST", "placement policies (default least_loaded,round_robin,prefix_aware; the "
-                        "first is the base)"},
+               {"LIST",
+                "placement policies (default least_loaded,round_robin,prefix_aware; the "
+                "first is the base)"},
                [space](std::string_view v) -> std::string {
                  space->policies.clear();
                  for (const std::string& name : SplitList(v)) {
@@ -138,8 +142,9 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
                {"US", "one network hop, one way (default 50)"});
   flags.Section("Search");
   flags.Number("top", &o->search.top,
-               {"N", "configurations whose goodput is searched to the tolerance and shown in the "
-                     "table (default 5)"});
+               {"N",
+                "configurations whose goodput is searched to the tolerance and shown in the "
+                "table (default 5)"});
   flags.Number("refine-shapes", &o->search.refine_shapes,
                {"N", "best shapes whose chunk, threshold and policy are searched (default 3)"});
   flags.Number("rate-tolerance", &o->search.tolerance,
@@ -148,21 +153,24 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
                {"R", "the first configuration's first rate, req/s per GPU (default 0.25)"});
   flags.Number("max-rate", &o->search.max_rate, {"R", "never probe above R req/s (default 1e5)"});
   flags.Number("screen-share", &o->search.screen_share,
-               {"F", "run this share of a run's requests first and fail the rate when that already "
-                     "breaks the SLO (default 0.25; 0: off)"});
+               {"F",
+                "run this share of a run's requests first and fail the rate when that already "
+                "breaks the SLO (default 0.25; 0: off)"});
   tandem::bench::AddDatasetFlags(flags, &o->workload);
   flags.Section("Load");
   flags.Number("run-duration-s", &o->run_duration_s,
-               {"S", "each run at rate r sends the dataset's first ceil(r * S) requests, so every "
-                     "run spans about S s of arrivals (default 0: every run sends all of them)"});
+               {"S",
+                "each run at rate r sends the dataset's first ceil(r * S) requests, so every "
+                "run spans about S s of arrivals (default 0: every run sends all of them)"});
   flags.Number("burstiness", &o->workload.burstiness,
                {"F", "gamma arrivals' shape: 1 Poisson, < 1 burstier (default 1)"});
   flags.Section("SLO");
   flags.Number("slo-ttft-ms", &o->slo_ttft_ms, {"MS", "TTFT limit"});
   flags.Number("slo-tpot-ms", &o->slo_tpot_ms, {"MS", "TPOT limit"});
   flags.Number("slo-percentile", &o->search.slo.percentile,
-               {"Q", "the SLO holds when the Q-th percentile of TTFT and of TPOT are within the "
-                     "limits (default 90)"});
+               {"Q",
+                "the SLO holds when the Q-th percentile of TTFT and of TPOT are within the "
+                "limits (default 90)"});
   flags.Section("Output");
   flags.String("out", &o->out, {"FILE.json", "every configuration searched, ranked"});
   flags.String("kustomize-out", &o->kustomize_out,
@@ -171,8 +179,9 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
                {"PATH", "the overlay's base, relative to DIR (default ../../base)"});
   flags.Switch("quiet", &o->quiet, "no progress line per configuration on stderr");
   flags.Number("threads", &o->search.parallelism,
-               {"N", "configurations simulated at once (default: the machine's cores); the "
-                     "result does not depend on it"});
+               {"N",
+                "configurations simulated at once (default: the machine's cores); the "
+                "result does not depend on it"});
 }
 
 std::string CompleteOptions(Options* o) {
@@ -278,9 +287,9 @@ int Run(Options& o) {
       "\nsearch: %zu configurations, %d runs (%d screens of %.0f%%, %d of them failing), %lld "
       "simulated requests, %.0f s simulated, in %.1f s of wall time on %d threads (the runs "
       "themselves: %.1f s)\n",
-      result->configs.size(), result->probes, result->screen_probes,
-      o.search.screen_share * 100, result->screens_failed, static_cast<long long>(sim.requests),
-      sim.simulated_s, wall_s, o.search.parallelism, sim.wall_s);
+      result->configs.size(), result->probes, result->screen_probes, o.search.screen_share * 100,
+      result->screens_failed, static_cast<long long>(sim.requests), sim.simulated_s, wall_s,
+      o.search.parallelism, sim.wall_s);
   std::fflush(stdout);
   if (sim.short_runs > 0) {
     std::fprintf(stderr,
@@ -290,9 +299,9 @@ int Run(Options& o) {
   }
 
   const std::vector<size_t> ranking = result->Ranking();
-  const plan::ConfigResult* best =
-      ranking.empty() || !result->configs[ranking[0]].Ranked() ? nullptr
-                                                               : &result->configs[ranking[0]];
+  const plan::ConfigResult* best = ranking.empty() || !result->configs[ranking[0]].Ranked()
+                                       ? nullptr
+                                       : &result->configs[ranking[0]];
   bool ok = true;
   if (!o.out.empty()) {
     json j = plan::PlanToJson(*result, o.search.slo);
@@ -332,10 +341,10 @@ int Run(Options& o) {
     k.comment = {
         absl::StrCat("Written by tandem-plan: the best of ", result->configs.size(),
                      " configurations searched for ", hardware, "."),
-        absl::StrCat(plan::ConfigName(best->config), ": goodput ",
-                     absl::StrFormat("%.3g req/s (%.3g per GPU)", best->goodput,
-                                     best->GoodputPerGpu()),
-                     " at ", SloText(o.search.slo), "."),
+        absl::StrCat(
+            plan::ConfigName(best->config), ": goodput ",
+            absl::StrFormat("%.3g req/s (%.3g per GPU)", best->goodput, best->GoodputPerGpu()),
+            " at ", SloText(o.search.slo), "."),
         "GPUs per pod = the tensor-parallel size the plan assumed (the cuda backend runs a node on",
         "one GPU today; the sim backend models tensor parallelism with --sim-tp).",
         absl::StrCat("  kubectl apply -k ", o.kustomize_out)};

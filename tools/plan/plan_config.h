@@ -19,10 +19,10 @@ namespace tandem::plan {
 // One cluster: the pools, each node's engine limit and the router's placement.
 struct PlanConfig {
   ServingMode mode = ServingMode::kColocated;
-  int num_prefill = 0;  // disaggregated: prefill nodes (colocated: 0)
-  int prefill_tp = 0;   // disaggregated: GPUs per prefill node (colocated: 0)
-  int num_decode = 1;   // decode nodes (colocated: every node)
-  int decode_tp = 1;    // GPUs per decode node
+  int num_prefill = 0;                    // disaggregated: prefill nodes (colocated: 0)
+  int prefill_tp = 0;                     // disaggregated: GPUs per prefill node (colocated: 0)
+  int num_decode = 1;                     // decode nodes (colocated: every node)
+  int decode_tp = 1;                      // GPUs per decode node
   int32_t max_num_batched_tokens = 2048;  // each node's tokens per step (the prefill chunk)
   int64_t local_prefill_threshold = 0;    // disaggregated: shorter uncached prompts stay on D
   PlacementPolicy policy = PlacementPolicy::kLeastLoaded;

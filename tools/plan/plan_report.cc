@@ -67,9 +67,12 @@ json SecondsJson(double s) { return std::isinf(s) ? json("inf") : json(s); }
 
 json ProbeJson(const std::optional<ProbeStats>& p) {
   if (!p.has_value()) return nullptr;
-  return {{"rate", p->rate},        {"share", p->share},
-          {"requests", p->requests}, {"failed", p->failed},
-          {"ttft_s", SecondsJson(p->ttft_s)}, {"tpot_s", SecondsJson(p->tpot_s)},
+  return {{"rate", p->rate},
+          {"share", p->share},
+          {"requests", p->requests},
+          {"failed", p->failed},
+          {"ttft_s", SecondsJson(p->ttft_s)},
+          {"tpot_s", SecondsJson(p->tpot_s)},
           {"attainment", p->attainment}};
 }
 
@@ -77,8 +80,9 @@ json ProbeJson(const std::optional<ProbeStats>& p) {
 
 std::string FormatSeconds(double s) {
   if (std::isinf(s)) return "inf";
-  if (s >= 1) return absl::StrFormat("%.2f s", s);
-  if (s >= 0.1) return absl::StrFormat("%.0f ms", s * 1e3);
+  if (s >= 10) return absl::StrFormat("%.1f s", s);
+  if (s >= 1) return absl::StrFormat("%.3f s", s);
+  if (s >= 0.1) return absl::StrFormat("%.1f ms", s * 1e3);
   return absl::StrFormat("%.2f ms", s * 1e3);
 }
 
@@ -105,10 +109,10 @@ std::string DescribeBreach(const ProbeStats& probe, const SloTarget& slo) {
 std::string FormatPlanReport(const PlanResult& result, const SloTarget& slo, int top) {
   const std::string p = PercentileName(slo);
   const std::vector<size_t> ranking = result.Ranking();
-  std::vector<std::vector<std::string>> rows = {
-      {"#", "mode", "prefill", "decode", "GPUs", "chunk", "threshold", "policy", "goodput req/s",
-       "per GPU", absl::StrCat("TTFT ", p), absl::StrCat("TPOT ", p), "attainment",
-       "breaks first above"}};
+  std::vector<std::vector<std::string>> rows = {{"#", "mode", "prefill", "decode", "GPUs", "chunk",
+                                                 "threshold", "policy", "goodput req/s", "per GPU",
+                                                 absl::StrCat("TTFT ", p), absl::StrCat("TPOT ", p),
+                                                 "attainment", "breaks first above"}};
   size_t shown = 0;
   for (; shown < ranking.size() && static_cast<int>(shown) < top; ++shown) {
     const ConfigResult& c = result.configs[ranking[shown]];
@@ -125,8 +129,8 @@ std::string FormatPlanReport(const PlanResult& result, const SloTarget& slo, int
                     FormatSeconds(c.passed->tpot_s), Percent(c.passed->attainment),
                     c.above.has_value() ? SloBreachName(c.breaks_first) : "-"});
   }
-  std::string out = shown == 0 ? "No configuration meets the SLO at any rate searched.\n"
-                               : Table(rows);
+  std::string out =
+      shown == 0 ? "No configuration meets the SLO at any rate searched.\n" : Table(rows);
   if (shown < ranking.size()) {
     absl::StrAppend(&out, "\nWhy the others lose");
     if (shown > 0) {

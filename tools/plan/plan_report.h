@@ -20,7 +20,7 @@ std::string FormatPlanReport(const PlanResult& result, const SloTarget& slo, int
 // "TTFT p90 2.31 s > 2 s and TPOT p90 61.0 ms > 50 ms" for the limits `probe` breaks.
 std::string DescribeBreach(const ProbeStats& probe, const SloTarget& slo);
 
-// Seconds as "812 ms", "23.45 ms", "2.31 s" or "inf".
+// Seconds to four figures: "23.45 ms", "812.4 ms", "2.312 s", "41.3 s", or "inf".
 std::string FormatSeconds(double seconds);
 
 // {"slo": {...}, "skipped_tp": [{"tp", "reason"}], "configs": [ranked, each {"rank", "mode",

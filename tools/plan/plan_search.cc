@@ -106,7 +106,8 @@ class PlanSearch {
   absl::Status CheckTensorParallelSizes() {
     for (int tp : space_.tensor_parallel) {
       if (tp > space_.gpus) {
-        result_.skipped_tp.push_back({tp, absl::StrCat("more GPUs than the budget of ", space_.gpus)});
+        result_.skipped_tp.push_back(
+            {tp, absl::StrCat("more GPUs than the budget of ", space_.gpus)});
         continue;
       }
       absl::Status fits = evaluator_.CheckTensorParallel(tp);
@@ -269,7 +270,8 @@ class PlanSearch {
       // A variant must beat its shape's best by more than the tolerance to be searched.
       std::vector<double> entry_per_gpu;
       for (size_t s : owner) {
-        entry_per_gpu.push_back(result_.configs[best[s]].GoodputPerGpu() * (1 + options_.tolerance));
+        entry_per_gpu.push_back(result_.configs[best[s]].GoodputPerGpu() *
+                                (1 + options_.tolerance));
       }
       ASSIGN_OR_RETURN(std::vector<size_t> indices, EvaluateBatch(configs, entry_per_gpu));
       for (size_t i = 0; i < indices.size(); ++i) {
@@ -312,9 +314,8 @@ class PlanSearch {
     }
     std::vector<absl::StatusOr<ConfigResult>> searched(fresh.size());
     std::vector<ProbeCounts> counts(fresh.size());
-    ParallelForEach(fresh.size(), options_.parallelism, [&](size_t i) {
-      searched[i] = SearchRate(fresh[i], standing[i], &counts[i]);
-    });
+    ParallelForEach(fresh.size(), options_.parallelism,
+                    [&](size_t i) { searched[i] = SearchRate(fresh[i], standing[i], &counts[i]); });
     for (size_t i = 0; i < fresh.size(); ++i) {
       result_.probes += counts[i].probes;
       result_.screen_probes += counts[i].screens;
@@ -463,16 +464,14 @@ class PlanSearch {
   }
 
   PlanConfig Split(int num_prefill, int prefill_tp, int decode_tp) const {
-    return WithBaseKnobs(Disaggregated(num_prefill, prefill_tp,
-                                       (space_.gpus - num_prefill * prefill_tp) / decode_tp,
-                                       decode_tp));
+    return WithBaseKnobs(Disaggregated(
+        num_prefill, prefill_tp, (space_.gpus - num_prefill * prefill_tp) / decode_tp, decode_tp));
   }
 
   PlanConfig WithBaseKnobs(PlanConfig config) const {
     config.max_num_batched_tokens = base_chunk_;
-    config.local_prefill_threshold = config.mode == ServingMode::kDisaggregated
-                                         ? space_.local_prefill_thresholds.front()
-                                         : 0;
+    config.local_prefill_threshold =
+        config.mode == ServingMode::kDisaggregated ? space_.local_prefill_thresholds.front() : 0;
     config.policy = space_.policies.front();
     return config;
   }
@@ -494,7 +493,8 @@ std::string ValidateOptions(const PlanSearchOptions& o) {
       s.policies.empty()) {
     return "every list of the search space needs a value";
   }
-  if (std::any_of(s.tensor_parallel.begin(), s.tensor_parallel.end(), [](int t) { return t < 1; })) {
+  if (std::any_of(s.tensor_parallel.begin(), s.tensor_parallel.end(),
+                  [](int t) { return t < 1; })) {
     return "tensor-parallel sizes must be >= 1";
   }
   if (std::any_of(s.chunk_sizes.begin(), s.chunk_sizes.end(), [](int32_t c) { return c < 1; })) {
@@ -505,7 +505,8 @@ std::string ValidateOptions(const PlanSearchOptions& o) {
     return "local prefill thresholds must be >= 0";
   }
   if (!s.colocated && !s.disaggregated) return "search colocated, disaggregated or both";
-  if (!(o.slo.percentile > 0 && o.slo.percentile <= 100)) return "the percentile must be in (0, 100]";
+  if (!(o.slo.percentile > 0 && o.slo.percentile <= 100))
+    return "the percentile must be in (0, 100]";
   if (std::isinf(o.slo.ttft_s) && std::isinf(o.slo.tpot_s)) return "give a TTFT or a TPOT limit";
   if (!(o.slo.ttft_s > 0) || !(o.slo.tpot_s > 0)) return "SLO limits must be > 0";
   if (!(o.tolerance > 0)) return "the rate tolerance must be > 0";

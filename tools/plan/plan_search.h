@@ -70,8 +70,7 @@ class ConfigEvaluator {
   // Runs `config` at `rate` requests/s on the first `share` (in (0, 1]) of the run's requests and
   // measures it against the SLO. InvalidArgument / FailedPrecondition / NotFound: the
   // configuration cannot run (the search skips it); any other error ends the search.
-  virtual absl::StatusOr<ProbeStats> Probe(const PlanConfig& config, double rate,
-                                           double share) = 0;
+  virtual absl::StatusOr<ProbeStats> Probe(const PlanConfig& config, double rate, double share) = 0;
 };
 
 struct SearchSpace {
@@ -79,7 +78,7 @@ struct SearchSpace {
   std::vector<int> tensor_parallel = {1, 2, 4, 8};
   bool colocated = true;
   bool disaggregated = true;
-  std::vector<int32_t> chunk_sizes = {512, 2048, 8192};          // max_num_batched_tokens
+  std::vector<int32_t> chunk_sizes = {512, 2048, 8192};            // max_num_batched_tokens
   std::vector<int64_t> local_prefill_thresholds = {0, 512, 2048};  // the first is the base
   std::vector<PlacementPolicy> policies = {PlacementPolicy::kLeastLoaded,
                                            PlacementPolicy::kRoundRobin,
@@ -93,8 +92,8 @@ struct PlanSearchOptions {
   int refine_shapes = 3;  // shapes whose knobs step 2 searches
   double tolerance = 0.05;
   double start_rate_per_gpu = 0.25;
-  double min_rate = 1e-3;  // requests/s: below it a configuration's goodput is 0
-  double max_rate = 1e5;   // requests/s: the search does not probe above it
+  double min_rate = 1e-3;      // requests/s: below it a configuration's goodput is 0
+  double max_rate = 1e5;       // requests/s: the search does not probe above it
   double screen_share = 0.25;  // 0 or 1: no screening
   int parallelism = 1;         // configurations searched at once (threads)
 };
@@ -118,7 +117,7 @@ struct ConfigResult {
   // At `goodput`, the larger of TTFT / its limit and TPOT / its limit (headroom: lower is better;
   // breaks ties in goodput).
   double slo_load = 0;
-  int probes = 0;  // evaluator calls, screens included
+  int probes = 0;       // evaluator calls, screens included
   std::string skipped;  // not empty: the evaluator refused the configuration (this is why)
 
   double GoodputPerGpu() const { return goodput / config.Gpus(); }

@@ -56,11 +56,10 @@ absl::StatusOr<ProbeStats> SimEvaluator::Probe(const PlanConfig& config, double 
   const bool short_run = share == 1 && options_.run_duration_s > 0 &&
                          std::ceil(rate * options_.run_duration_s) > dataset_size;
   const int n = std::max(1, static_cast<int>(std::ceil(full * share)));
-  ASSIGN_OR_RETURN(std::vector<double> arrivals,
-                   bench::ArrivalTimes({.rate = rate,
-                                        .burstiness = options_.burstiness,
-                                        .seed = options_.seed},
-                                       n));
+  ASSIGN_OR_RETURN(
+      std::vector<double> arrivals,
+      bench::ArrivalTimes({.rate = rate, .burstiness = options_.burstiness, .seed = options_.seed},
+                          n));
   Requests requests = TakePrefix(n);
   absl::StatusOr<sim::SimRun> run =
       sim::RunSimulation(ClusterOptions(options_.cluster, config), requests, arrivals);
@@ -86,10 +85,11 @@ SimEvaluator::Requests SimEvaluator::TakePrefix(int n) {
   Requests prefix;
   {
     absl::MutexLock lock(&mu_);
-    auto nearest = std::min_element(
-        free_prefixes_.begin(), free_prefixes_.end(), [n](const Requests& a, const Requests& b) {
-          return std::abs(static_cast<int>(a.size()) - n) < std::abs(static_cast<int>(b.size()) - n);
-        });
+    auto nearest = std::min_element(free_prefixes_.begin(), free_prefixes_.end(),
+                                    [n](const Requests& a, const Requests& b) {
+                                      return std::abs(static_cast<int>(a.size()) - n) <
+                                             std::abs(static_cast<int>(b.size()) - n);
+                                    });
     if (nearest != free_prefixes_.end()) {
       prefix = std::move(*nearest);
       free_prefixes_.erase(nearest);

@@ -33,10 +33,10 @@ struct SimEvaluatorOptions {
 
 struct SimEvaluatorStats {
   int64_t runs = 0;
-  int64_t requests = 0;       // simulated, over all runs
-  double simulated_s = 0;     // virtual seconds, over all runs
-  double wall_s = 0;          // RunSimulation's own wall time, over all runs
-  int64_t short_runs = 0;     // full runs that wanted more requests than the dataset holds
+  int64_t requests = 0;    // simulated, over all runs
+  double simulated_s = 0;  // virtual seconds, over all runs
+  double wall_s = 0;       // RunSimulation's own wall time, over all runs
+  int64_t short_runs = 0;  // full runs that wanted more requests than the dataset holds
 };
 
 // Thread-safe: probes may run at once, each on its own thread.

@@ -70,7 +70,8 @@ Overlay Parse(const std::string& yaml) {
 }
 
 constexpr char kArgs[] = "/spec/template/spec/containers/0/args/-";
-constexpr char kGpuRequest[] = "/spec/template/spec/containers/0/resources/requests/nvidia.com~1gpu";
+constexpr char kGpuRequest[] =
+    "/spec/template/spec/containers/0/resources/requests/nvidia.com~1gpu";
 constexpr char kGpuLimit[] = "/spec/template/spec/containers/0/resources/limits/nvidia.com~1gpu";
 
 PlanConfig Planned() {
@@ -118,8 +119,7 @@ TEST(PlanKustomizeTest, ColocatedPlanScalesPrefillToZeroAndDropsTheRoutersPrefil
   const std::string dns = "/spec/template/spec/containers/0/args/5";
   EXPECT_THAT(o.patches.at("tandem-router"),
               ElementsAre(PatchOp{"test", dns, "--prefill-dns=tandem-prefill:50071"},
-                          PatchOp{"remove", dns, ""},
-                          PatchOp{"add", kArgs, "--mode=colocated"},
+                          PatchOp{"remove", dns, ""}, PatchOp{"add", kArgs, "--mode=colocated"},
                           PatchOp{"add", kArgs, "--policy=least_loaded"},
                           PatchOp{"add", kArgs, "--health-interval-ms=500"}));
   const std::vector<PatchOp>& decode = o.patches.at("tandem-decode");

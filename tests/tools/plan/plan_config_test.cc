@@ -51,13 +51,13 @@ TEST(PlanConfigTest, MeasureProbeCountsFailuresAsLateAndOneTokenRequestsAsTpotZe
   EXPECT_EQ(p.share, 0.25);
   EXPECT_EQ(p.requests, 5);
   EXPECT_EQ(p.failed, 1);
-  EXPECT_DOUBLE_EQ(p.ttft_s, 0.3);   // median of 0.1 0.2 0.3 0.9 inf
+  EXPECT_DOUBLE_EQ(p.ttft_s, 0.3);     // median of 0.1 0.2 0.3 0.9 inf
   EXPECT_NEAR(p.tpot_s, 0.03, 1e-12);  // median of 0 0.02 0.03 0.06 inf
   EXPECT_DOUBLE_EQ(p.attainment, 2.0 / 5);
   EXPECT_EQ(JudgeProbe(p, slo), SloBreach::kNone);
 
-  const ProbeStats p90 = MeasureProbe(results, {.ttft_s = 0.5, .tpot_s = 0.05, .percentile = 90},
-                                      12.5);
+  const ProbeStats p90 =
+      MeasureProbe(results, {.ttft_s = 0.5, .tpot_s = 0.05, .percentile = 90}, 12.5);
   EXPECT_TRUE(std::isinf(p90.ttft_s));
   EXPECT_EQ(JudgeProbe(p90, {.ttft_s = 0.5, .tpot_s = 0.05}), SloBreach::kBoth);
 }
@@ -87,8 +87,8 @@ TEST(PlanConfigTest, NamesSayThePoolsAndTheKnobs) {
 ConfigResult Ranked(PlanConfig config, double goodput, double above, double ttft_above,
                     double tpot_above) {
   ConfigResult r{.config = config, .goodput = goodput};
-  r.passed = ProbeStats{.rate = goodput, .requests = 100, .ttft_s = 0.4, .tpot_s = 0.02,
-                        .attainment = 0.97};
+  r.passed = ProbeStats{
+      .rate = goodput, .requests = 100, .ttft_s = 0.4, .tpot_s = 0.02, .attainment = 0.97};
   r.above = ProbeStats{.rate = above, .requests = 100, .ttft_s = ttft_above, .tpot_s = tpot_above};
   r.breaks_first = JudgeProbe(*r.above, {.ttft_s = 1, .tpot_s = 0.025});
   return r;
@@ -97,7 +97,7 @@ ConfigResult Ranked(PlanConfig config, double goodput, double above, double ttft
 TEST(PlanReportTest, TableOfTheBestThenWhyEachOtherLoses) {
   const SloTarget slo{.ttft_s = 1, .tpot_s = 0.025, .percentile = 90};
   PlanResult result;
-  result.configs.push_back(Ranked(Colocated(8, 8), 40, 42, 1.5, 0.02));            // 0.625/GPU
+  result.configs.push_back(Ranked(Colocated(8, 8), 40, 42, 1.5, 0.02));             // 0.625/GPU
   result.configs.push_back(Ranked(Disaggregated(3, 8, 5, 8), 60, 63, 0.8, 0.031));  // 0.9375
   ConfigResult pruned{.config = Disaggregated(1, 8, 7, 8), .bound = GoodputBound::kBelowBar};
   pruned.above = ProbeStats{.rate = 40, .share = 0.25, .ttft_s = 3.2, .tpot_s = 0.01};
@@ -114,10 +114,10 @@ TEST(PlanReportTest, TableOfTheBestThenWhyEachOtherLoses) {
   EXPECT_EQ(report.find("disaggregated", first_row), first_row + 4) << report;
   EXPECT_THAT(report, Not(HasSubstr("\n2  ")));
   EXPECT_THAT(report, HasSubstr("colocated 8 x TP8, chunk 2048, least_loaded: 40.0 req/s "
-                                "(0.625/GPU); TTFT breaks first: at 42.0 req/s TTFT p90 1.50 s "
-                                "> 1.00 s"));
+                                "(0.625/GPU); TTFT breaks first: at 42.0 req/s TTFT p90 1.500 s "
+                                "> 1.000 s"));
   EXPECT_THAT(report, HasSubstr("< 40.0 req/s (< 0.625/GPU); TTFT breaks first: at 40.0 req/s "
-                                "TTFT p90 3.20 s > 1.00 s (screen: the first 25.0% of the run)"));
+                                "TTFT p90 3.200 s > 1.000 s (screen: the first 25.0% of the run)"));
   EXPECT_THAT(report, HasSubstr("colocated 64 x TP1, chunk 2048, least_loaded: skipped: weights "
                                 "do not fit"));
   EXPECT_THAT(report, HasSubstr("TP 1 skipped: 134570 MiB"));
@@ -148,9 +148,10 @@ TEST(PlanReportTest, RankingBreaksGoodputTiesByFewerGpusThenHeadroom) {
   EXPECT_EQ(result.Ranking(), (std::vector<size_t>{2, 1, 0}));
 }
 
-TEST(PlanReportTest, FormatSecondsKeepsThreeFigures) {
-  EXPECT_EQ(FormatSeconds(2.312), "2.31 s");
-  EXPECT_EQ(FormatSeconds(0.8124), "812 ms");
+TEST(PlanReportTest, FormatSecondsKeepsFourFigures) {
+  EXPECT_EQ(FormatSeconds(41.26), "41.3 s");
+  EXPECT_EQ(FormatSeconds(2.3124), "2.312 s");
+  EXPECT_EQ(FormatSeconds(0.81243), "812.4 ms");
   EXPECT_EQ(FormatSeconds(0.02345), "23.45 ms");
   EXPECT_EQ(FormatSeconds(kInf), "inf");
 }

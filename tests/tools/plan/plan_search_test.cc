@@ -162,9 +162,8 @@ TEST(PlanSearchTest, FindsTheBruteForceBestConfiguration) {
   ASSERT_TRUE(result.ok()) << result.status();
 
   const auto all = BruteForce(options, fake.unfit_tp);
-  const auto truth = std::max_element(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return a.second < b.second;
-  });
+  const auto truth = std::max_element(
+      all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   for (const auto& [config, per_gpu] : all) {  // the landscape's best is unique
     if (!(config == truth->first)) ASSERT_LT(per_gpu, truth->second * 0.99) << ConfigName(config);
   }
@@ -239,8 +238,8 @@ TEST(PlanSearchTest, APrunedConfigurationCostsOneFailedScreen) {
   EXPECT_EQ(result->screens_failed, [&] {
     int failed = 0;
     for (const FakeProbe& p : fake.probes) {
-      failed += p.share < 1 && JudgeProbe(*fake.Probe(p.config, p.rate, p.share), options.slo) !=
-                                   SloBreach::kNone;
+      failed += p.share < 1 &&
+                JudgeProbe(*fake.Probe(p.config, p.rate, p.share), options.slo) != SloBreach::kNone;
     }
     return failed;
   }());
