@@ -10,6 +10,18 @@
 
 namespace tandem::bench {
 
+// A trace line's prompt, described instead of built (TraceOptions::defer_prompt_ids):
+// TracePromptIds (datasets.h) builds the very ids LoadTrace would have, when the request is sent,
+// so that a long trace holds only the prompts in flight (tandem-sim's hour of 1,000 GPUs).
+struct DeferredTracePrompt {
+  std::vector<uint64_t> hash_ids;
+  int line = 0;  // the trace line, which seeds the tokens past the blocks
+  uint64_t seed = 0;
+  int32_t hash_block_tokens = 512;
+  int32_t token_id_min = 0;
+  int32_t token_id_max = 0;
+};
+
 struct BenchRequest {
   // The prompt: token ids when not empty (sent as an array of ids, exact length), else text.
   std::vector<int32_t> prompt_ids;
@@ -18,6 +30,8 @@ struct BenchRequest {
   int32_t output_len = 0;  // sent as max_tokens with ignore_eos, so the server makes exactly this
   // Trace datasets: when the request is sent, in seconds from the start of the run.
   std::optional<double> timestamp_s;
+  // Set instead of prompt_ids by a trace loaded with deferred prompts.
+  std::optional<DeferredTracePrompt> deferred_prompt;
 };
 
 struct RequestResult {

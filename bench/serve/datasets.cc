@@ -379,6 +379,27 @@ absl::StatusOr<std::vector<BenchRequest>> LoadShareGpt(const ShareGptOptions& op
   return requests;
 }
 
+std::vector<int32_t> TracePromptIds(const BenchRequest& request) {
+  if (!request.deferred_prompt.has_value()) return request.prompt_ids;
+  const DeferredTracePrompt& d = *request.deferred_prompt;
+  const TokenIdRange ids{.min = d.token_id_min, .max = d.token_id_max};
+  const int32_t input_length = request.prompt_len;
+  std::vector<int32_t> prompt;
+  prompt.reserve(input_length);
+  for (uint64_t h : d.hash_ids) {
+    for (int64_t j = 0;
+         j < d.hash_block_tokens && static_cast<int32_t>(prompt.size()) < input_length; ++j) {
+      prompt.push_back(BlockToken(d.seed, h, j, ids));
+    }
+  }
+  // Longer than its blocks: tokens of its own, seeded by the line so runs repeat.
+  if (static_cast<int32_t>(prompt.size()) < input_length) {
+    std::mt19937_64 rng(Mix64(d.seed ^ Mix64(static_cast<uint64_t>(d.line) + 0x7f4a7c15)));
+    AppendRandomIds(rng, ids, input_length - static_cast<int64_t>(prompt.size()), &prompt);
+  }
+  return prompt;
+}
+
 absl::StatusOr<std::vector<BenchRequest>> LoadTrace(const TraceOptions& options) {
   RETURN_IF_ERROR(ValidateCount(options.num_prompts, "number of prompts", 0));
   RETURN_IF_ERROR(ValidateCount(options.hash_block_tokens, "hash block tokens", 1));
@@ -433,19 +454,15 @@ absl::StatusOr<std::vector<BenchRequest>> LoadTrace(const TraceOptions& options)
     r.prompt_len = input_length;
     r.output_len = output_length;
     r.timestamp_s = ms / 1000.0 * options.time_scale;
-    r.prompt_ids.reserve(input_length);
-    for (uint64_t h : hash_ids) {
-      for (int64_t j = 0; j < options.hash_block_tokens &&
-                          static_cast<int32_t>(r.prompt_ids.size()) < input_length;
-           ++j) {
-        r.prompt_ids.push_back(BlockToken(options.seed, h, j, options.ids));
-      }
-    }
-    // Longer than its blocks: tokens of its own, seeded by the line so runs repeat.
-    if (static_cast<int32_t>(r.prompt_ids.size()) < input_length) {
-      std::mt19937_64 rng(Mix64(options.seed ^ Mix64(static_cast<uint64_t>(line) + 0x7f4a7c15)));
-      AppendRandomIds(rng, options.ids, input_length - static_cast<int64_t>(r.prompt_ids.size()),
-                      &r.prompt_ids);
+    r.deferred_prompt = DeferredTracePrompt{.hash_ids = std::move(hash_ids),
+                                            .line = line,
+                                            .seed = options.seed,
+                                            .hash_block_tokens = options.hash_block_tokens,
+                                            .token_id_min = options.ids.min,
+                                            .token_id_max = options.ids.max};
+    if (!options.defer_prompt_ids) {
+      r.prompt_ids = TracePromptIds(r);
+      r.deferred_prompt.reset();
     }
     requests.push_back(std::move(r));
   }

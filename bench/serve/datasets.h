@@ -89,7 +89,14 @@ struct TraceOptions {
   int32_t hash_block_tokens = 512;
   TokenIdRange ids;
   uint64_t seed = 0;
+  // Leave prompt_ids empty and describe each prompt in deferred_prompt instead (TracePromptIds
+  // builds it): a trace of millions of long prompts then fits in memory.
+  bool defer_prompt_ids = false;
 };
+
+// The token ids of a request's prompt: prompt_ids, or the ids its deferred_prompt describes
+// (the same LoadTrace would have built); empty for a text prompt.
+std::vector<int32_t> TracePromptIds(const BenchRequest& request);
 
 // Errors name the file, the line or entry, and what is wrong (InvalidArgument for bad options,
 // NotFound for a missing file, InvalidArgument for malformed content).

@@ -7,12 +7,16 @@
 namespace tandem::bench {
 
 double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  double pos = std::clamp(q, 0.0, 100.0) / 100.0 * static_cast<double>(values.size() - 1);
+  return PercentileOfSorted(values, q);
+}
+
+double PercentileOfSorted(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  double pos = std::clamp(q, 0.0, 100.0) / 100.0 * static_cast<double>(sorted.size() - 1);
   auto lo = static_cast<size_t>(std::floor(pos));
-  size_t hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (values[hi] - values[lo]) * (pos - static_cast<double>(lo));
+  size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
 }
 
 Distribution Summarize(const std::vector<double>& values) {
@@ -22,9 +26,9 @@ Distribution Summarize(const std::vector<double>& values) {
   std::sort(sorted.begin(), sorted.end());
   d.count = static_cast<int>(sorted.size());
   d.mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(d.count);
-  d.median = Percentile(sorted, 50);
-  d.p90 = Percentile(sorted, 90);
-  d.p99 = Percentile(sorted, 99);
+  d.median = PercentileOfSorted(sorted, 50);
+  d.p90 = PercentileOfSorted(sorted, 90);
+  d.p99 = PercentileOfSorted(sorted, 99);
   d.min = sorted.front();
   d.max = sorted.back();
   return d;

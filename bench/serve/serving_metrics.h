@@ -15,6 +15,8 @@ namespace tandem::bench {
 // The q-th percentile (q in [0, 100]) of `values` with linear interpolation between closest
 // ranks (numpy's default). Empty input: 0.
 double Percentile(std::vector<double> values, double q);
+// The same of values already sorted ascending (no copy, no sort).
+double PercentileOfSorted(const std::vector<double>& sorted, double q);
 
 struct Distribution {
   int count = 0;

@@ -190,6 +190,7 @@ absl::StatusOr<std::vector<BenchRequest>> BuildDataset(const WorkloadFlags& w) {
     t.time_scale = w.trace_time_scale;
     t.ids = ids;
     t.seed = w.seed;
+    t.defer_prompt_ids = w.defer_trace_prompts;
     return LoadTrace(t);
   }
   if (w.dataset == "sharegpt") {

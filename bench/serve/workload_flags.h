@@ -33,6 +33,8 @@ struct WorkloadFlags {
   std::string tokenizer;
   std::optional<int> sharegpt_output_len;
   double trace_time_scale = 1.0;
+  // Trace prompts described, not built (TraceOptions::defer_prompt_ids; tandem-sim).
+  bool defer_trace_prompts = false;
   int prefix_num = 4, prefix_questions = 8, prefix_len = 1024, question_len = 64,
       prefix_output_len = 128;
 

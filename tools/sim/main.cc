@@ -142,6 +142,9 @@ std::string CompleteOptions(Options* o) {
   if (o->cluster.router_overhead_us < 0 || o->cluster.hop_latency_us < 0) {
     return "--router-overhead-us and --hop-latency-us must be >= 0";
   }
+  // A trace's prompts are built when they are sent and freed when they end: an hour of a
+  // thousand GPUs' traffic fits in memory.
+  o->workload.defer_trace_prompts = true;
   return tandem::bench::ValidateWorkloadFlags(o->workload);
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "bench/serve/datasets.h"
 #include "common/backend/sim/gpu_spec.h"
 #include "common/backend/sim/sim_model_presets.h"
 #include "common/model/model_config.h"
@@ -267,7 +268,7 @@ class Cluster {
     if (s.done) return;
     if (s.attempt == 0) {  // the prompt is copied when it arrives and freed when it ends
       const bench::BenchRequest& r = (*requests_)[i];
-      s.prompt = r.prompt_ids;
+      s.prompt = bench::TracePromptIds(r);  // prompt_ids, or the trace line's deferred prompt
       if (s.prompt.empty()) {  // a text prompt: stand-in ids of its length, its own per request
         for (int32_t j = 0; j < r.prompt_len; ++j) {
           s.prompt.push_back(1000 + static_cast<int32_t>((i * 7919 + j * 31) % 30000));

@@ -466,6 +466,34 @@ TEST(TraceTest, SharedHashIdsShareTokensAndTimestampsAreScaled) {
   EXPECT_NE((*other)[0].prompt_ids, a);
 }
 
+TEST(TraceTest, DeferredPromptsBuildTheSameIdsWhenAsked) {
+  TempDir dir;
+  TraceOptions o;
+  o.path =
+      dir.Write("trace.jsonl",
+                R"({"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [7, 8, 9]})"
+                "\n"
+                R"({"timestamp": 10, "input_length": 14, "output_length": 1, "hash_ids": [7]})"
+                "\n"
+                R"({"timestamp": 20, "input_length": 5, "output_length": 1})"
+                "\n");
+  o.hash_block_tokens = 4;
+  o.seed = 3;
+  auto built = LoadTrace(o);
+  o.defer_prompt_ids = true;
+  auto deferred = LoadTrace(o);
+  ASSERT_TRUE(built.ok() && deferred.ok());
+  ASSERT_EQ(deferred->size(), 3u);
+  for (size_t i = 0; i < deferred->size(); ++i) {
+    const BenchRequest& d = (*deferred)[i];
+    EXPECT_TRUE(d.prompt_ids.empty());
+    ASSERT_TRUE(d.deferred_prompt.has_value());
+    EXPECT_EQ(d.prompt_len, (*built)[i].prompt_len);
+    EXPECT_EQ(TracePromptIds(d), (*built)[i].prompt_ids) << "line " << i + 1;
+    EXPECT_EQ(TracePromptIds((*built)[i]), (*built)[i].prompt_ids);
+  }
+}
+
 TEST(TraceTest, ErrorsNameTheLineAndTheField) {
   TempDir dir;
   TraceOptions o;
