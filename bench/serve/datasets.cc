@@ -216,10 +216,13 @@ class TraceLineReader {
   const int line_;
 };
 
-// Token `j` of the block a hash id stands for: the same for every request naming that hash id.
-int32_t BlockToken(uint64_t seed, uint64_t hash_id, int64_t j, const TokenIdRange& ids) {
-  uint64_t key = Mix64(seed ^ Mix64(hash_id ^ 0x5bd1e9955bd1e995ULL));
-  uint64_t span = static_cast<uint64_t>(ids.max) - static_cast<uint64_t>(ids.min);
+// The tokens of the block a hash id stands for: the same for every request naming that hash id.
+// Token j is Mix64(key + j) in the id range, the key mixed once per block.
+uint64_t BlockKey(uint64_t seed, uint64_t hash_id) {
+  return Mix64(seed ^ Mix64(hash_id ^ 0x5bd1e9955bd1e995ULL));
+}
+int32_t BlockToken(uint64_t key, int64_t j, const TokenIdRange& ids) {
+  const uint64_t span = static_cast<uint64_t>(ids.max) - static_cast<uint64_t>(ids.min);
   return ids.min + static_cast<int32_t>(Mix64(key + static_cast<uint64_t>(j)) % span);
 }
 
@@ -387,10 +390,10 @@ std::vector<int32_t> TracePromptIds(const BenchRequest& request) {
   std::vector<int32_t> prompt;
   prompt.reserve(input_length);
   for (uint64_t h : d.hash_ids) {
-    for (int64_t j = 0;
-         j < d.hash_block_tokens && static_cast<int32_t>(prompt.size()) < input_length; ++j) {
-      prompt.push_back(BlockToken(d.seed, h, j, ids));
-    }
+    const uint64_t key = BlockKey(d.seed, h);
+    const int64_t n = std::min<int64_t>(d.hash_block_tokens,
+                                        input_length - static_cast<int64_t>(prompt.size()));
+    for (int64_t j = 0; j < n; ++j) prompt.push_back(BlockToken(key, j, ids));
   }
   // Longer than its blocks: tokens of its own, seeded by the line so runs repeat.
   if (static_cast<int32_t>(prompt.size()) < input_length) {
