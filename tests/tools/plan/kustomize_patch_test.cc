@@ -3,6 +3,8 @@
 // repository's own base; and, when kubectl is installed, the overlay built against that base.
 #include "tools/plan/kustomize_patch.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -102,8 +105,8 @@ TEST(PlanKustomizeTest, DisaggregatedPlanSetsReplicasRouterFlagsEngineFlagsAndGp
     return std::vector<PatchOp>{{"add", kArgs, "--max-num-batched-tokens=8192"},
                                 {"add", kArgs, "--max-num-seqs=128"},
                                 {"add", kArgs, "--block-size=16"},
-                                {"add", kGpuRequest, "\"" + std::to_string(tp) + "\""},
-                                {"add", kGpuLimit, "\"" + std::to_string(tp) + "\""}};
+                                {"add", kGpuRequest, absl::StrCat("\"", tp, "\"")},
+                                {"add", kGpuLimit, absl::StrCat("\"", tp, "\"")}};
   };
   EXPECT_EQ(o.patches.at("tandem-prefill"), pool(2));
   EXPECT_EQ(o.patches.at("tandem-decode"), pool(8));
@@ -150,8 +153,8 @@ TEST(PlanKustomizeTest, FindArgReadsTheArgsListOnly) {
 }
 
 std::filesystem::path TempDir(const std::string& name) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tandem_plan_test_" + name);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("tandem_plan_test_" + std::to_string(getpid()) + "_" + name);
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -186,6 +189,8 @@ TEST(PlanKustomizeTest, WriteKustomizationFindsPrefillDnsInTheRepositoryBase) {
   ASSERT_TRUE(WriteKustomization(dir.string(), Colocated(4, 8), options).ok());
   EXPECT_EQ(Parse(ReadFile(dir / "kustomization.yaml")).patches.at("tandem-router").front(),
             (PatchOp{"add", kArgs, "--mode=colocated"}));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(bare);
 }
 
 // `kubectl kustomize` of an overlay of the repository's base; empty when kubectl is missing.
@@ -199,7 +204,9 @@ std::string Build(const PlanConfig& config, const std::string& name) {
   const std::string out = (dir / "rendered.yaml").string();
   const std::string command = "kubectl kustomize " + dir.string() + " > " + out + " 2>&1";
   EXPECT_EQ(std::system(command.c_str()), 0) << ReadFile(out);
-  return ReadFile(out);
+  const std::string rendered = ReadFile(out);
+  std::filesystem::remove_all(dir);
+  return rendered;
 }
 
 // The rendered Deployment `name` (the text from its `kind: Deployment` to the next object).

@@ -165,7 +165,9 @@ TEST(PlanSearchTest, FindsTheBruteForceBestConfiguration) {
   const auto truth = std::max_element(
       all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   for (const auto& [config, per_gpu] : all) {  // the landscape's best is unique
-    if (!(config == truth->first)) ASSERT_LT(per_gpu, truth->second * 0.99) << ConfigName(config);
+    if (!(config == truth->first)) {
+      ASSERT_LT(per_gpu, truth->second * 0.99) << ConfigName(config);
+    }
   }
   const ConfigResult& best = Best(*result);
   EXPECT_EQ(ConfigName(best.config), ConfigName(truth->first));
@@ -207,7 +209,9 @@ TEST(PlanSearchTest, SkipsTensorParallelSizesTheModelDoesNotFit) {
   ASSERT_TRUE(result.ok()) << result.status();
   for (const FakeProbe& p : fake.probes) {
     EXPECT_GE(p.config.decode_tp, 4) << ConfigName(p.config);
-    if (p.config.mode == ServingMode::kDisaggregated) EXPECT_GE(p.config.prefill_tp, 4);
+    if (p.config.mode == ServingMode::kDisaggregated) {
+      EXPECT_GE(p.config.prefill_tp, 4);
+    }
   }
   ASSERT_EQ(result->skipped_tp.size(), 2u);
   EXPECT_EQ(result->skipped_tp[0].tp, 1);
