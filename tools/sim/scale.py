@@ -29,6 +29,7 @@ def run_one(build, work, nodes, seconds, mode, rate_per_node):
         p = max(1, nodes // 3)
         cluster = ["--mode", "disaggregated", "--prefill", str(p), "--decode", str(nodes - p)]
     cmd = ["/usr/bin/time", "-f", "rss_kb=%M", os.path.join(build, "bin", "tandem-sim"),
+           "--no-requests-in-json",
            "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "8", *cluster, "--dataset",
            "trace", "--dataset-path", trace, "--slo-ttft-ms", "3000", "--slo-tpot-ms", "60"]
     start = time.monotonic()
@@ -57,11 +58,15 @@ def main():
     ap.add_argument("--out", default="")
     ap.add_argument("--rate-per-node", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true", help="the two smallest rows only")
+    ap.add_argument("--hour-of-1000", action="store_true",
+                    help="also the goal's row: 125 nodes (1,000 GPUs), one hour (about 5 minutes)")
     a = ap.parse_args()
     grid = [("colocated", n, 600) for n in (2, 4, 8, 16)] + \
            [("colocated", 16, s) for s in (300, 1200)] + [("disaggregated", 16, 600)]
     if a.quick:
         grid = grid[:2]
+    if a.hour_of_1000:
+        grid.append(("colocated", 125, 3600))
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for mode, nodes, seconds in grid:
