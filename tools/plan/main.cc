@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/serve/workload_flags.h"
+#include "common/util/atomic_file.h"
 #include "common/util/cli_flags.h"
 #include "common/util/mutex_checks.h"
 #include "nlohmann/json.hpp"
@@ -206,12 +206,12 @@ std::string CompleteOptions(Options* o) {
   return tandem::bench::ValidateWorkloadFlags(o->workload);
 }
 
+// Results and plots go through the project's atomic writer (common/util/atomic_file.h): a reader
+// never sees half a file.
 bool WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << contents;
-  out.close();
-  if (!out) std::fprintf(stderr, "tandem-plan: cannot write %s\n", path.c_str());
-  return static_cast<bool>(out);
+  const absl::Status written = tandem::WriteFileAtomically(path, contents);
+  if (!written.ok()) std::fprintf(stderr, "tandem-plan: %s\n", written.ToString().c_str());
+  return written.ok();
 }
 
 std::string SloText(const SloTarget& slo) {

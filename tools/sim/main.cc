@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "bench/serve/bench_report.h"
 #include "bench/serve/bench_sweep.h"
 #include "bench/serve/workload_flags.h"
+#include "common/util/atomic_file.h"
 #include "common/util/cli_flags.h"
 #include "nlohmann/json.hpp"
 #include "tools/sim/sim_cluster.h"
@@ -148,12 +148,12 @@ std::string CompleteOptions(Options* o) {
   return tandem::bench::ValidateWorkloadFlags(o->workload);
 }
 
+// Results and plots go through the project's atomic writer (common/util/atomic_file.h): a reader
+// never sees half a file.
 bool WriteFile(const std::string& path, const std::string& contents) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << contents;
-  out.close();
-  if (!out) std::fprintf(stderr, "tandem-sim: cannot write %s\n", path.c_str());
-  return static_cast<bool>(out);
+  const absl::Status written = tandem::WriteFileAtomically(path, contents);
+  if (!written.ok()) std::fprintf(stderr, "tandem-sim: %s\n", written.ToString().c_str());
+  return written.ok();
 }
 
 int Run(const Options& o) {
