@@ -1,7 +1,11 @@
 #include "router/placement.h"
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
+#include <vector>
+
+#include "router/placement_cost.h"
 
 namespace tandem {
 namespace {
@@ -17,12 +21,27 @@ auto PrefillLoadKey(const NodeCandidate& n) {
                          std::string_view(n.address));
 }
 
+// Candidates within this fraction of the best score are equal to it.
+constexpr double kNearEqual = 0.02;
+
+// A price that ranks nodes by load before any node reports one: a microsecond per queued
+// token and per sequence, nothing per step or per KV token.
+constexpr StepCost kNominalPrice{.per_step_us = 0, .per_token_us = 1, .samples = 1};
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
 
 std::optional<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
   if (name == "round_robin") return PlacementPolicy::kRoundRobin;
   if (name == "least_loaded") return PlacementPolicy::kLeastLoaded;
   if (name == "prefix_aware") return PlacementPolicy::kPrefixAware;
+  if (name == "cost") return PlacementPolicy::kCost;
   return std::nullopt;
 }
 
@@ -34,6 +53,8 @@ std::string_view PlacementPolicyName(PlacementPolicy policy) {
       return "least_loaded";
     case PlacementPolicy::kPrefixAware:
       return "prefix_aware";
+    case PlacementPolicy::kCost:
+      return "cost";
   }
   return "?";
 }
@@ -58,6 +79,8 @@ std::string_view PlacementReasonName(PlacementReason reason) {
       return "short_prompt";
     case PlacementReason::kNoPrefillNode:
       return "no_prefill_node";
+    case PlacementReason::kCheaperLocal:
+      return "cheaper_local";
     case PlacementReason::kMigration:
       return "migration";
   }
@@ -96,6 +119,7 @@ const NodeCandidate& Placer::PickPrefill(std::span<const NodeCandidate> prefill)
                                  return PrefillLoadKey(a) < PrefillLoadKey(b);
                                });
     case PlacementPolicy::kPrefixAware:
+    case PlacementPolicy::kCost:
       break;
   }
   return *std::min_element(prefill.begin(), prefill.end(),
@@ -105,10 +129,102 @@ const NodeCandidate& Placer::PickPrefill(std::span<const NodeCandidate> prefill)
                            });
 }
 
+size_t Placer::RandomIndex(size_t n) const {
+  const uint64_t draw = draws_.fetch_add(1, std::memory_order_relaxed);
+  return static_cast<size_t>(SplitMix64(options_.seed ^ SplitMix64(draw)) % n);
+}
+
+Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
+                               std::span<const NodeCandidate> decode, int64_t prompt_tokens,
+                               int64_t max_tokens) const {
+  const CostRequest request{.prompt_tokens = prompt_tokens, .max_tokens = max_tokens};
+  auto price = [](const NodeCandidate& n, std::span<const NodeCandidate> pool) {
+    const StepCost p = PriceOf(n, pool);
+    return p.known() ? p : kNominalPrice;
+  };
+  // Picks one of the options within kNearEqual of the best score.
+  auto pick = [this](const std::vector<double>& scores) {
+    const double best = *std::min_element(scores.begin(), scores.end());
+    std::vector<size_t> near;
+    for (size_t i = 0; i < scores.size(); ++i) {
+      if (scores[i] <= best * (1 + kNearEqual) + 1e-12) near.push_back(i);
+    }
+    return near.size() == 1 ? near[0] : near[RandomIndex(near.size())];
+  };
+
+  Placement placement;
+  const bool colocated = options_.mode == ServingMode::kColocated;
+  // The prefill node: the shortest predicted time to the prompt's last token.
+  const NodeCandidate* p = nullptr;
+  StepCost p_price;
+  if (!colocated && !prefill.empty()) {
+    std::vector<double> ttft;
+    for (const NodeCandidate& n : prefill) {
+      const int64_t cached = std::min(n.cached_prefix_tokens, prompt_tokens);
+      ttft.push_back(PrefillTimeUs(n, price(n, prefill), cached, prompt_tokens - cached, false));
+    }
+    p = &prefill[pick(ttft)];
+    p_price = price(*p, prefill);
+    placement.cached_prefix_tokens = std::min(p->cached_prefix_tokens, prompt_tokens);
+  }
+  // Each decode node, with its best option; the execution choice is the model's only when
+  // both pools report prices (else the threshold rule's).
+  const bool priced =
+      PriceOf(decode.front(), decode).known() && (p == nullptr || PriceOf(*p, prefill).known());
+  const bool threshold_local = p != nullptr && prompt_tokens - placement.cached_prefix_tokens <
+                                                   options_.local_prefill_threshold;
+  std::vector<double> scores;
+  std::vector<bool> local;
+  for (const NodeCandidate& d : decode) {
+    const StepCost d_price = price(d, decode);
+    double best = std::numeric_limits<double>::infinity();
+    bool best_local = true;
+    if (p == nullptr || (priced || threshold_local)) {
+      best = PredictLocal(d, d_price, request, options_).score;
+    }
+    if (p != nullptr && (priced || !threshold_local)) {
+      const double s = PredictDisaggregated(*p, p_price, d, d_price, request, options_).score;
+      // Ties go to the disaggregated option: it keeps the decode node's steps short.
+      if (s <= best) {
+        best = s;
+        best_local = false;
+      }
+    }
+    scores.push_back(best);
+    local.push_back(best_local);
+  }
+  const size_t chosen = pick(scores);
+  placement.decode = decode[chosen].index;
+  if (colocated) {
+    placement.kind = PlacementKind::kColocated;
+    placement.reason = PlacementReason::kColocated;
+  } else if (p == nullptr) {
+    placement.kind = PlacementKind::kLocalPrefill;
+    placement.reason = PlacementReason::kNoPrefillNode;
+  } else if (local[chosen]) {
+    placement.kind = PlacementKind::kLocalPrefill;
+    placement.reason = priced ? PlacementReason::kCheaperLocal : PlacementReason::kShortPrompt;
+  } else {
+    placement.kind = PlacementKind::kDisaggregated;
+    placement.prefill = p->index;
+    placement.reason = PlacementReason::kDisaggregated;
+  }
+  return placement;
+}
+
 absl::StatusOr<Placement> Placer::Choose(std::span<const NodeCandidate> prefill,
                                          std::span<const NodeCandidate> decode,
                                          int64_t prompt_tokens) const {
+  return Choose(prefill, decode, prompt_tokens, 0);
+}
+
+absl::StatusOr<Placement> Placer::Choose(std::span<const NodeCandidate> prefill,
+                                         std::span<const NodeCandidate> decode,
+                                         int64_t prompt_tokens, int64_t max_tokens) const {
   if (decode.empty()) return absl::UnavailableError("no decode node is up");
+  if (options_.policy == PlacementPolicy::kCost) {
+    return ChooseByCost(prefill, decode, prompt_tokens, max_tokens);
+  }
   Placement placement;
   placement.decode = PickDecode(decode).index;
   if (options_.mode == ServingMode::kColocated) {

@@ -7,6 +7,14 @@
 //                 P: fewest queued prompt tokens, then fewest sequences, then most free blocks
 //   prefix_aware  P: the longest cached prefix of the prompt (from the prefill nodes' KvEvents),
 //                 ties by load as least_loaded; D as least_loaded
+//   cost          the cost model (placement_cost.h): every option (disaggregated on the prefill
+//                 node with the shortest predicted TTFT, or prefill on the decode node itself)
+//                 on every decode node is scored by its predicted TTFT and TPOT against the SLO
+//                 targets, its effect on the decode node's running sequences included; the best
+//                 wins, one at random among those within 2% of it. The execution choice is the
+//                 model's, not local_prefill_threshold's, once the nodes report their price of a
+//                 step; before that, nodes are ranked with a nominal price (queued tokens and
+//                 sequences) and the threshold rule decides
 // Modes:
 //   disaggregated D reserves, P prefills, except (conditional disaggregation) when the prompt's
 //                 uncached part on the chosen P is shorter than local_prefill_threshold tokens,
@@ -23,10 +31,11 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/engine/step_cost.h"
 
 namespace tandem {
 
-enum class PlacementPolicy { kRoundRobin, kLeastLoaded, kPrefixAware };
+enum class PlacementPolicy { kRoundRobin, kLeastLoaded, kPrefixAware, kCost };
 enum class ServingMode { kDisaggregated, kColocated };
 
 std::optional<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
@@ -40,6 +49,20 @@ struct PlacementOptions {
   // Disaggregated mode: prompts whose uncached part is shorter than this prefill on D.
   // 0: never (unless no prefill node is up).
   int64_t local_prefill_threshold = 0;
+  // The latency targets the cost model (PlacementPolicy::kCost) places against: time to first
+  // token and time per output token, in milliseconds.
+  double slo_ttft_ms = 2000;
+  double slo_tpot_ms = 100;
+  // What the cost model adds to a disaggregated TTFT: the extra hops of the handoff (decode node
+  // → router → prefill node), and the KV of the last prompt chunk, which crosses the link after
+  // the prefill ends (earlier chunks overlap with compute): its bytes per token over the link's
+  // rate. 0: not counted.
+  double disaggregation_hop_us = 0;
+  double kv_bytes_per_token = 0;
+  double kv_link_gbps = 0;
+  // Seeds the cost model's choice among near-equal candidates (so router replicas, each seeded
+  // differently, do not herd onto the same node).
+  uint64_t seed = 0;
 };
 
 // One node that is up, as placement sees it.
@@ -51,6 +74,14 @@ struct NodeCandidate {
   int64_t num_sequences = 0;  // running + waiting (+ awaiting KV)
   // Prefill nodes: leading prompt tokens this node's prefix cache holds.
   int64_t cached_prefix_tokens = 0;
+  // The cost model's inputs (PlacementPolicy::kCost), from the node's load report; zero when
+  // the node does not report them.
+  StepCost step_cost;              // the node's learnt price of a step (step_cost.h)
+  int64_t num_running = 0;         // sequences in the running batch
+  int64_t context_tokens = 0;      // KV tokens of the running and waiting sequences (+ pending)
+  int64_t max_batched_tokens = 0;  // tokens one step computes at most (the chunk budget)
+  int64_t num_kv_blocks = 0;       // the pool
+  int32_t block_size = 0;
 };
 
 enum class PlacementKind { kDisaggregated, kLocalPrefill, kColocated };
@@ -62,10 +93,12 @@ enum class PlacementReason {
   kColocated,      // the router runs in colocated mode
   kShortPrompt,    // under the local-prefill threshold: the decode node prefills
   kNoPrefillNode,  // no prefill node is up: the decode node prefills
+  kCheaperLocal,   // the cost model predicts prefill on the decode node does better
   kMigration,      // a migrated request: the decode node recomputes prompt + the tokens so far
                    // (set by the request's flow, never by the Placer)
 };
-// "disaggregated", "colocated", "short_prompt", "no_prefill_node", "migration" (logs, metrics).
+// "disaggregated", "colocated", "short_prompt", "no_prefill_node", "cheaper_local", "migration"
+// (logs, metrics).
 std::string_view PlacementReasonName(PlacementReason reason);
 
 struct Placement {
@@ -85,16 +118,26 @@ class Placer {
   absl::StatusOr<Placement> Choose(std::span<const NodeCandidate> prefill,
                                    std::span<const NodeCandidate> decode,
                                    int64_t prompt_tokens) const;
+  // As above; the cost policy also weighs the request's output length (0: unknown).
+  absl::StatusOr<Placement> Choose(std::span<const NodeCandidate> prefill,
+                                   std::span<const NodeCandidate> decode, int64_t prompt_tokens,
+                                   int64_t max_tokens) const;
 
   const PlacementOptions& options() const { return options_; }
 
  private:
   const NodeCandidate& PickDecode(std::span<const NodeCandidate> decode) const;
   const NodeCandidate& PickPrefill(std::span<const NodeCandidate> prefill) const;
+  Placement ChooseByCost(std::span<const NodeCandidate> prefill,
+                         std::span<const NodeCandidate> decode, int64_t prompt_tokens,
+                         int64_t max_tokens) const;
+  // One of `n` options, uniformly, from the seeded sequence.
+  size_t RandomIndex(size_t n) const;
 
   const PlacementOptions options_;
   mutable std::atomic<uint64_t> next_decode_{0};
   mutable std::atomic<uint64_t> next_prefill_{0};
+  mutable std::atomic<uint64_t> draws_{0};
 };
 
 }  // namespace tandem

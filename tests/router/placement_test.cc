@@ -33,7 +33,7 @@ PlacementOptions Options(PlacementPolicy policy, ServingMode mode = ServingMode:
 
 TEST(PlacementTest, ParsesAndNamesPoliciesAndModes) {
   for (PlacementPolicy p : {PlacementPolicy::kRoundRobin, PlacementPolicy::kLeastLoaded,
-                            PlacementPolicy::kPrefixAware}) {
+                            PlacementPolicy::kPrefixAware, PlacementPolicy::kCost}) {
     EXPECT_EQ(ParsePlacementPolicy(PlacementPolicyName(p)), p);
   }
   EXPECT_FALSE(ParsePlacementPolicy("random").has_value());

@@ -1,0 +1,85 @@
+// The cost model of PlacementPolicy::kCost: what one request would see on each candidate, and
+// what it would do to the requests already there, predicted from the nodes' load reports (plus
+// what this router sent since) and their learnt price of a step (StepCost). Pure functions.
+//
+// A node's work is priced as its engine runs it: steps of at most max_batched_tokens tokens,
+// each costing per_step + per_token · tokens + per_context_token · KV read (step_cost.h).
+//
+//   prefill on node N, u uncached prompt tokens after c cached ones, W = N's queued prompt
+//   tokens + u, B = N's decoding sequences (one token each per step), K = their KV:
+//     steps  n = ⌈W / (chunk − B)⌉
+//     time   n · (per_step + B · per_token + K · per_context_token) + W · per_token
+//            + per_context_token · (this prompt's chunks' KV reads: Σ over its chunks of c + the
+//              tokens computed so far)
+//   decode on node D after admitting the request (prompt p, output o):
+//     TPOT   per_step + (S + 1) · per_token + (K + p + o/2) · per_context_token
+//            + Q · per_token / o          (D's queued prompt tokens, computed in its steps while
+//                                          the request decodes, spread over its tokens)
+//     where S = D's sequences (running, waiting, awaiting KV, sent since), K their KV
+//   local prefill on D stalls D's running sequences by the prefill's extra step time, spread
+//   over their next o tokens: others' TPOT = D's TPOT now + stall / o.
+//
+// An option's score is max(TTFT / slo_ttft, TPOT / slo_tpot), the TPOT being the worse of the
+// request's own and the running batch's after it: below 1, every prediction meets its target;
+// the smallest score leaves the most headroom. A decode node whose free blocks cannot hold the
+// request (it would queue there) scores kNoRoomPenalty more: it is chosen only when no node has
+// room.
+#ifndef TANDEM_ROUTER_PLACEMENT_COST_H_
+#define TANDEM_ROUTER_PLACEMENT_COST_H_
+
+#include <cstdint>
+#include <span>
+
+#include "common/engine/step_cost.h"
+#include "router/placement.h"
+
+namespace tandem {
+
+// One request, as the cost model needs it.
+struct CostRequest {
+  int64_t prompt_tokens = 0;
+  int64_t max_tokens = 0;  // output tokens; 0: unknown (kDefaultOutputTokens)
+};
+inline constexpr int64_t kDefaultOutputTokens = 256;
+inline constexpr int64_t kDefaultChunkTokens = 2048;
+inline constexpr double kNoRoomPenalty = 1e3;
+
+struct PredictedCost {
+  double ttft_us = 0;
+  double tpot_us = 0;         // the request's own
+  double others_tpot_us = 0;  // the decode node's running sequences', once it is placed
+  bool fits = true;           // the decode node's free blocks hold the request
+  double score = 0;
+};
+
+// The price a node is predicted with: its own when it reports one, else the mean of the known
+// ones in `pool`; unknown (samples 0) when no node of the pool reports one.
+StepCost PriceOf(const NodeCandidate& node, std::span<const NodeCandidate> pool);
+
+// Time to compute `uncached` prompt tokens after `cached` ones on `node`, behind its queue; with
+// its running sequences decoding in the same steps when `with_decode_batch` (a decode node).
+double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, int64_t cached,
+                     int64_t uncached, bool with_decode_batch);
+// The request's TPOT on decode node `node` once admitted.
+double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, const CostRequest& request);
+// The TPOT of `node`'s sequences as they are (no new request).
+double CurrentTpotUs(const NodeCandidate& node, const StepCost& price);
+// Whether `node`'s free blocks hold the request's prompt and output.
+bool HasRoomFor(const NodeCandidate& node, const CostRequest& request);
+
+// max(ttft / slo_ttft, max(tpot, others_tpot) / slo_tpot), + kNoRoomPenalty unless it fits.
+double Score(const PredictedCost& cost, const PlacementOptions& options);
+
+// Disaggregated: prefill on `prefill`, decode on `decode`; the TTFT adds the handoff's hops and
+// the last chunk's KV on the link (PlacementOptions::disaggregation_hop_us, kv_bytes_per_token,
+// kv_link_gbps).
+PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost& prefill_price,
+                                   const NodeCandidate& decode, const StepCost& decode_price,
+                                   const CostRequest& request, const PlacementOptions& options);
+// Prefill and decode on `decode` (local prefill, or colocated), reusing its cached prefix.
+PredictedCost PredictLocal(const NodeCandidate& decode, const StepCost& price,
+                           const CostRequest& request, const PlacementOptions& options);
+
+}  // namespace tandem
+
+#endif  // TANDEM_ROUTER_PLACEMENT_COST_H_

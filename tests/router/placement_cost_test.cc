@@ -1,0 +1,212 @@
+#include "router/placement_cost.h"
+
+#include <random>
+#include <set>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "router/placement.h"
+
+namespace tandem {
+namespace {
+
+constexpr StepCost kPrice{
+    .per_step_us = 10'000, .per_token_us = 50, .per_context_token_us = 0.01, .samples = 100};
+
+NodeCandidate Node(int index, int64_t queued, int64_t sequences, int64_t context) {
+  NodeCandidate n;
+  n.index = index;
+  n.address = "n" + std::to_string(index);
+  n.free_kv_blocks = 10'000;
+  n.queued_tokens = queued;
+  n.num_sequences = sequences;
+  n.num_running = sequences;
+  n.context_tokens = context;
+  n.max_batched_tokens = 2048;
+  n.block_size = 16;
+  n.step_cost = kPrice;
+  return n;
+}
+
+PlacementOptions CostOptions(ServingMode mode = ServingMode::kDisaggregated) {
+  PlacementOptions o;
+  o.policy = PlacementPolicy::kCost;
+  o.mode = mode;
+  o.slo_ttft_ms = 1000;
+  o.slo_tpot_ms = 50;
+  return o;
+}
+
+TEST(PlacementCostTest, PrefillTimeIsTheQueueAndThePromptInChunkedSteps) {
+  const NodeCandidate n = Node(0, 1000, 0, 0);
+  // 4,000 tokens in steps of 2,048: 2 steps of 10 ms, 4,000 × 50 µs, and the prompt's two
+  // chunks read 2,048 + 3,000 KV tokens at 0.01 µs.
+  EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, 0, 3000, false),
+                   2 * 10'000 + 4000 * 50 + (2048 + 3000) * 0.01);
+  // A cached prefix of 512 tokens is read by every chunk.
+  EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, 512, 3000, false),
+                   2 * 10'000 + 4000 * 50 + (2 * 512 + 2048 + 3000) * 0.01);
+  EXPECT_EQ(PrefillTimeUs(Node(0, 0, 0, 0), kPrice, 100, 0, false), 0);
+}
+
+TEST(PlacementCostTest, LocalPrefillSharesItsStepsWithTheDecodingBatch) {
+  const NodeCandidate d = Node(0, 0, 48, 48'000);
+  // The budget left beside 48 decoding sequences is 2,000 tokens: one step of the batch plus
+  // the prompt's tokens and reads.
+  EXPECT_DOUBLE_EQ(PrefillTimeUs(d, kPrice, 0, 2000, true),
+                   (10'000 + 48 * 50 + 48'000 * 0.01) + 2000 * 50 + 2000 * 0.01);
+}
+
+TEST(PlacementCostTest, DecodeTpotCountsTheNewSequenceItsKvAndTheQueuedPrompts) {
+  NodeCandidate d = Node(0, 400, 9, 9000);
+  const CostRequest r{.prompt_tokens = 1000, .max_tokens = 200};
+  EXPECT_DOUBLE_EQ(DecodeTpotUs(d, kPrice, r),
+                   10'000 + 10 * 50 + (9000 + 1000 + 100) * 0.01 + 400 * 50.0 / 200);
+  EXPECT_DOUBLE_EQ(CurrentTpotUs(d, kPrice), 10'000 + 9 * 50 + 9000 * 0.01);
+  EXPECT_EQ(CurrentTpotUs(Node(0, 0, 0, 0), kPrice), 0);
+}
+
+TEST(PlacementCostTest, ScoreIsTheWorseOfTheTwoTargetsAndRoomComesFirst) {
+  const PlacementOptions o = CostOptions();
+  EXPECT_DOUBLE_EQ(Score({.ttft_us = 500'000, .tpot_us = 40'000}, o), 0.8);
+  EXPECT_DOUBLE_EQ(Score({.ttft_us = 100'000, .tpot_us = 10'000, .others_tpot_us = 60'000}, o),
+                   1.2);
+  EXPECT_DOUBLE_EQ(Score({.ttft_us = 0, .fits = false}, o), kNoRoomPenalty);
+  NodeCandidate d = Node(0, 0, 0, 0);
+  d.free_kv_blocks = 10;
+  EXPECT_TRUE(HasRoomFor(d, {.prompt_tokens = 100, .max_tokens = 60}));
+  EXPECT_FALSE(HasRoomFor(d, {.prompt_tokens = 100, .max_tokens = 61}));
+}
+
+TEST(PlacementCostTest, TheLastChunksTransferAndTheHopsAddToDisaggregatedTtft) {
+  PlacementOptions o = CostOptions();
+  o.disaggregation_hop_us = 300;
+  o.kv_bytes_per_token = 131'072;  // Llama-3.1-8B in bf16
+  o.kv_link_gbps = 400;
+  const NodeCandidate p = Node(0, 0, 0, 0);
+  const NodeCandidate d = Node(1, 0, 0, 0);
+  const CostRequest r{.prompt_tokens = 3000, .max_tokens = 100};
+  const PredictedCost c = PredictDisaggregated(p, kPrice, d, kPrice, r, o);
+  // The prompt's last chunk (3,000 − 2,048 = 952 tokens) crosses the link after the prefill
+  // ends; the first overlapped with the second's compute.
+  EXPECT_DOUBLE_EQ(c.ttft_us,
+                   PrefillTimeUs(p, kPrice, 0, 3000, false) + 300 + 952.0 * 131'072 * 8 / 400e3);
+  EXPECT_EQ(c.others_tpot_us, 0);  // nobody decodes there yet
+}
+
+TEST(PlacementCostTest, LongPromptsGoToThePrefillPoolWhenTheDecodeNodeIsBusy) {
+  const Placer placer(CostOptions());
+  const std::vector<NodeCandidate> prefill = {Node(0, 0, 0, 0)};
+  const std::vector<NodeCandidate> decode = {Node(0, 0, 64, 200'000)};
+  auto p = placer.Choose(prefill, decode, 8000, 200);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
+  EXPECT_EQ(p->reason, PlacementReason::kDisaggregated);
+  EXPECT_EQ(p->prefill, 0);
+}
+
+TEST(PlacementCostTest, PromptsPrefillLocallyWhenThePrefillPoolIsBackedUp) {
+  const Placer placer(CostOptions());
+  const std::vector<NodeCandidate> prefill = {Node(0, 40'000, 8, 0)};  // 2 s of queue
+  const std::vector<NodeCandidate> decode = {Node(0, 0, 2, 2000)};
+  auto p = placer.Choose(prefill, decode, 1000, 200);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
+  EXPECT_EQ(p->reason, PlacementReason::kCheaperLocal);
+}
+
+TEST(PlacementCostTest, TheDecodeNodesCachedConversationAttractsTheNextTurn) {
+  const Placer placer(CostOptions(ServingMode::kColocated));
+  std::vector<NodeCandidate> decode = {Node(0, 0, 4, 8000), Node(1, 0, 4, 8000)};
+  decode[1].cached_prefix_tokens = 3800;
+  for (int i = 0; i < 20; ++i) {
+    auto p = placer.Choose({}, decode, 4000, 100);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->decode, 1);
+    EXPECT_EQ(p->kind, PlacementKind::kColocated);
+  }
+}
+
+TEST(PlacementCostTest, NearEqualNodesShareTheLoadAndTheSeedRepeatsIt) {
+  std::vector<NodeCandidate> decode;
+  for (int i = 0; i < 8; ++i) decode.push_back(Node(i, 0, 0, 0));
+  auto run = [&](uint64_t seed) {
+    PlacementOptions o = CostOptions(ServingMode::kColocated);
+    o.seed = seed;
+    const Placer placer(o);
+    std::vector<int> picks;
+    for (int i = 0; i < 40; ++i) picks.push_back(placer.Choose({}, decode, 100, 10)->decode);
+    return picks;
+  };
+  const std::vector<int> a = run(7);
+  EXPECT_EQ(a, run(7));
+  EXPECT_NE(a, run(8));
+  EXPECT_GE(std::set<int>(a.begin(), a.end()).size(), 6u);
+}
+
+TEST(PlacementCostTest, WithoutPricesNodesRankByLoadAndTheThresholdDecidesTheKind) {
+  PlacementOptions o = CostOptions();
+  o.local_prefill_threshold = 512;
+  const Placer placer(o);
+  std::vector<NodeCandidate> prefill = {Node(0, 5000, 2, 0), Node(1, 100, 1, 0)};
+  std::vector<NodeCandidate> decode = {Node(0, 0, 30, 0), Node(1, 0, 3, 0)};
+  for (auto* pool : {&prefill, &decode}) {
+    for (NodeCandidate& n : *pool) n.step_cost = StepCost{};
+  }
+  auto long_prompt = placer.Choose(prefill, decode, 4000, 100);
+  ASSERT_TRUE(long_prompt.ok());
+  EXPECT_EQ(long_prompt->kind, PlacementKind::kDisaggregated);
+  EXPECT_EQ(long_prompt->prefill, 1);
+  EXPECT_EQ(long_prompt->decode, 1);
+  auto short_prompt = placer.Choose(prefill, decode, 100, 100);
+  ASSERT_TRUE(short_prompt.ok());
+  EXPECT_EQ(short_prompt->kind, PlacementKind::kLocalPrefill);
+  EXPECT_EQ(short_prompt->reason, PlacementReason::kShortPrompt);
+}
+
+// Property: over random clusters, the choice is always one of the candidates, and never a decode
+// node without room while another has room.
+TEST(PlacementCostTest, NeverPicksAFullNodeWhileAnotherHasRoom) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const ServingMode mode = trial % 2 ? ServingMode::kColocated : ServingMode::kDisaggregated;
+    PlacementOptions o = CostOptions(mode);
+    o.seed = trial;
+    const Placer placer(o);
+    std::vector<NodeCandidate> prefill, decode;
+    const int np = static_cast<int>(rng() % 4);
+    const int nd = 1 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < np; ++i) {
+      prefill.push_back(Node(10 + i, static_cast<int64_t>(rng() % 50'000), rng() % 8, 0));
+    }
+    for (int i = 0; i < nd; ++i) {
+      NodeCandidate d = Node(20 + i, static_cast<int64_t>(rng() % 8000), rng() % 128,
+                             static_cast<int64_t>(rng() % 500'000));
+      d.free_kv_blocks = static_cast<int64_t>(rng() % 600);
+      d.cached_prefix_tokens = static_cast<int64_t>(rng() % 2000);
+      if (rng() % 3 == 0) d.step_cost = StepCost{};
+      decode.push_back(d);
+    }
+    const CostRequest r{.prompt_tokens = 1 + static_cast<int64_t>(rng() % 6000),
+                        .max_tokens = 1 + static_cast<int64_t>(rng() % 1000)};
+    auto p = placer.Choose(prefill, decode, r.prompt_tokens, r.max_tokens);
+    ASSERT_TRUE(p.ok());
+    bool any_room = false;
+    const NodeCandidate* chosen = nullptr;
+    for (const NodeCandidate& d : decode) {
+      any_room |= HasRoomFor(d, r);
+      if (d.index == p->decode) chosen = &d;
+    }
+    ASSERT_NE(chosen, nullptr) << "trial " << trial;
+    if (any_room) EXPECT_TRUE(HasRoomFor(*chosen, r)) << "trial " << trial;
+    if (p->kind == PlacementKind::kDisaggregated) {
+      EXPECT_TRUE(p->prefill >= 10 && p->prefill < 10 + np) << "trial " << trial;
+    } else {
+      EXPECT_EQ(p->prefill, -1);
+    }
+    if (mode == ServingMode::kColocated) EXPECT_EQ(p->kind, PlacementKind::kColocated);
+  }
+}
+
+}  // namespace
+}  // namespace tandem
