@@ -184,7 +184,8 @@ absl::StatusOr<RequestId> Engine::Submit(GenerateRequest request) {
   RETURN_IF_ERROR(ValidateRequest(request));
   std::unique_ptr<Sequence> seq = MakeSequence(request);
   const RequestId id = seq->id;
-  RETURN_IF_ERROR(PostRequest(engine_command::Submit{std::move(seq), std::move(request.on_event)}));
+  RETURN_IF_ERROR(PostRequest(
+      engine_command::Submit{std::move(seq), std::move(request.on_event), request.placement}));
   return id;
 }
 
@@ -206,8 +207,9 @@ absl::StatusOr<RequestId> Engine::Reserve(GenerateRequest request, absl::Duratio
         absl::StrCat("resumed_output_token_ids (", seq->num_output_tokens(),
                      " tokens) already end the request: there is nothing left to move"));
   }
-  RETURN_IF_ERROR(PostRequest(engine_command::Reserve{std::move(seq), std::move(request.on_event),
-                                                      std::move(on_reserved), lease}));
+  RETURN_IF_ERROR(
+      PostRequest(engine_command::Reserve{std::move(seq), std::move(request.on_event),
+                                          std::move(on_reserved), lease, request.placement}));
   return id;
 }
 
@@ -353,12 +355,18 @@ absl::Status Engine::Step() {
   const BatchPlan plan = BuildBatch();
   EngineStepStats step_stats;
   if (options_.on_step) step_stats = DescribeStep(step_);
+  step_stats.num_context_tokens = step_context_tokens_;
+  const int64_t new_tokens = step_.num_batched_tokens;
   ++num_steps_;
-  num_batched_tokens_ += step_.num_batched_tokens;
+  num_batched_tokens_ += new_tokens;
 
   const absl::Status status = RunBackend(plan);
   if (status.ok()) {
     ConsumeSamples(plan);
+    step_stats.duration_nanos = clock_->NowNanos() - started;
+    step_cost_fit_.Add(new_tokens, step_stats.num_context_tokens,
+                       static_cast<double>(step_stats.duration_nanos) / 1000.0);
+    step_cost_ = step_cost_fit_.Estimate();
   } else {
     spdlog::warn("engine: backend '{}' failed a step of {} sequences: {}", backend_->name(),
                  step_.chunks.size(), status.ToString());
@@ -370,15 +378,18 @@ absl::Status Engine::Step() {
   }
   PublishStats();
   step_stats.ok = status.ok();
-  ReportStep(step_stats, started);
+  if (!status.ok()) step_stats.duration_nanos = clock_->NowNanos() - started;
+  if (options_.on_step) options_.on_step(step_stats);
   return status;
 }
 
 Engine::BatchPlan Engine::BuildBatch() {
   BatchPlan plan;
   items_.clear();
+  step_context_tokens_ = 0;
   for (const ScheduledChunk& chunk : step_.chunks) {
     const Sequence& seq = *chunk.seq;
+    step_context_tokens_ += int64_t{chunk.start_pos} + chunk.num_tokens;
     ForwardItem item;
     item.tokens = std::span<const TokenId>(seq.tokens).subspan(chunk.start_pos, chunk.num_tokens);
     item.start_pos = chunk.start_pos;
@@ -443,13 +454,18 @@ void Engine::ConsumeSamples(const BatchPlan& plan) {
   }
 }
 
-void Engine::ReportStep(EngineStepStats& stats, int64_t started_nanos) {
-  if (!options_.on_step) return;
-  stats.duration_nanos = clock_->NowNanos() - started_nanos;
-  options_.on_step(stats);
+int64_t Engine::CountContextTokens() {
+  int64_t total = 0;
+  for (const RequestId id : scheduler_.UnfinishedIds()) {
+    if (const Sequence* seq = scheduler_.Find(id); seq != nullptr) total += seq->num_tokens();
+  }
+  for (const PendingReservation& r : pending_reservations_) total += r.seq->num_tokens();
+  for (const auto& [id, seq] : awaiting_kv_) total += seq->num_tokens();
+  return total;
 }
 
 void Engine::PublishStats() {
+  const int64_t context_tokens = CountContextTokens();
   absl::MutexLock lock(&stats_mu_);
   stats_.num_waiting = scheduler_.num_waiting();
   stats_.num_running = scheduler_.num_running();
@@ -476,6 +492,14 @@ void Engine::PublishStats() {
   stats_.num_export_held_blocks = held;
   stats_.num_paused = static_cast<int32_t>(paused_.size());
   stats_.kv_cache_version = block_manager_.cache_version();
+  stats_.step_cost = step_cost_;
+  stats_.num_context_tokens = context_tokens;
+  stats_.max_num_batched_tokens = options_.scheduler.max_num_batched_tokens;
+  stats_.max_receipts = receipts_.capacity();
+  if (published_receipts_version_ != receipts_.version()) {
+    published_receipts_version_ = receipts_.version();
+    stats_.receipts = receipts_.Snapshot();
+  }
   if (published_cache_version_ != block_manager_.cache_version()) {
     published_cache_version_ = block_manager_.cache_version();
     cached_hashes_ = block_manager_.CachedHashes();

@@ -60,9 +60,11 @@
 #include "absl/time/time.h"
 #include "common/backend/backend.h"
 #include "common/engine/engine_commands.h"
+#include "common/engine/placement_receipts.h"
 #include "common/engine/request.h"
 #include "common/engine/scheduler.h"
 #include "common/engine/sequence.h"
+#include "common/engine/step_cost.h"
 #include "common/kv/block_manager.h"
 #include "common/sampling/sampler.h"
 #include "common/util/clock.h"
@@ -79,6 +81,9 @@ struct EngineStepStats {
   int32_t num_prefill_tokens = 0;
   int32_t num_decode_tokens = 0;
   int32_t num_preempted = 0;  // sequences preempted while building this step
+  // The KV the step's chunks attend to: for each chunk, the tokens of its sequence computed
+  // before it plus its own, summed (step_cost.h's context_tokens).
+  int64_t num_context_tokens = 0;
   // From scheduling to the last token handed out, on the engine's clock.
   int64_t duration_nanos = 0;
   bool ok = true;  // false when the backend failed the step
@@ -129,6 +134,25 @@ struct EngineStats {
   int32_t num_paused = 0;
   // The prefix cache's content changes whenever this does (see CachedBlockHashes()).
   uint64_t kv_cache_version = 0;
+
+  // --- What placement's cost model reads (router/placement_cost.h). ---
+  // The price of a step, fitted over the steps that succeeded (step_cost.h): new_tokens the
+  // tokens a step computed, context_tokens EngineStepStats::num_context_tokens, the duration
+  // EngineStepStats::duration_nanos. samples 0 before the first step.
+  StepCost step_cost;
+  // The KV a decode step would read: the tokens (prompt + output so far) of the running and
+  // waiting sequences, prefilled ones included, and on a decode node the prompts (+ resumed
+  // output) of reservations waiting for blocks or for their KV. Paused requests are not counted.
+  int64_t num_context_tokens = 0;
+  int32_t max_num_batched_tokens = 0;  // SchedulerOptions: tokens one step computes at most
+  // Requests taken from the inbox (Submit, Reserve) per router that tagged them
+  // (GenerateRequest::placement; placement_receipts.h), and how many routers are tracked at most.
+  // The guarantee: these counts and every other field are one snapshot, published together after
+  // the commands that counted were applied. So a request counted here is in this snapshot's load
+  // (waiting, running, reserving, awaiting KV, or already finished): a router that retires the
+  // placements a receipt covers never drops work the report does not show.
+  std::vector<PlacementReceipt> receipts;
+  int32_t max_receipts = 0;
 };
 
 class Engine {
@@ -286,8 +310,8 @@ class Engine {
   absl::Status RunBackend(const BatchPlan& plan);
   void ConsumeSamples(const BatchPlan& plan);
   void PublishStats();
-  // Calls options_.on_step with the step's duration filled in.
-  void ReportStep(EngineStepStats& stats, int64_t started_nanos);
+  // The KV tokens the sequences held here would have a decode step read (EngineStats).
+  int64_t CountContextTokens();
 
   // --- A request's life (engine_lifecycle.cc). ---
   void Apply(engine_command::Submit& command);
@@ -384,6 +408,12 @@ class Engine {
   int64_t num_batched_tokens_ = 0;
   int64_t num_generated_tokens_ = 0;
   int64_t num_finished_requests_ = 0;
+  // The step's chunks' context (EngineStepStats::num_context_tokens), set by BuildBatch.
+  int64_t step_context_tokens_ = 0;
+  StepCostFit step_cost_fit_;
+  StepCost step_cost_;  // step_cost_fit_'s estimate after the last step that succeeded
+  PlacementReceipts receipts_;
+  uint64_t published_receipts_version_ = ~uint64_t{0};
 };
 
 }  // namespace tandem

@@ -25,6 +25,7 @@ namespace engine_command {
 struct Submit {
   std::unique_ptr<Sequence> seq;
   EventCallback on_event;
+  PlacementTag placement;
 };
 // Engine::Cancel.
 struct Cancel {
@@ -36,6 +37,7 @@ struct Reserve {
   EventCallback on_event;
   ReservedCallback on_reserved;
   absl::Duration lease;
+  PlacementTag placement;
 };
 // Engine::CompleteImport.
 struct Import {

@@ -15,6 +15,7 @@
 namespace tandem {
 
 void Engine::Apply(engine_command::Reserve& command) {
+  receipts_.Count(command.placement);
   command.seq->arrival_nanos = clock_->NowNanos();
   if (command.on_event) callbacks_.emplace(command.seq->id, std::move(command.on_event));
   pending_reservations_.push_back(

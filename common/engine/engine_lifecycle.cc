@@ -26,6 +26,7 @@ absl::Status AsError(RequestId id, const absl::Status& status) {
 
 void Engine::Apply(engine_command::Submit& command) {
   const RequestId id = command.seq->id;
+  receipts_.Count(command.placement);
   // A resumed request whose resumed tokens already end it (request.h): ends now, with no token.
   const FinishReason stop =
       command.seq->num_output_tokens() > 0 ? CheckStop(*command.seq) : FinishReason::kNone;

@@ -76,6 +76,14 @@ using EventCallback = std::function<void(const GenerationEvent&)>;
 
 class KvExporter;
 
+// Who placed a request here, for the load reports' receipts (engine.h, EngineStats::receipts):
+// the placing router's random id and its sequence number for this node. router_id 0: untagged
+// (not counted).
+struct PlacementTag {
+  uint64_t router_id = 0;
+  uint64_t seq = 0;
+};
+
 struct GenerateRequest {
   std::vector<TokenId> prompt;
   SamplingParams params;
@@ -106,6 +114,10 @@ struct GenerateRequest {
   // forwarded the original one.
   std::vector<TokenId> resumed_output_token_ids;
   uint64_t resumed_rng_counter = 0;
+
+  // Submit and Reserve: counted among the receipts of its router once the engine thread takes
+  // it from the inbox.
+  PlacementTag placement;
 };
 
 // Decode node: the blocks Engine::Reserve set aside for a prompt whose KV is computed elsewhere.
