@@ -53,7 +53,7 @@ struct SimBackendStats {
   int64_t steps = 0;
   double modelled_busy_s = 0;  // sum of modelled step times (before time_scale)
   StepTime last_step;
-  StepCost last_cost;
+  StepWork last_cost;
 };
 
 class SimBackend : public Backend {

@@ -89,8 +89,8 @@ StepTotals StepTimeModel::Totals(std::span<const SimStepItem> items) const {
   return t;
 }
 
-StepCost StepTimeModel::CostFromTotals(const StepTotals& totals) const {
-  StepCost c;
+StepWork StepTimeModel::CostFromTotals(const StepTotals& totals) const {
+  StepWork c;
   c.tokens = totals.tokens;
   c.logits_rows = totals.logits_rows;
   const double attended = totals.attended_keys, kv_tokens_read = totals.kv_tokens_read;
@@ -113,7 +113,7 @@ StepCost StepTimeModel::CostFromTotals(const StepTotals& totals) const {
 }
 
 StepTime StepTimeModel::TimeFromTotals(const StepTotals& totals) const {
-  const StepCost c = CostFromTotals(totals);
+  const StepWork c = CostFromTotals(totals);
   StepTime t;
   if (c.tokens == 0) return t;
   const double flops = tp_ * gpu_.peak_bf16_flops;

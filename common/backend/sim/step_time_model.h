@@ -46,7 +46,8 @@ struct StepTotals {
   double kv_tokens_read = 0;  // sum over items of the cached tokens read
 };
 
-struct StepCost {
+// What one step does: its FLOPs and bytes moved, which StepTime prices.
+struct StepWork {
   double gemm_flops = 0;
   double attention_flops = 0;
   double weight_bytes = 0;
@@ -74,9 +75,9 @@ class StepTimeModel {
                                               int tensor_parallel);
 
   StepTotals Totals(std::span<const SimStepItem> items) const;
-  StepCost Cost(std::span<const SimStepItem> items) const { return CostFromTotals(Totals(items)); }
+  StepWork Cost(std::span<const SimStepItem> items) const { return CostFromTotals(Totals(items)); }
   StepTime Time(std::span<const SimStepItem> items) const { return TimeFromTotals(Totals(items)); }
-  StepCost CostFromTotals(const StepTotals& totals) const;
+  StepWork CostFromTotals(const StepTotals& totals) const;
   StepTime TimeFromTotals(const StepTotals& totals) const;
 
   // Linear weights of one layer (P_layer above), in parameters.

@@ -43,7 +43,7 @@ TEST(StepTimeModelTest, DecodeStepIsWeightAndKvReads) {
   StepTimeModel m = Model("h100", "llama-3.1-8b", 1);
   // One sequence with 1023 tokens cached decodes its 1024th.
   std::vector<SimStepItem> items = {{1, 1023, true}};
-  StepCost c = m.Cost(items);
+  StepWork c = m.Cost(items);
   const double linear = 32.0 * 218103808;  // per-token linear parameters, all layers
   const double lm_head = 128256.0 * 4096;
   EXPECT_DOUBLE_EQ(c.gemm_flops, 2 * linear + 2 * lm_head);
@@ -63,7 +63,7 @@ TEST(StepTimeModelTest, DecodeStepIsWeightAndKvReads) {
 TEST(StepTimeModelTest, PrefillIsComputeBound) {
   StepTimeModel m = Model("h100", "llama-3.1-8b", 1);
   std::vector<SimStepItem> items = {{4096, 0, true}};
-  StepCost c = m.Cost(items);
+  StepWork c = m.Cost(items);
   const double linear = 32.0 * 218103808;
   const double lm_head = 128256.0 * 4096;
   EXPECT_DOUBLE_EQ(c.gemm_flops, 2 * 4096 * linear + 2 * lm_head);
@@ -80,7 +80,7 @@ TEST(StepTimeModelTest, MixedBatchAddsItemsAndPricesKernelClassesOnce) {
   // A 512-token prefill chunk after 1024 cached tokens, plus two decodes (no logits for the
   // chunk: it is not the prompt's end).
   std::vector<SimStepItem> items = {{512, 1024, false}, {1, 99, true}, {1, 4095, true}};
-  StepCost c = m.Cost(items);
+  StepWork c = m.Cost(items);
   EXPECT_EQ(c.tokens, 514);
   EXPECT_EQ(c.logits_rows, 2);
   // sum_{k=1025}^{1536} k + 100 + 4096
@@ -106,7 +106,7 @@ TEST(StepTimeModelTest, SlidingWindowCapsAttendedKeys) {
   ASSERT_TRUE(m.ok()) << m.status();
   // Positions 2..5: keys min(3,3), min(4,3), min(5,3), min(6,3) = 12; reads positions 0..5 = 6.
   std::vector<SimStepItem> items = {{4, 2, false}};
-  StepCost c = m->Cost(items);
+  StepWork c = m->Cost(items);
   EXPECT_DOUBLE_EQ(c.attention_flops, 4.0 * 1 * 1 * 8 * 12);
   EXPECT_DOUBLE_EQ(c.kv_read_bytes, m->KvBytesPerToken() * 6.0);
   // Inside the window: 1 + 2 keys.
@@ -121,7 +121,7 @@ TEST(StepTimeModelTest, SlidingWindowCapsAttendedKeys) {
 TEST(StepTimeModelTest, TensorParallelSplitsWorkAndAddsAllReduces) {
   StepTimeModel tp4 = Model("h100", "llama-3.1-70b", 4);
   std::vector<SimStepItem> items = {{1, 1023, true}, {1, 2047, true}};
-  StepCost c = tp4.Cost(items);
+  StepWork c = tp4.Cost(items);
   EXPECT_EQ(c.allreduce_calls, 160);                    // 2 per layer
   EXPECT_DOUBLE_EQ(c.allreduce_bytes, 2.0 * 8192 * 2);  // tokens * hidden * bf16
   StepTime t = tp4.Time(items);
