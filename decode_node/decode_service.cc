@@ -291,6 +291,8 @@ absl::Status DecodeService::ExportError(const absl::Status& status) {
 
 grpc::ServerUnaryReactor* DecodeService::GetLoad(grpc::CallbackServerContext* context,
                                                  const v1::LoadRequest*, v1::NodeLoad* response) {
+  // The receipts (requests each router tagged) and the load come from one engine snapshot, taken
+  // after the commands that counted them were applied: a request counted is in this report.
   FillNodeLoad(*engine_, "decode", transport_->incarnation(), options_.model_name, response);
   const EngineStats stats = engine_->Stats();
   response->set_num_held_kv_blocks(stats.num_quarantined_blocks);

@@ -77,6 +77,7 @@ void DecodeStreamCall::BeginReserve(const v1::ReserveRequest& request) {
   //    with its KV from another decode node (the engine validates it, naming the fields).
   GenerateRequest engine_request = MakeRequest(request.prompt_token_ids(), request.sampling());
   SetResumed(request, &engine_request);
+  engine_request.placement = PlacementTagFromProto(request.placement());  // counted for receipts
   if (!engine_request.resumed_output_token_ids.empty() && s.options_.metrics != nullptr) {
     s.options_.metrics->MigrationIn();
   }
@@ -121,6 +122,7 @@ void DecodeStreamCall::BeginGenerate(const v1::NodeGenerateRequest& request) {
   GenerateRequest engine_request = MakeRequest(request.prompt_token_ids(), request.sampling());
   // A migrated request: the engine validates these (naming the fields) and streams what follows.
   SetResumed(request, &engine_request);
+  engine_request.placement = PlacementTagFromProto(request.placement());
   absl::StatusOr<RequestId> id = s.engine_->Submit(std::move(engine_request));
   if (!id.ok()) return End({ReservationOutcome::kFailed, id.status()});
   id_ = *id;

@@ -67,6 +67,7 @@ std::variant<PrefillService::Started, PrefillService::Failure> PrefillService::S
   engine_request.prompt.assign(request.prompt_token_ids().begin(),
                                request.prompt_token_ids().end());
   engine_request.params = SamplingFromProto(request.sampling());
+  engine_request.placement = PlacementTagFromProto(request.placement());  // counted for receipts
   const int32_t block_size = engine_->kv_layout().block_size;
   const size_t blocks_needed = (engine_request.prompt.size() + block_size - 1) / block_size;
   if (blocks_needed != target->block_ids.size()) {
@@ -182,6 +183,8 @@ grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelReques
 
 grpc::ServerUnaryReactor* PrefillService::GetLoad(grpc::CallbackServerContext* context,
                                                   const v1::LoadRequest*, v1::NodeLoad* response) {
+  // The receipts (requests each router tagged) and the load come from one engine snapshot, taken
+  // after the commands that counted them were applied: a request counted is in this report.
   FillNodeLoad(*engine_, "prefill", transport_->incarnation(), options_.model_name, response);
   response->set_num_held_kv_blocks(engine_->Stats().num_export_held_blocks);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

@@ -79,6 +79,24 @@ void FillNodeLoad(const Engine& engine, std::string_view role, uint64_t incarnat
   load->set_num_awaiting_kv(stats.num_awaiting_kv);
   load->set_num_finished_requests(stats.num_finished_requests);
   load->set_num_imported_requests(stats.num_imported_requests);
+  v1::StepCost* cost = load->mutable_step_cost();
+  cost->set_per_step_us(stats.step_cost.per_step_us);
+  cost->set_per_token_us(stats.step_cost.per_token_us);
+  cost->set_per_context_token_us(stats.step_cost.per_context_token_us);
+  cost->set_samples(stats.step_cost.samples);
+  load->set_num_context_tokens(stats.num_context_tokens);
+  load->set_max_num_batched_tokens(stats.max_num_batched_tokens);
+  // From the same snapshot as the load above (EngineStats::receipts).
+  for (const PlacementReceipt& receipt : stats.receipts) {
+    v1::RouterReceipt* r = load->add_receipts();
+    r->set_router_id(receipt.router_id);
+    r->set_received(receipt.received);
+  }
+  load->set_max_router_receipts(stats.max_receipts);
+}
+
+PlacementTag PlacementTagFromProto(const v1::PlacementTag& tag) {
+  return PlacementTag{.router_id = tag.router_id(), .seq = tag.seq()};
 }
 
 }  // namespace tandem

@@ -63,9 +63,13 @@ class RouterRequestIds {
   bool pause_all_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// The fields of a NodeLoad that come from the engine alone; role-specific ones are the caller's.
+// The fields of a NodeLoad that come from the engine alone, from one EngineStats snapshot (so the
+// receipts and the load agree: EngineStats::receipts); role-specific ones are the caller's.
 void FillNodeLoad(const Engine& engine, std::string_view role, uint64_t incarnation,
                   const std::string& model, v1::NodeLoad* load);
+
+// A request's PlacementTag, for GenerateRequest::placement.
+PlacementTag PlacementTagFromProto(const v1::PlacementTag& tag);
 
 }  // namespace tandem
 
