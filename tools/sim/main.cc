@@ -38,6 +38,7 @@ struct Options {
   std::string policy = "least_loaded";
   bool no_prefix_caching = false;
   bool no_step_jumps = false;
+  bool no_placement_receipts = false;
   std::string kill_node_at;
   tandem::bench::WorkloadFlags workload;
   std::string out, plot, title = "tandem-sim";
@@ -81,7 +82,14 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
   flags.Switch("no-step-jumps", &o->no_step_jumps,
                "simulate every decode step as its own event (the same results, slower)");
   flags.String("policy", &o->policy,
-               {"NAME", "round_robin | least_loaded | prefix_aware (default least_loaded)"});
+               {"NAME", "round_robin | least_loaded | prefix_aware | cost (default least_loaded)"});
+  flags.Number("routers", &c.num_routers,
+               {"N", "router replicas, each with its own view of the nodes (default 1)"});
+  flags.Number("placement-seed", &c.placement_seed,
+               {"N", "seeds the cost policy's choice among near-equal nodes (default 0)"});
+  flags.Switch("no-placement-receipts", &o->no_placement_receipts,
+               "each load report forgets what the router placed before it, instead of only what "
+               "the node's receipt says it took in (the router before receipts)");
   flags.Number("load-poll-ms", &c.load_poll_ms,
                {"MS",
                 "the router reads load reports this often (its --health-interval-ms; "
@@ -120,8 +128,15 @@ std::string CompleteOptions(Options* o) {
   if (!mode.has_value()) return "--mode must be colocated or disaggregated";
   o->cluster.mode = *mode;
   std::optional<tandem::PlacementPolicy> policy = tandem::ParsePlacementPolicy(o->policy);
-  if (!policy.has_value()) return "--policy must be round_robin, least_loaded or prefix_aware";
+  if (!policy.has_value()) {
+    return "--policy must be round_robin, least_loaded, prefix_aware or cost";
+  }
   o->cluster.policy = *policy;
+  o->cluster.placement_receipts = !o->no_placement_receipts;
+  // The cost policy places against the SLO the run is judged by.
+  const tandem::bench::SloLimits slo = tandem::bench::SloOf(o->workload);
+  if (slo.ttft_s.has_value()) o->cluster.placement_slo_ttft_ms = *slo.ttft_s * 1e3;
+  if (slo.tpot_s.has_value()) o->cluster.placement_slo_tpot_ms = *slo.tpot_s * 1e3;
   o->cluster.prefix_caching = !o->no_prefix_caching;
   o->cluster.step_jumps = !o->no_step_jumps;
   absl::StatusOr<std::vector<tandem::sim::NodeKill>> kills =
@@ -243,6 +258,9 @@ int Run(const Options& o) {
       {"kv_link_gbps", c.kv_link_gbps},
       {"kv_link_latency_us", c.kv_link_latency_us},
       {"policy", o.policy},
+      {"routers", c.num_routers},
+      {"placement_seed", c.placement_seed},
+      {"placement_receipts", c.placement_receipts},
       {"max_num_batched_tokens", c.max_num_batched_tokens},
       {"max_num_seqs", c.max_num_seqs},
       {"load_poll_ms", c.load_poll_ms},

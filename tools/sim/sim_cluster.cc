@@ -19,6 +19,7 @@
 #include "tools/sim/kv_link.h"
 #include "tools/sim/sim_node.h"
 #include "tools/sim/sim_request.h"
+#include "tools/sim/sim_router.h"
 
 namespace tandem::sim {
 namespace {
@@ -45,9 +46,6 @@ class Cluster {
         prefill_model_(prefill_model),
         decode_model_(decode_model),
         loop_(&clock_),
-        placer_(PlacementOptions{.policy = options.policy,
-                                 .mode = options.mode,
-                                 .local_prefill_threshold = options.local_prefill_threshold}),
         router_half_(MicrosToNanos(options.router_overhead_us) / 2),
         hop_(MicrosToNanos(options.hop_latency_us)),
         link_latency_(MicrosToNanos(options.kv_link_latency_us)),
@@ -70,8 +68,23 @@ class Cluster {
         Pool(prefill).push_back(std::move(node));
       }
     }
-    prefill_views_.resize(prefill_.size());
-    views_.resize(nodes_.size());
+    if (options_.num_routers < 1) return absl::InvalidArgumentError("--routers must be >= 1");
+    for (int r = 0; r < options_.num_routers; ++r) {
+      const PlacementOptions placement{
+          .policy = options_.policy,
+          .mode = options_.mode,
+          .local_prefill_threshold = options_.local_prefill_threshold,
+          .slo_ttft_ms = options_.placement_slo_ttft_ms,
+          .slo_tpot_ms = options_.placement_slo_tpot_ms,
+          .disaggregation_hop_us = 2 * options_.hop_latency_us,
+          .kv_bytes_per_token = static_cast<double>(decode_model_->KvBytesPerToken()),
+          .kv_link_gbps = options_.kv_link_gbps,
+          .seed = options_.placement_seed + static_cast<uint64_t>(r),
+      };
+      routers_.push_back(std::make_unique<SimRouter>(
+          placement, options_.placement_receipts, 4 * options_.load_poll_ms * 1'000'000,
+          static_cast<int>(prefill_.size()), static_cast<int>(nodes_.size())));
+    }
     const FaultOptions& f = options_.faults;
     if (f.max_retries < 0 || f.migration_limit < 0 ||
         f.max_retries + f.migration_limit >= kMaxAttempts) {
@@ -104,6 +117,7 @@ class Cluster {
       RequestState& s = states_[i];
       const double at = r.timestamp_s.has_value() ? *r.timestamp_s : arrival_s[i];
       s.sent = Nanos(at);
+      s.router = static_cast<int>(i % static_cast<size_t>(options_.num_routers));
       first_arrival = std::min(first_arrival, s.sent);
       s.output_len = r.output_len;
       s.prompt_len =
@@ -111,7 +125,11 @@ class Cluster {
       loop_.At(s.sent + hop_, [this, i] { Place(i); });
     }
     ScheduleFaults();
-    Poll();
+    // Each replica polls on its own phase, spread over the period.
+    for (int r = 0; r < options_.num_routers; ++r) {
+      loop_.At(options_.load_poll_ms * 1'000'000 * r / options_.num_routers,
+               [this, r] { Poll(r); });
+    }
     loop_.Run();
     SimRun run;
     run.stats = stats_;
@@ -162,7 +180,6 @@ class Cluster {
   }
 
   std::vector<std::unique_ptr<SimNode>>& Pool(bool prefill) { return prefill ? prefill_ : nodes_; }
-  std::vector<NodeView>& Views(bool prefill) { return prefill ? prefill_views_ : views_; }
 
   std::optional<std::pair<bool, int>> FindNode(const std::string& name) const {
     for (int role = 0; role < 2; ++role) {
@@ -221,38 +238,39 @@ class Cluster {
     };
   }
 
-  // The router's load reports: every live node's, every load_poll_ms, while requests remain. A
-  // node back from a kill is up again from its first report.
-  void Poll() {
+  // Router replica r's load reports: every live node's, every load_poll_ms, while requests
+  // remain. A node back from a kill is up again from its first report.
+  void Poll(int r) {
     for (int role = 0; role < 2; ++role) {
       const bool prefill = role == 0;
       for (size_t j = 0; j < Pool(prefill).size(); ++j) {
         SimNode* node = Pool(prefill)[j].get();
-        Views(prefill)[j] = node->dead() ? NodeView{.down = true} : NodeView{.load = node->Load()};
+        if (node->dead()) {
+          routers_[r]->MarkDown(prefill, static_cast<int>(j));
+        } else {
+          routers_[r]->Report(prefill, static_cast<int>(j), node->Load(), loop_.now());
+        }
       }
     }
-    if (remaining_ > 0) loop_.After(options_.load_poll_ms * 1'000'000, [this] { Poll(); });
+    if (remaining_ > 0) loop_.After(options_.load_poll_ms * 1'000'000, [this, r] { Poll(r); });
   }
 
   // The candidates of a pool: nodes up, without those the request's earlier attempts blamed
   // unless no other is up (RequestRunner::Place's failed_nodes).
   std::vector<NodeCandidate> Candidates(bool prefill, const RequestState& s) {
     std::vector<NodeCandidate> all, preferred;
-    const bool use_prefix =
-        options_.policy == PlacementPolicy::kPrefixAware || options_.local_prefill_threshold > 0;
+    const bool cost = options_.policy == PlacementPolicy::kCost;
+    const bool use_prefix = options_.policy == PlacementPolicy::kPrefixAware || cost ||
+                            options_.local_prefill_threshold > 0;
+    const SimRouter& router = *routers_[s.router];
     for (size_t j = 0; j < Pool(prefill).size(); ++j) {
-      const NodeView& v = Views(prefill)[j];
-      if (v.down) continue;
-      NodeCandidate c{
-          .index = static_cast<int>(j),
-          .address = Pool(prefill)[j]->name(),
-          .free_kv_blocks = v.load.num_free_kv_blocks - v.pending_blocks,
-          .queued_tokens = v.load.num_queued_tokens + v.pending_tokens,
-          .num_sequences = v.load.num_running + v.load.num_waiting + v.pending_requests};
-      // The prefill nodes' cached prefixes, as the router knows them from their KV events (here:
-      // at once), when placement uses them (RequestRunner::Place's condition).
-      if (prefill && use_prefix)
-        c.cached_prefix_tokens = Pool(true)[j]->CachedPrefixTokens(s.prompt);
+      if (router.down(prefill, static_cast<int>(j))) continue;
+      NodeCandidate c = router.Candidate(prefill, static_cast<int>(j), Pool(prefill)[j]->name());
+      // The nodes' cached prefixes, as the router knows them from their KV events (here: at
+      // once), when placement uses them (RequestRunner::Place's condition): the prefill nodes',
+      // and the decode nodes' for the cost model (a conversation's earlier turns).
+      if (prefill ? use_prefix : cost)
+        c.cached_prefix_tokens = Pool(prefill)[j]->CachedPrefixTokens(s.prompt);
       const bool avoided = std::find(s.avoid.begin(), s.avoid.end(),
                                      std::make_pair(prefill, c.index)) != s.avoid.end();
       if (!avoided) preferred.push_back(c);
@@ -286,7 +304,9 @@ class Cluster {
     const std::vector<NodeCandidate> prefill =
         migrated ? std::vector<NodeCandidate>{} : Candidates(true, s);
     const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
-    absl::StatusOr<Placement> placement = placer_.Choose(prefill, decode, prompt_tokens);
+    SimRouter& router = *routers_[s.router];
+    absl::StatusOr<Placement> placement =
+        router.placer().Choose(prefill, decode, prompt_tokens, output);
     if (!placement.ok()) {
       Fail(i, std::string(placement.status().message()) +
                   (s.attempt > 0 ? absl::StrCat("; last error: ", s.error) : ""));
@@ -296,12 +316,15 @@ class Cluster {
       placement->kind = PlacementKind::kLocalPrefill;
     }
     const int j = placement->decode;
-    NodeView& v = views_[j];
-    const int64_t block_size = std::max(1, v.load.block_size);
+    const int64_t block_size = router.block_size(j);
     const bool local = placement->kind != PlacementKind::kDisaggregated;
-    ++v.pending_requests;
-    v.pending_tokens += local ? prompt_tokens : 0;
-    v.pending_blocks += (prompt_tokens + output + block_size - 1) / block_size;
+    const int64_t now = loop_.now();
+    s.decode_seq =
+        router.NotePlaced(false, j,
+                          {.placed_at = now,
+                           .queued_tokens = local ? prompt_tokens : 0,
+                           .blocks = (prompt_tokens + output + block_size - 1) / block_size,
+                           .context_tokens = prompt_tokens});
     s.kind = placement->kind;
     s.decode = j;
     s.decode_node = nodes_[j].get();
@@ -309,13 +332,14 @@ class Cluster {
     if (!local) {
       s.prefill = placement->prefill;
       s.prefill_node = prefill_[s.prefill].get();
-      NodeView& pv = prefill_views_[s.prefill];
-      ++pv.pending_requests;
-      pv.pending_tokens += prompt_tokens - placement->cached_prefix_tokens;
+      s.prefill_seq = router.NotePlaced(
+          true, s.prefill,
+          {.placed_at = now, .queued_tokens = prompt_tokens - placement->cached_prefix_tokens});
     }
     loop_.After(router_half_ + hop_, [this, key, local, prompt = std::move(prompt), output] {
       RequestState* r = Current(key);
       if (r == nullptr || r->decode_node->dead()) return;  // the kill already judged it
+      routers_[r->router]->NoteDelivered(false, r->decode, r->decode_seq, loop_.now());
       if (local) {
         r->decode_node->Submit(key, prompt, output);
       } else {
@@ -333,6 +357,7 @@ class Cluster {
     loop_.After(2 * hop_, [this, key] {
       RequestState* r = Current(key);
       if (r == nullptr || r->prefill_node->dead()) return;
+      routers_[r->router]->NoteDelivered(true, r->prefill, r->prefill_seq, loop_.now());
       r->prefill_node->SubmitPrefill(key, r->prompt);
     });
   }
@@ -403,7 +428,7 @@ class Cluster {
     SimNode* node = Pool(prefill)[index].get();
     if (node->dead()) return;
     node->Kill();
-    Views(prefill)[index].down = true;
+    for (auto& router : routers_) router->MarkDown(prefill, index);
     ++stats_.kills;
     if (options_.faults.node_restart_s > 0) {
       loop_.After(Nanos(options_.faults.node_restart_s), [this, prefill, index] {
@@ -503,7 +528,6 @@ class Cluster {
   const StepTimeModel* const decode_model_;
   ManualClock clock_;
   EventLoop loop_;
-  Placer placer_;
   const int64_t router_half_;
   const int64_t hop_;
   const int64_t link_latency_;
@@ -511,9 +535,8 @@ class Cluster {
   int32_t decode_blocks_ = 0;
   int32_t prefill_blocks_ = 0;
   std::vector<std::unique_ptr<SimNode>> nodes_;  // decode (or colocated) nodes
-  std::vector<NodeView> views_;
   std::vector<std::unique_ptr<SimNode>> prefill_;
-  std::vector<NodeView> prefill_views_;
+  std::vector<std::unique_ptr<SimRouter>> routers_;  // the router replicas
   // Killed nodes, kept so that events already scheduled on them find them dead.
   std::vector<std::unique_ptr<SimNode>> graveyard_;
   std::map<std::pair<int, int>, std::unique_ptr<KvLink>> links_;

@@ -1,6 +1,7 @@
 // A whole simulated tandem cluster in one process and in virtual time (tools/sim/README.md): the
 // router's placement (the project's Placer, fed load reports polled every load_poll_ms and the
-// router's own count of what it placed since, as RequestRunner::Place does) in front of SimNodes,
+// router's own count of what it placed since, as RequestRunner::Place does; one or several
+// router replicas, sim_router.h) in front of SimNodes,
 // and the open-loop workload of tandem-bench (its datasets and arrival times). Runs until every
 // request has ended and returns one RequestResult per request, in the workload's order, timed as
 // tandem-bench's client would see them.
@@ -56,6 +57,16 @@ struct SimClusterOptions {
   // The router.
   PlacementPolicy policy = PlacementPolicy::kLeastLoaded;
   int64_t load_poll_ms = 500;  // the router's --health-interval-ms: how stale load reports are
+  // Router replicas: requests go to them in turn; each polls the nodes on its own phase and
+  // places on its own view (sim_router.h), seeded placement_seed + its index.
+  int num_routers = 1;
+  uint64_t placement_seed = 0;
+  // In-flight accounting by receipts (sim_router.h); false: each load report forgets what was
+  // placed before it.
+  bool placement_receipts = true;
+  // The targets the cost policy places against (PlacementOptions::slo_*).
+  double placement_slo_ttft_ms = 2000;
+  double placement_slo_tpot_ms = 100;
   // The router's added latency to the first token (both directions: request in, token out),
   // split evenly between the two; and one network hop's one-way latency (client-router,
   // router-node).

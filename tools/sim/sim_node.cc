@@ -78,7 +78,7 @@ void SimNode::WakeSoon() {
     wake_pending_ = false;
     if (dead_) return;
     AdmitReservations();
-    published_ = LiveLoad();  // the engine publishes after draining its inbox, before Schedule
+    Publish(loop_->now());  // the engine publishes after draining its inbox, before Schedule
     MaybeStep();
   });
 }
@@ -127,7 +127,7 @@ void SimNode::Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tok
   // inbox, Reserve included, only between steps.
   if (busy_) return;
   AdmitReservations();
-  published_ = LiveLoad();
+  Publish(loop_->now());
 }
 
 void SimNode::AdmitReservations() {
@@ -182,7 +182,7 @@ void SimNode::Cancel(uint64_t key) {
     return;
   }
   ApplyCancel(key);
-  published_ = LiveLoad();
+  Publish(loop_->now());
   WakeSoon();  // freed blocks may admit what waits
 }
 
@@ -224,7 +224,25 @@ void SimNode::ExportBlocks(Sequence* seq, bool prompt_done) {
   events_.on_blocks_ready(seq->id, first, ready - first);
 }
 
+void SimNode::Publish(int64_t at) {
+  published_ = LiveLoad();
+  published_.published_at = at;
+  published_step_fit_ = step_fit_;
+}
+
+void SimNode::NoteStepCost(int64_t nanos) {
+  int64_t tokens = 0;
+  int64_t context = 0;
+  for (const ScheduledChunk& chunk : step_.chunks) {
+    tokens += chunk.num_tokens;
+    context += chunk.start_pos + chunk.num_tokens;
+  }
+  step_fit_.Add(tokens, context, static_cast<double>(nanos) / 1000);
+}
+
 SimNodeLoad SimNode::LiveLoad() const {
+  int64_t context = 0;
+  for (const Sequence* seq : scheduler_.running()) context += seq->num_tokens();
   return SimNodeLoad{
       .num_kv_blocks = blocks_.num_blocks(),
       .num_free_kv_blocks = blocks_.num_free_blocks(),
@@ -232,7 +250,9 @@ SimNodeLoad SimNode::LiveLoad() const {
       .num_waiting = scheduler_.num_waiting(),
       .num_queued_tokens = scheduler_.NumQueuedPromptTokens(),
       .block_size = blocks_.block_size(),
-      .num_awaiting_kv = static_cast<int32_t>(awaiting_kv_.size() + pending_reservations_.size())};
+      .num_awaiting_kv = static_cast<int32_t>(awaiting_kv_.size() + pending_reservations_.size()),
+      .num_context_tokens = context,
+      .max_batched_tokens = config_.scheduler.max_num_batched_tokens};
 }
 
 void SimNode::MaybeStep() {
@@ -267,6 +287,7 @@ void SimNode::FinishStep() {
   busy_ = false;
   ++num_steps_;
   busy_nanos_ += loop_->now() - step_started_;
+  NoteStepCost(loop_->now() - step_started_);
   scheduler_.CompleteStep(step_);
   for (const ScheduledChunk& chunk : step_.chunks) {
     Sequence* seq = chunk.seq;
@@ -304,7 +325,7 @@ void SimNode::FinishStep() {
   // What the node reports until its next step ends: the engine publishes its stats after a step
   // and after draining its inbox, never during a step (the next step's admissions show only when
   // it ends).
-  published_ = LiveLoad();
+  Publish(loop_->now());
   MaybeStep();
 }
 
@@ -358,6 +379,7 @@ int32_t SimNode::ApplyRunSteps() {
          run_ends_[run_applied_] <= now) {
     const int64_t end = run_ends_[run_applied_];
     ScheduleRunStep();
+    NoteStepCost(end - step_started_);
     scheduler_.CompleteStep(step_);
     for (const ScheduledChunk& chunk : step_.chunks) {
       Sequence* seq = chunk.seq;
@@ -377,7 +399,8 @@ int32_t SimNode::ApplyRunSteps() {
 void SimNode::CatchUp() {
   if (!in_run_) return;
   // What the node published after the last of these steps (FinishStep publishes after each).
-  if (ApplyRunSteps() > 0) published_ = LiveLoad();
+  // ... at the end of the last of them, as a step-by-step run would have.
+  if (ApplyRunSteps() > 0) Publish(run_ends_[run_applied_ - 1]);
 }
 
 void SimNode::EndRunForCommand() {

@@ -44,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "common/backend/sim/step_time_model.h"
 #include "common/engine/scheduler.h"
+#include "common/engine/step_cost.h"
 #include "common/kv/block_manager.h"
 #include "common/util/clock.h"
 #include "tools/sim/event_loop.h"
@@ -72,6 +73,12 @@ struct SimNodeLoad {
   int64_t num_queued_tokens = 0;
   int32_t block_size = 0;
   int32_t num_awaiting_kv = 0;  // decode role: reservations waiting for blocks or for their KV
+  // KV tokens of the running sequences (what a decode step reads), and the node's price of a
+  // step learnt from its own steps (StepCostFit, as the engine reports it).
+  int64_t num_context_tokens = 0;
+  StepCost step_cost;
+  int32_t max_batched_tokens = 0;
+  int64_t published_at = 0;  // loop nanoseconds: it counts the requests that arrived by then
 };
 
 struct SimNodeEvents {
@@ -118,7 +125,9 @@ class SimNode {
   // last step ended or its inbox was drained), not the running step's admissions.
   SimNodeLoad Load() {
     CatchUp();
-    return published_;
+    SimNodeLoad load = published_;
+    load.step_cost = published_step_fit_.Estimate();
+    return load;
   }
   // Leading tokens of `prompt` this node's prefix cache holds (what the router learns of a
   // prefill node's cache from its KV events).
@@ -151,6 +160,10 @@ class SimNode {
   void Import(uint64_t key);
   void ApplyCancel(uint64_t key);
   SimNodeLoad LiveLoad() const;
+  // Publishes LiveLoad() and the step fit as they are now, as of `at` (loop nanoseconds).
+  void Publish(int64_t at);
+  // Feeds step_ (before CompleteStep), which took `nanos`, to the step fit.
+  void NoteStepCost(int64_t nanos);
   // Starts a run of decode steps if the state allows one of at least two steps.
   bool TryStartDecodeRun();
   // Applies the run's steps that ended by now (not its last). Returns how many.
@@ -182,6 +195,8 @@ class SimNode {
   std::vector<uint64_t> imports_after_step_;
   std::vector<uint64_t> cancels_after_step_;
   SimNodeLoad published_;  // declared after blocks_ and scheduler_: built from them
+  StepCostFit step_fit_;
+  StepCostFit published_step_fit_;
   bool busy_ = false;
   bool dead_ = false;
   bool wake_pending_ = false;  // an idle node's MaybeStep is queued for this instant

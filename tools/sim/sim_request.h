@@ -1,5 +1,5 @@
-// What tandem-sim's router keeps per request and per node (sim_cluster.cc): the request's times at
-// the client and its current attempt; the router's view of a node.
+// What tandem-sim's router keeps per request (sim_cluster.cc): the request's times at the client
+// and its current attempt. Its view of the nodes is sim_router.h's.
 #ifndef TANDEM_TOOLS_SIM_SIM_REQUEST_H_
 #define TANDEM_TOOLS_SIM_SIM_REQUEST_H_
 
@@ -37,6 +37,11 @@ struct RequestState {
   PlacementKind kind = PlacementKind::kColocated;
   int prefill = -1;
   int decode = -1;
+  // The router replica placing it (its arrival order modulo the replicas), and the sequence
+  // numbers of its placements on the two nodes (SimRouter's receipts).
+  int router = 0;
+  uint64_t prefill_seq = 0;
+  uint64_t decode_seq = 0;
   SimNode* prefill_node = nullptr;
   SimNode* decode_node = nullptr;
   int32_t decode_cached_blocks = 0;
@@ -58,15 +63,6 @@ struct RequestState {
     writes = 0;
     reserved = prefilled = completed = false;
   }
-};
-
-// The router's view of one node: its last load report and what it placed there since.
-struct NodeView {
-  SimNodeLoad load;
-  int64_t pending_requests = 0;
-  int64_t pending_tokens = 0;
-  int64_t pending_blocks = 0;
-  bool down = false;  // killed, and no load report since it came back
 };
 
 }  // namespace tandem::sim
