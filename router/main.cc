@@ -11,6 +11,7 @@
 #include "common/tls/tls_flags.h"
 #include "common/util/cli_flags.h"
 #include "common/util/mutex_checks.h"
+#include "router/in_flight.h"
 #include "router/router_options.h"
 #include "router/router_server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -117,13 +118,14 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                  return "";
                });
   flags.Custom("policy",
-               {"round_robin|least_loaded|prefix_aware",
+               {"round_robin|least_loaded|prefix_aware|cost",
                 "how nodes are picked (default prefix_aware: the prefill node with the longest "
-                "cached prefix of the prompt, ties by load)"},
+                "cached prefix of the prompt, ties by load; cost: the option with the best "
+                "predicted TTFT and TPOT against --slo-ttft-ms and --slo-tpot-ms)"},
                [o](std::string_view v) -> std::string {
                  auto policy = tandem::ParsePlacementPolicy(v);
                  if (!policy.has_value())
-                   return "expects round_robin, least_loaded or prefix_aware";
+                   return "expects round_robin, least_loaded, prefix_aware or cost";
                  o->placement.policy = *policy;
                  return "";
                });
@@ -131,6 +133,14 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                {"N",
                 "prefill on the decode node when the prompt's part that the chosen prefill node "
                 "has not cached is shorter than N tokens (default 0: never)"});
+  flags.Number("slo-ttft-ms", &o->placement.slo_ttft_ms,
+               {"MS",
+                "--policy cost: the time-to-first-token target placement predicts against "
+                "(default 2000)"});
+  flags.Number("slo-tpot-ms", &o->placement.slo_tpot_ms,
+               {"MS",
+                "--policy cost: the time-per-output-token target placement predicts against "
+                "(default 100)"});
   flags.Section("Requests");
   flags.Number("max-retries", &o->max_retries,
                {"N",
@@ -195,6 +205,8 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   if (o.pool.health_interval_ms < 1) return "--health-interval-ms must be >= 1";
   if (o.pool.node_down_after_ms < 0) return "--node-down-after-ms must be >= 0";
   if (o.placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
+  if (!(o.placement.slo_ttft_ms > 0)) return "--slo-ttft-ms must be > 0";
+  if (!(o.placement.slo_tpot_ms > 0)) return "--slo-tpot-ms must be > 0";
   if (o.max_retries < 0) return "--max-retries must be >= 0";
   if (o.migration_limit < 0) return "--migration-limit must be >= 0";
   if (o.kv_move_timeout_ms < 1) return "--kv-move-timeout-ms must be >= 1";
@@ -235,6 +247,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (verbose) spdlog::set_level(spdlog::level::debug);
+  // Replicas choose differently among near-equal nodes (placement.h), so they do not herd.
+  if (options.placement.seed == 0) options.placement.seed = tandem::ProcessRouterId();
+  spdlog::info("router id {:016x} (tags its placements: router/in_flight.h)",
+               tandem::ProcessRouterId());
 
   // Every thread started from here on inherits the blocked signals; this thread takes them with
   // sigwait.

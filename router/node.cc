@@ -14,8 +14,13 @@ const char* NodeRoleName(NodeRole role) {
 }
 
 Node::Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
-           std::shared_ptr<grpc::ChannelCredentials> credentials, grpc::ChannelArguments args)
-    : role_(role), address_(std::move(address)) {
+           std::shared_ptr<grpc::ChannelCredentials> credentials, grpc::ChannelArguments args,
+           InFlightOptions in_flight)
+    : role_(role),
+      address_(std::move(address)),
+      router_id_(in_flight.router_id),
+      clock_(in_flight.clock),
+      in_flight_(in_flight.router_id, in_flight.ttl) {
   const int backoff = static_cast<int>(std::clamp<int64_t>(max_reconnect_backoff_ms, 100, 10000));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
@@ -28,12 +33,24 @@ Node::Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
   client_ = std::make_unique<GrpcNodeClient>(channel_, role_ == NodeRole::kDecode);
 }
 
-Node::Node(NodeRole role, std::string address, std::unique_ptr<NodeClient> client)
-    : role_(role), address_(std::move(address)), client_(std::move(client)) {}
+Node::Node(NodeRole role, std::string address, std::unique_ptr<NodeClient> client,
+           InFlightOptions in_flight)
+    : role_(role),
+      address_(std::move(address)),
+      client_(std::move(client)),
+      router_id_(in_flight.router_id),
+      clock_(in_flight.clock),
+      in_flight_(in_flight.router_id, in_flight.ttl) {}
 
 Node::Snapshot Node::snapshot() const {
   absl::MutexLock lock(&mu_);
-  return state_;
+  Snapshot s = state_;
+  const InFlightSums pending = in_flight_.Sums(clock_->Now());
+  s.pending_requests = pending.requests;
+  s.pending_tokens = pending.tokens;
+  s.pending_blocks = pending.blocks;
+  s.pending_context_tokens = pending.context_tokens;
+  return s;
 }
 
 bool Node::up() const {
@@ -49,9 +66,15 @@ bool Node::MarkUp(const v1::NodeLoad& load) {
   state_.checked = true;
   state_.last_error.clear();
   state_.load = load;
-  state_.pending_requests = 0;
-  state_.pending_tokens = 0;
-  state_.pending_blocks = 0;
+  // The receipt for this router: how many of its requests this report includes (in_flight.h).
+  std::optional<int64_t> received;
+  if (load.max_router_receipts() > 0) {
+    received = 0;
+    for (const v1::RouterReceipt& receipt : load.receipts()) {
+      if (receipt.router_id() == router_id_) received = receipt.received();
+    }
+  }
+  in_flight_.OnReport(received, restarted, clock_->Now());
   slow_since_ = absl::InfiniteFuture();
   if (restarted) {
     cached_blocks_.clear();
@@ -88,11 +111,19 @@ absl::Time Node::last_progress() const {
   return ns == INT64_MIN ? absl::InfinitePast() : absl::FromUnixNanos(ns);
 }
 
-void Node::AddPending(int64_t tokens, int64_t blocks) {
+PlacementTag Node::AddPlacement(const InFlightWork& work) {
   absl::MutexLock lock(&mu_);
-  ++state_.pending_requests;
-  state_.pending_tokens += tokens;
-  state_.pending_blocks += blocks;
+  return in_flight_.Add(work, clock_->Now());
+}
+
+void Node::PlacementSent(uint64_t seq) {
+  absl::MutexLock lock(&mu_);
+  in_flight_.Sent(seq, clock_->Now());
+}
+
+void Node::WithdrawPlacement(uint64_t seq) {
+  absl::MutexLock lock(&mu_);
+  in_flight_.Withdraw(seq);
 }
 
 void Node::ApplyKvEvents(const v1::KvEvents& events) {

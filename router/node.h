@@ -1,8 +1,8 @@
 // One prefill or decode node as the router knows it: its gRPC channel, stubs and NodeClient,
-// whether it is up, its last reported load (plus what this router sent it since), its
-// incarnation, and — for prefill nodes — the block hashes of its prefix cache as told by
-// WatchKvEvents. Thread-safe.
-// Held by shared_ptr: a request keeps using a node that DNS has since removed.
+// whether it is up, its last reported load (plus what this router placed there that the report
+// does not show yet: in_flight.h), its incarnation, and — for prefill nodes — the block hashes of
+// its prefix cache as told by WatchKvEvents. Thread-safe. Held by shared_ptr: a request keeps using
+// a node that DNS has since removed.
 #ifndef TANDEM_ROUTER_NODE_H_
 #define TANDEM_ROUTER_NODE_H_
 
@@ -16,9 +16,11 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/util/clock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "router/in_flight.h"
 #include "router/node_client.h"
 #include "tandem/v1/node.grpc.pb.h"
 
@@ -27,16 +29,27 @@ namespace tandem {
 enum class NodeRole { kPrefill, kDecode };
 const char* NodeRoleName(NodeRole role);
 
+// How this router's placements on a node are counted until its load reports show them
+// (in_flight.h).
+struct InFlightOptions {
+  uint64_t router_id = ProcessRouterId();
+  // A placement counts at most this long after its request was sent (the pool uses 4 health
+  // intervals).
+  absl::Duration ttl = absl::Seconds(2);
+  Clock* clock = Clock::Real();  // borrowed
+};
+
 class Node {
  public:
   // A channel to `address` whose reconnect backoff stays short, so a node that comes back is
   // noticed by the next health check; over `credentials` with `args` (TLS: the name override).
   Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
        std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials(),
-       grpc::ChannelArguments args = {});
+       grpc::ChannelArguments args = {}, InFlightOptions in_flight = {});
   // A node reached through `client` only, without a channel (tests of the request path): the
   // pool's health checks and KV events, which use channel() and the stubs, cannot run on it.
-  Node(NodeRole role, std::string address, std::unique_ptr<NodeClient> client);
+  Node(NodeRole role, std::string address, std::unique_ptr<NodeClient> client,
+       InFlightOptions in_flight = {});
 
   NodeRole role() const { return role_; }
   const std::string& address() const { return address_; }
@@ -51,16 +64,19 @@ class Node {
     bool checked = false;  // a health check has answered at least once
     std::string last_error;
     v1::NodeLoad load;
-    // Sent by this router since the node's last load report.
+    // Placed here by this router and not in `load` yet (in_flight.h): requests, the prompt tokens
+    // they will compute here, the KV blocks they will hold, the KV tokens they add to a step.
     int64_t pending_requests = 0;
     int64_t pending_tokens = 0;
     int64_t pending_blocks = 0;
+    int64_t pending_context_tokens = 0;
   };
   Snapshot snapshot() const;
   bool up() const;
 
   // A health check answered: serving with `load`. Returns true when the incarnation differs
-  // from the one known before (a restart); the prefix-cache view is dropped then.
+  // from the one known before (a restart); the prefix-cache view is dropped then. Retires the
+  // placements the report's receipt for this router covers (in_flight.h).
   bool MarkUp(const v1::NodeLoad& load);
   // A check or an RPC failed. Returns true if the node was up.
   bool MarkDown(const std::string& error);
@@ -72,8 +88,14 @@ class Node {
   void NoteProgress(absl::Time now);
   // The last NoteProgress (InfinitePast when none).
   absl::Time last_progress() const;
-  // This router placed a request here (counts until the next load report).
-  void AddPending(int64_t tokens, int64_t blocks);
+  // This router placed a request here: it counts in the snapshot's pending_* until a load report
+  // shows it (in_flight.h). Returns the tag its request carries (PlacementTag in node.proto).
+  PlacementTag AddPlacement(const InFlightWork& work);
+  // Placement `seq`'s request was sent now (later than placed: a disaggregated prefill).
+  void PlacementSent(uint64_t seq);
+  // Placement `seq`'s request will never be sent.
+  void WithdrawPlacement(uint64_t seq);
+  uint64_t router_id() const { return router_id_; }
 
   // Prefix cache (prefill nodes), from WatchKvEvents.
   void ApplyKvEvents(const v1::KvEvents& events);
@@ -91,9 +113,12 @@ class Node {
   std::unique_ptr<v1::DecodeNode::Stub> decode_stub_;
   std::unique_ptr<v1::PrefillNode::Stub> prefill_stub_;
   std::unique_ptr<NodeClient> client_;
+  const uint64_t router_id_;
+  Clock* const clock_;
 
   mutable absl::Mutex mu_;
   Snapshot state_ ABSL_GUARDED_BY(mu_);
+  mutable InFlightLedger in_flight_ ABSL_GUARDED_BY(mu_);  // expires entries as it is read
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t kv_block_size_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t kv_incarnation_ ABSL_GUARDED_BY(mu_) = 0;

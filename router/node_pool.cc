@@ -120,8 +120,14 @@ std::vector<std::shared_ptr<Node>> NodePool::UpdateMembers(
     for (const std::string& address : addresses) {
       if (members.contains(address)) continue;
       Member member;
+      // A placement counts until a report shows it, or for 4 health intervals at most (its RPC
+      // may have failed on the way).
+      const InFlightOptions in_flight{
+          .router_id = options_.router_id != 0 ? options_.router_id : ProcessRouterId(),
+          .ttl = 4 * absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 1)),
+          .clock = clock_};
       member.node = std::make_shared<Node>(role, address, options_.health_interval_ms, credentials_,
-                                           channel_args_);
+                                           channel_args_, in_flight);
       member.source = source;
       if (role == NodeRole::kPrefill && options_.watch_kv_events) {
         member.watcher = std::make_unique<KvEventsWatcher>(

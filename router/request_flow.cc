@@ -212,6 +212,7 @@ void RequestFlow::NextAttempt() {
   if (migrations_ > 0) {  // the tokens so far exist only here: the decode node recomputes them
     chosen->kind = PlacementKind::kLocalPrefill;
     chosen->reason = PlacementReason::kMigration;
+    if (chosen->prefill != nullptr) chosen->prefill->WithdrawPlacement(chosen->prefill_tag.seq);
     chosen->prefill = nullptr;
   }
   r.CountPlacement(*chosen, *request_, attempt);
@@ -242,6 +243,7 @@ void RequestFlow::StartDisaggregated() {
   *reserve.mutable_sampling() = request_->node_sampling;
   reserve.set_request_id(attempt_->node_request_id);
   reserve.set_lease_ms(r.options_.lease_ms);
+  SetPlacementTag(attempt_->chosen.decode_tag, reserve.mutable_placement());
   attempt_->stream = attempt_->chosen.decode->client().StartReserve(
       attempt_->decode_ctx.get(), reserve,
       std::make_shared<Receiver>(shared_from_this(), attempt_->number));
@@ -253,6 +255,7 @@ void RequestFlow::StartLocal() {
   generate.mutable_prompt_token_ids()->Assign(request_->prompt.begin(), request_->prompt.end());
   *generate.mutable_sampling() = request_->node_sampling;
   generate.set_request_id(attempt_->node_request_id);
+  SetPlacementTag(attempt_->chosen.decode_tag, generate.mutable_placement());
   if (migrations_ > 0) {
     generate.mutable_resumed_output_token_ids()->Assign(stream_->output_ids.begin(),
                                                         stream_->output_ids.end());
@@ -297,6 +300,9 @@ void RequestFlow::OnHandoff(const v1::DecodeEvent& event) {
   *prefill.mutable_sampling() = request_->node_sampling;
   *prefill.mutable_handoff() = event.handoff();
   prefill.set_request_id(attempt_->node_request_id);
+  SetPlacementTag(attempt_->chosen.prefill_tag, prefill.mutable_placement());
+  // Its placement was counted since Place; it counts from now (in_flight.h).
+  attempt_->chosen.prefill->PlacementSent(attempt_->chosen.prefill_tag.seq);
   attempt_->prefill = PrefillCall::Create(std::move(prefill), deadline_);
   guard_->Attach(attempt_->prefill->context());
   stage_ = Stage::kStreaming;
@@ -445,6 +451,10 @@ void RequestFlow::Conclude() {
   AttemptFacts facts = r.CommonFacts(a.chosen, *guard_, *stream_);
   facts.reserve = a.reserve;
   if (a.reserve == ReserveEnd::kNoEvent) facts.reserve_status = a.outcome.status;
+  if (a.chosen.prefill != nullptr && a.prefill == nullptr) {
+    // No handoff came: the prefill was never sent, and its node never counts it.
+    a.chosen.prefill->WithdrawPlacement(a.chosen.prefill_tag.seq);
+  }
   if (a.prefill != nullptr) {
     a.prefill->ProtectStream();
     const PrefillCall::Result prefill = a.prefill->result();

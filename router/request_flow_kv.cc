@@ -107,7 +107,7 @@ void RequestFlow::OnPaused() {
   if (move_ != nullptr || source.last.has_value()) return;
   const int64_t kv_tokens =
       static_cast<int64_t>(request_->prompt.size() + stream_->output_ids.size());
-  std::shared_ptr<Node> target;
+  RequestRunner::KvMoveTarget target;
   std::string why;
   if (!r.options_.live_kv_migration) {
     why = "--no-live-kv-migration";
@@ -117,9 +117,9 @@ void RequestFlow::OnPaused() {
     why = "no token was streamed yet";
   } else {
     target = r.PlaceKvMove(*request_, kv_tokens, source.chosen.decode, failed_nodes_);
-    if (target == nullptr) why = "no other decode node reports room for its KV";
+    if (target.node == nullptr) why = "no other decode node reports room for its KV";
   }
-  if (target == nullptr) {
+  if (target.node == nullptr) {
     r.counters_->AddKvMove(trigger, KvMoveResult::kResumed);
     spdlog::info("{}: paused on {} after {} tokens; resuming it there ({})", request_->request_id,
                  source.chosen.decode->address(), stream_->output_ids.size(), why);
@@ -135,7 +135,8 @@ void RequestFlow::OnPaused() {
   t->number = ++attempt_number_;
   t->chosen.kind = PlacementKind::kLocalPrefill;  // no prefill node: the KV comes from the source
   t->chosen.reason = PlacementReason::kMigration;
-  t->chosen.decode = std::move(target);
+  t->chosen.decode = std::move(target.node);
+  t->chosen.decode_tag = target.tag;
   t->node_request_id = absl::StrCat(request_->request_id, "#", t->number);
   t->decode_ctx = std::make_unique<grpc::ClientContext>();
   t->decode_ctx->set_deadline(absl::ToChronoTime(deadline_));
@@ -149,6 +150,7 @@ void RequestFlow::OnPaused() {
   reserve.mutable_resumed_output_token_ids()->Assign(stream_->output_ids.begin(),
                                                      stream_->output_ids.end());
   reserve.set_resumed_rng_counter(stream_->rng_counter);
+  SetPlacementTag(t->chosen.decode_tag, reserve.mutable_placement());
   spdlog::debug("{}: paused on {} after {} tokens; moving its KV to {}", request_->request_id,
                 source.chosen.decode->address(), stream_->output_ids.size(),
                 t->chosen.decode->address());

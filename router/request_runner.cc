@@ -31,6 +31,21 @@ std::string NodeName(const std::shared_ptr<Node>& node) {
   return absl::StrCat(NodeRoleName(node->role()), " node ", node->address());
 }
 
+// The cost model's inputs (placement.h) from a node's last report plus this router's placements
+// there that the report does not show yet.
+void FillCostInputs(const Node::Snapshot& s, NodeCandidate* c) {
+  const v1::StepCost& cost = s.load.step_cost();
+  c->step_cost = StepCost{.per_step_us = cost.per_step_us(),
+                          .per_token_us = cost.per_token_us(),
+                          .per_context_token_us = cost.per_context_token_us(),
+                          .samples = cost.samples()};
+  c->num_running = s.load.num_running();
+  c->context_tokens = s.load.num_context_tokens() + s.pending_context_tokens;
+  c->max_batched_tokens = s.load.max_num_batched_tokens();
+  c->num_kv_blocks = s.load.num_kv_blocks();
+  c->block_size = s.load.block_size();
+}
+
 }  // namespace
 
 RequestRunner::RequestRunner(std::shared_ptr<const ServedModel> model, NodeDirectory* pool,
@@ -192,9 +207,9 @@ void RequestRunner::SendPauseOrResume(const std::shared_ptr<Node>& node,
       });
 }
 
-std::shared_ptr<Node> RequestRunner::PlaceKvMove(const RouterRequest& request, int64_t kv_tokens,
-                                                 const std::shared_ptr<Node>& from,
-                                                 const std::vector<std::string>& failed_nodes) {
+RequestRunner::KvMoveTarget RequestRunner::PlaceKvMove(
+    const RouterRequest& request, int64_t kv_tokens, const std::shared_ptr<Node>& from,
+    const std::vector<std::string>& failed_nodes) {
   std::shared_ptr<Node> best;
   int64_t best_free = 0;
   int64_t best_blocks = 0;
@@ -217,8 +232,11 @@ std::shared_ptr<Node> RequestRunner::PlaceKvMove(const RouterRequest& request, i
     best_free = free;
     best_blocks = (kv_tokens + remaining + block_size - 1) / block_size;
   }
-  if (best != nullptr) best->AddPending(0, best_blocks);
-  return best;
+  KvMoveTarget target;
+  if (best == nullptr) return target;
+  target.tag = best->AddPlacement({.blocks = best_blocks, .context_tokens = kv_tokens});
+  target.node = std::move(best);
+  return target;
 }
 
 absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
@@ -260,6 +278,7 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     c.free_kv_blocks = s.load.num_free_kv_blocks() - s.pending_blocks;
     c.queued_tokens = s.load.num_queued_tokens() + s.pending_tokens;
     c.num_sequences = s.load.num_running() + s.load.num_waiting() + s.pending_requests;
+    FillCostInputs(s, &c);
     const int32_t block_size = prefill[i]->kv_block_size();
     if (use_prefix && block_size > 0 && prefill[i]->num_cached_blocks() > 0) {
       auto it = hashes_by_block_size.find(block_size);
@@ -281,11 +300,12 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     c.queued_tokens = s.load.num_queued_tokens() + s.pending_tokens;
     c.num_sequences =
         s.load.num_running() + s.load.num_waiting() + s.load.num_awaiting_kv() + s.pending_requests;
+    FillCostInputs(s, &c);
     decode_candidates.push_back(std::move(c));
   }
 
-  absl::StatusOr<Placement> placement =
-      placer_.Choose(prefill_candidates, decode_candidates, prompt_tokens);
+  absl::StatusOr<Placement> placement = placer_.Choose(prefill_candidates, decode_candidates,
+                                                       prompt_tokens, request.sampling.max_tokens);
   if (!placement.ok()) return placement.status();
   Chosen chosen;
   chosen.kind = placement->kind;
@@ -294,14 +314,18 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   chosen.cached_prefix_tokens = placement->cached_prefix_tokens;
   if (placement->prefill >= 0) chosen.prefill = prefill[placement->prefill];
 
-  // Until the nodes' next load reports, count what this router just sent them.
+  // Until the nodes' load reports show them (in_flight.h), count what this router sends them;
+  // the requests carry the tags.
   int64_t block_size = chosen.decode->snapshot().load.block_size();
   if (block_size <= 0) block_size = kDefaultBlockSize;
   const int64_t total = prompt_tokens + request.sampling.max_tokens;
   const bool local = chosen.kind != PlacementKind::kDisaggregated;
-  chosen.decode->AddPending(local ? prompt_tokens : 0, (total + block_size - 1) / block_size);
+  chosen.decode_tag = chosen.decode->AddPlacement({.tokens = local ? prompt_tokens : 0,
+                                                   .blocks = (total + block_size - 1) / block_size,
+                                                   .context_tokens = prompt_tokens});
   if (chosen.prefill != nullptr) {
-    chosen.prefill->AddPending(prompt_tokens - chosen.cached_prefix_tokens, 0);
+    chosen.prefill_tag = chosen.prefill->AddPlacement(
+        {.tokens = prompt_tokens - chosen.cached_prefix_tokens, .context_tokens = prompt_tokens});
   }
   return chosen;
 }

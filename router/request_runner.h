@@ -127,6 +127,14 @@ class RequestRunner {
     std::shared_ptr<Node> decode;
     std::shared_ptr<Node> prefill;  // kDisaggregated only
     int64_t cached_prefix_tokens = 0;
+    // What the requests to them carry (in_flight.h).
+    PlacementTag decode_tag;
+    PlacementTag prefill_tag;
+  };
+  // Live KV migration: the decode node a stream moves to, and its Reserve's tag.
+  struct KvMoveTarget {
+    std::shared_ptr<Node> node;  // null: none has room
+    PlacementTag tag;
   };
   struct AttemptResult {
     grpc::Status status;  // OK: the request is done
@@ -160,10 +168,10 @@ class RequestRunner {
                          bool resume);
   // The decode node to move a stream of `kv_tokens` tokens to, with its KV: up, not `from`, not
   // among `failed_nodes`, with free KV blocks for those tokens and the rest of the request; the
-  // one with the most. Null when none has room. Counts the blocks as pending there.
-  std::shared_ptr<Node> PlaceKvMove(const RouterRequest& request, int64_t kv_tokens,
-                                    const std::shared_ptr<Node>& from,
-                                    const std::vector<std::string>& failed_nodes);
+  // one with the most; no node when none has room. Counts the blocks as pending there.
+  KvMoveTarget PlaceKvMove(const RouterRequest& request, int64_t kv_tokens,
+                           const std::shared_ptr<Node>& from,
+                           const std::vector<std::string>& failed_nodes);
 
   // The streams this runner has on decode nodes (for RebalanceKvOnce), by flow.
   void TrackStream(uint64_t key, std::weak_ptr<RequestFlow> flow, const std::string& node);

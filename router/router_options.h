@@ -32,6 +32,9 @@ struct NodePoolOptions {
   bool watch_kv_events = false;
   // How the router dials nodes: TLS (mTLS with a client certificate) when it names a CA.
   TlsClientFiles node_tls;
+  // The id this router tags its placements with (router/in_flight.h); 0: the process's random
+  // one. Tests running several routers in one process give each its own.
+  uint64_t router_id = 0;
 };
 
 struct RouterOptions {
