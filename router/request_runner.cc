@@ -264,8 +264,9 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   }
 
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  // The cost model credits the prefix a prefill node holds too.
   const bool use_prefix =
-      popts.policy == PlacementPolicy::kPrefixAware ||
+      popts.policy == PlacementPolicy::kPrefixAware || popts.policy == PlacementPolicy::kCost ||
       (popts.mode == ServingMode::kDisaggregated && popts.local_prefill_threshold > 0);
   absl::flat_hash_map<int32_t, std::vector<uint64_t>> hashes_by_block_size;
 

@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
   const PlacementOptions& placement = options.placement;
   pool_options.watch_kv_events =
       placement.mode == ServingMode::kDisaggregated &&
-      (placement.policy == PlacementPolicy::kPrefixAware || placement.local_prefill_threshold > 0);
+      (placement.policy == PlacementPolicy::kPrefixAware ||
+       placement.policy == PlacementPolicy::kCost || placement.local_prefill_threshold > 0);
   if (placement.mode == ServingMode::kColocated) pool_options.prefill = NodeSource();
   router->pool_ = std::make_unique<NodePool>(std::move(pool_options), std::move(resolver));
   RETURN_IF_ERROR(router->pool_->Start());
