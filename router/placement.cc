@@ -1,6 +1,7 @@
 #include "router/placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <tuple>
 #include <vector>
@@ -23,6 +24,11 @@ auto PrefillLoadKey(const NodeCandidate& n) {
 
 // Candidates within this fraction of the best score are equal to it.
 constexpr double kNearEqual = 0.02;
+
+// Prefill on a decode node is considered only while the node's predicted TPOT, the prefill's
+// stall included, stays under this share of the target: the model sees one request's stall,
+// not the run of them a busy prefill pool would send a decode node, nor the tail of TPOT.
+constexpr double kLocalTpotHeadroom = 0.8;
 
 // A price that ranks nodes by load before any node reports one: a microsecond per queued
 // token and per sequence, nothing per step or per KV token.
@@ -177,19 +183,21 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
   std::vector<bool> local;
   for (const NodeCandidate& d : decode) {
     const StepCost d_price = price(d, decode);
-    double best = std::numeric_limits<double>::infinity();
-    bool best_local = true;
-    if (p == nullptr || (priced || threshold_local)) {
-      best = PredictLocal(d, d_price, request, options_).score;
+    double local_score = std::numeric_limits<double>::infinity();
+    if (p == nullptr || priced || threshold_local) {
+      const PredictedCost c = PredictLocal(d, d_price, request, options_);
+      // With a prefill pool to go to, only a decode node with TPOT headroom prefills locally.
+      const bool headroom = p == nullptr || !priced ||
+                            c.others_tpot_us <= kLocalTpotHeadroom * options_.slo_tpot_ms * 1000;
+      if (headroom) local_score = c.score;
     }
-    if (p != nullptr && (priced || !threshold_local)) {
-      const double s = PredictDisaggregated(*p, p_price, d, d_price, request, options_).score;
-      // Ties go to the disaggregated option: it keeps the decode node's steps short.
-      if (s <= best) {
-        best = s;
-        best_local = false;
-      }
-    }
+    const double disaggregated_score =
+        (p != nullptr && (priced || !threshold_local))
+            ? PredictDisaggregated(*p, p_price, d, d_price, request, options_).score
+            : std::numeric_limits<double>::infinity();
+    // Ties go to the disaggregated option: it keeps the decode node's steps short.
+    const bool best_local = std::isinf(disaggregated_score) || local_score < disaggregated_score;
+    const double best = best_local ? local_score : disaggregated_score;
     scores.push_back(best);
     local.push_back(best_local);
   }

@@ -8,12 +8,13 @@
 //   prefix_aware  P: the longest cached prefix of the prompt (from the prefill nodes' KvEvents),
 //                 ties by load as least_loaded; D as least_loaded
 //   cost          the cost model (placement_cost.h): every option (disaggregated on the prefill
-//                 node with the shortest predicted TTFT, or prefill on the decode node itself)
-//                 on every decode node is scored by its predicted TTFT and TPOT against the SLO
-//                 targets, its effect on the decode node's running sequences included; the best
-//                 wins, one at random among those within 2% of it. The execution choice is the
-//                 model's, not local_prefill_threshold's, once the nodes report their price of a
-//                 step; before that, nodes are ranked with a nominal price (queued tokens and
+//                 node with the shortest predicted TTFT, or prefill on the decode node itself,
+//                 considered only while that node keeps TPOT headroom) on every decode node is
+//                 scored by its predicted TTFT and TPOT against the SLO targets, its effect on
+//                 the decode node's running sequences included; the best wins, one at random
+//                 among those within 2% of it. The execution choice is the model's, not
+//                 local_prefill_threshold's, once the nodes report their price of a step;
+//                 before that, nodes are ranked with a nominal price (queued tokens and
 //                 sequences) and the threshold rule decides
 // Modes:
 //   disaggregated D reserves, P prefills, except (conditional disaggregation) when the prompt's

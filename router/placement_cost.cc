@@ -85,7 +85,9 @@ double Score(const PredictedCost& cost, const PlacementOptions& options) {
   const double ttft = cost.ttft_us / (std::max(options.slo_ttft_ms, 1e-3) * 1000);
   const double tpot =
       std::max(cost.tpot_us, cost.others_tpot_us) / (std::max(options.slo_tpot_ms, 1e-3) * 1000);
-  return std::max(ttft, tpot) + (cost.fits ? 0 : kNoRoomPenalty);
+  // The worse ratio decides; the sum separates options whose worse ratio is the same (e.g. the
+  // TTFT of one prefill node with every decode node), so that they do not look equal.
+  return std::max(ttft, tpot) + kSumWeight * (ttft + tpot) + (cost.fits ? 0 : kNoRoomPenalty);
 }
 
 PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost& prefill_price,
@@ -122,8 +124,11 @@ PredictedCost PredictLocal(const NodeCandidate& decode, const StepCost& price,
   if (decode.num_sequences > 0) {
     // The prefill's own work lengthens the steps the running sequences decode in.
     const int64_t budget = std::max<int64_t>(1, ChunkOf(decode) - decode.num_running);
-    const double stall = static_cast<double>(uncached) * price.per_token_us +
-                         OwnPrefillReads(cached, uncached, budget) * price.per_context_token_us;
+    // ... as do the prompts already queued there, computed in the same steps.
+    const double stall =
+        static_cast<double>(uncached + std::max<int64_t>(0, decode.queued_tokens)) *
+            price.per_token_us +
+        OwnPrefillReads(cached, uncached, budget) * price.per_context_token_us;
     cost.others_tpot_us =
         DecodeStepUs(decode, price, 1, static_cast<double>(request.prompt_tokens)) +
         stall / static_cast<double>(OutputOf(request));

@@ -19,11 +19,12 @@
 //   local prefill on D stalls D's running sequences by the prefill's extra step time, spread
 //   over their next o tokens: others' TPOT = D's TPOT now + stall / o.
 //
-// An option's score is max(TTFT / slo_ttft, TPOT / slo_tpot), the TPOT being the worse of the
-// request's own and the running batch's after it: below 1, every prediction meets its target;
-// the smallest score leaves the most headroom. A decode node whose free blocks cannot hold the
-// request (it would queue there) scores kNoRoomPenalty more: it is chosen only when no node has
-// room.
+// An option's score is max(TTFT / slo_ttft, TPOT / slo_tpot) + kSumWeight · (their sum), the
+// TPOT being the worse of the request's own and the running batch's after it: the worse ratio
+// decides (below 1 + 2·kSumWeight, every prediction meets its target), the sum separates options
+// whose worse ratio is the same; the smallest score leaves the most headroom. A decode node whose
+// free blocks cannot hold the request (it would queue there) scores kNoRoomPenalty more: it is
+// chosen only when no node has room.
 #ifndef TANDEM_ROUTER_PLACEMENT_COST_H_
 #define TANDEM_ROUTER_PLACEMENT_COST_H_
 
@@ -43,6 +44,7 @@ struct CostRequest {
 inline constexpr int64_t kDefaultOutputTokens = 256;
 inline constexpr int64_t kDefaultChunkTokens = 2048;
 inline constexpr double kNoRoomPenalty = 1e3;
+inline constexpr double kSumWeight = 0.25;
 
 struct PredictedCost {
   double ttft_us = 0;
@@ -67,7 +69,7 @@ double CurrentTpotUs(const NodeCandidate& node, const StepCost& price);
 // Whether `node`'s free blocks hold the request's prompt and output.
 bool HasRoomFor(const NodeCandidate& node, const CostRequest& request);
 
-// max(ttft / slo_ttft, max(tpot, others_tpot) / slo_tpot), + kNoRoomPenalty unless it fits.
+// The score above, + kNoRoomPenalty unless it fits.
 double Score(const PredictedCost& cost, const PlacementOptions& options);
 
 // Disaggregated: prefill on `prefill`, decode on `decode`; the TTFT adds the handoff's hops and

@@ -4,6 +4,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "router/placement.h"
 
@@ -16,7 +17,7 @@ constexpr StepCost kPrice{
 NodeCandidate Node(int index, int64_t queued, int64_t sequences, int64_t context) {
   NodeCandidate n;
   n.index = index;
-  n.address = "n" + std::to_string(index);
+  n.address = absl::StrCat("n", index);
   n.free_kv_blocks = 10'000;
   n.queued_tokens = queued;
   n.num_sequences = sequences;
@@ -66,11 +67,12 @@ TEST(PlacementCostTest, DecodeTpotCountsTheNewSequenceItsKvAndTheQueuedPrompts) 
   EXPECT_EQ(CurrentTpotUs(Node(0, 0, 0, 0), kPrice), 0);
 }
 
-TEST(PlacementCostTest, ScoreIsTheWorseOfTheTwoTargetsAndRoomComesFirst) {
+TEST(PlacementCostTest, ScoreIsTheWorseRatioPlusAQuarterOfBothAndRoomComesFirst) {
   const PlacementOptions o = CostOptions();
-  EXPECT_DOUBLE_EQ(Score({.ttft_us = 500'000, .tpot_us = 40'000}, o), 0.8);
+  EXPECT_DOUBLE_EQ(Score({.ttft_us = 500'000, .tpot_us = 40'000}, o), 0.8 + 0.25 * (0.5 + 0.8));
+  // The running batch's TPOT counts when it is the worse.
   EXPECT_DOUBLE_EQ(Score({.ttft_us = 100'000, .tpot_us = 10'000, .others_tpot_us = 60'000}, o),
-                   1.2);
+                   1.2 + 0.25 * (0.1 + 1.2));
   EXPECT_DOUBLE_EQ(Score({.ttft_us = 0, .fits = false}, o), kNoRoomPenalty);
   NodeCandidate d = Node(0, 0, 0, 0);
   d.free_kv_blocks = 10;
@@ -198,13 +200,17 @@ TEST(PlacementCostTest, NeverPicksAFullNodeWhileAnotherHasRoom) {
       if (d.index == p->decode) chosen = &d;
     }
     ASSERT_NE(chosen, nullptr) << "trial " << trial;
-    if (any_room) EXPECT_TRUE(HasRoomFor(*chosen, r)) << "trial " << trial;
+    if (any_room) {
+      EXPECT_TRUE(HasRoomFor(*chosen, r)) << "trial " << trial;
+    }
     if (p->kind == PlacementKind::kDisaggregated) {
       EXPECT_TRUE(p->prefill >= 10 && p->prefill < 10 + np) << "trial " << trial;
     } else {
       EXPECT_EQ(p->prefill, -1);
     }
-    if (mode == ServingMode::kColocated) EXPECT_EQ(p->kind, PlacementKind::kColocated);
+    if (mode == ServingMode::kColocated) {
+      EXPECT_EQ(p->kind, PlacementKind::kColocated);
+    }
   }
 }
 

@@ -197,6 +197,9 @@ std::string CompleteOptions(Options* o) {
   }
   if (o->slo_ttft_ms.has_value()) o->search.slo.ttft_s = *o->slo_ttft_ms / 1e3;
   if (o->slo_tpot_ms.has_value()) o->search.slo.tpot_s = *o->slo_tpot_ms / 1e3;
+  // The cost policy places against the targets the plan is judged by.
+  if (o->slo_ttft_ms.has_value()) o->cluster.placement_slo_ttft_ms = *o->slo_ttft_ms;
+  if (o->slo_tpot_ms.has_value()) o->cluster.placement_slo_tpot_ms = *o->slo_tpot_ms;
   o->cluster.prefix_caching = !o->no_prefix_caching;
   if (o->workload.dataset == "trace") {
     return "--dataset trace sends at the trace's times; the planner needs to set the rate";

@@ -217,6 +217,11 @@ int Run(const Options& o) {
         static_cast<long long>(run->stats.steps), static_cast<long long>(run->stats.jumped_steps),
         static_cast<long long>(run->stats.decode_runs),
         static_cast<long long>(run->stats.preemptions));
+    std::string placed;
+    for (const auto& [reason, count] : run->stats.placements) {
+      absl::StrAppend(&placed, placed.empty() ? "" : ", ", count, " ", reason);
+    }
+    std::printf("placements: %s\n", placed.c_str());
     if (run->stats.kills > 0) {
       std::printf("faults: %lld node(s) killed, %lld attempt(s) retried, %lld migrated\n",
                   static_cast<long long>(run->stats.kills),
@@ -237,7 +242,8 @@ int Run(const Options& o) {
                         {"kv_bytes", run->stats.kv_bytes},
                         {"kills", run->stats.kills},
                         {"retries", run->stats.retries},
-                        {"migrations", run->stats.migrations}});
+                        {"migrations", run->stats.migrations},
+                        {"placements", run->stats.placements}});
     points.push_back({rate, record.summary});
     report.runs.push_back(std::move(record));
   }

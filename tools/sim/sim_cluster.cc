@@ -312,9 +312,11 @@ class Cluster {
                   (s.attempt > 0 ? absl::StrCat("; last error: ", s.error) : ""));
       return;
     }
-    if (migrated && placement->kind == PlacementKind::kDisaggregated) {
+    if (migrated) {
       placement->kind = PlacementKind::kLocalPrefill;
+      placement->reason = PlacementReason::kMigration;
     }
+    ++stats_.placements[std::string(PlacementReasonName(placement->reason))];
     const int j = placement->decode;
     const int64_t block_size = router.block_size(j);
     const bool local = placement->kind != PlacementKind::kDisaggregated;

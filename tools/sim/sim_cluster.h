@@ -18,6 +18,7 @@
 #define TANDEM_TOOLS_SIM_SIM_CLUSTER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,6 +90,8 @@ struct SimRunStats {
   int64_t kills = 0;       // nodes killed
   int64_t retries = 0;     // attempts retried from the prompt after a node died
   int64_t migrations = 0;  // requests moved on with their tokens so far after a node died
+  // Attempts placed, by PlacementReasonName (tandem_router_placements_total's reasons).
+  std::map<std::string, int64_t> placements;
   double simulated_s = 0;  // first arrival to the last event
   double wall_s = 0;
 };

@@ -243,6 +243,9 @@ void SimNode::NoteStepCost(int64_t nanos) {
 SimNodeLoad SimNode::LiveLoad() const {
   int64_t context = 0;
   for (const Sequence* seq : scheduler_.running()) context += seq->num_tokens();
+  // Reservations hold (or wait for) the blocks of prompts that decode here next.
+  for (const auto& [key, seq] : awaiting_kv_) context += seq->num_tokens();
+  for (const auto& seq : pending_reservations_) context += seq->num_tokens();
   return SimNodeLoad{
       .num_kv_blocks = blocks_.num_blocks(),
       .num_free_kv_blocks = blocks_.num_free_blocks(),

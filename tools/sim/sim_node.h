@@ -73,7 +73,8 @@ struct SimNodeLoad {
   int64_t num_queued_tokens = 0;
   int32_t block_size = 0;
   int32_t num_awaiting_kv = 0;  // decode role: reservations waiting for blocks or for their KV
-  // KV tokens of the running sequences (what a decode step reads), and the node's price of a
+  // KV tokens of the running sequences and of the reservations (what decode steps read, now and
+  // once the reserved prompts arrive), and the node's price of a
   // step learnt from its own steps (StepCostFit, as the engine reports it).
   int64_t num_context_tokens = 0;
   StepCost step_cost;
