@@ -11,6 +11,9 @@ namespace {
 
 constexpr uint64_t kRootHash = kRootBlockHash;
 
+// How far ahead the per-block loops fetch the memory of the blocks they will touch.
+constexpr int32_t kPrefetchDistance = 8;
+
 }  // namespace
 
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
@@ -112,11 +115,7 @@ std::optional<int32_t> BlockManager::Allocate(std::span<const TokenId> tokens, B
     table->blocks.push_back(block);
   }
   table->hashes = hit_hashes;
-  while (static_cast<int32_t>(table->blocks.size()) < total_blocks) {
-    const int32_t block = PopFreeFront();
-    blocks_[block].ref_count = 1;
-    table->blocks.push_back(block);
-  }
+  TakeFreeBlocks(total_blocks - static_cast<int32_t>(table->blocks.size()), &table->blocks);
   table->num_tokens = static_cast<int32_t>(tokens.size());
 
   const int32_t cached_tokens = static_cast<int32_t>(hit_blocks.size()) * block_size_;
@@ -134,11 +133,7 @@ bool BlockManager::CanAppend(const BlockTable& table, int32_t num_new_tokens) co
 bool BlockManager::Append(BlockTable* table, int32_t num_new_tokens) {
   if (!CanAppend(*table, num_new_tokens)) return false;
   const int32_t total_blocks = BlocksForTokens(int64_t{table->num_tokens} + num_new_tokens);
-  while (static_cast<int32_t>(table->blocks.size()) < total_blocks) {
-    const int32_t block = PopFreeFront();
-    blocks_[block].ref_count = 1;
-    table->blocks.push_back(block);
-  }
+  TakeFreeBlocks(total_blocks - static_cast<int32_t>(table->blocks.size()), &table->blocks);
   table->num_tokens += num_new_tokens;
   return true;
 }
@@ -148,23 +143,36 @@ void BlockManager::CacheComputedBlocks(std::span<const TokenId> tokens, int32_t 
   if (!enable_prefix_caching_) return;
   assert(num_computed <= table->num_tokens && static_cast<size_t>(num_computed) <= tokens.size());
   const size_t full_blocks = static_cast<size_t>(num_computed) / block_size_;
-  while (table->hashes.size() < full_blocks) {
-    const size_t i = table->hashes.size();
+  const size_t first = table->hashes.size();
+  if (first >= full_blocks) return;
+  // Name the newly full blocks first (a chain over the tokens alone), so that the registrations
+  // below can fetch the map slots and block records they touch ahead of use: with a pool's
+  // worth of names these are cache misses, and a prefill chunk completes many blocks at once.
+  for (size_t i = first; i < full_blocks; ++i) {
     const uint64_t parent = i == 0 ? kRootHash : table->hashes[i - 1];
-    auto block_tokens = tokens.subspan(i * block_size_, block_size_);
-    const uint64_t hash = HashBlock(parent, block_tokens);
-    table->hashes.push_back(hash);
+    table->hashes.push_back(HashBlock(parent, tokens.subspan(i * block_size_, block_size_)));
+  }
+  for (size_t i = first; i < std::min(full_blocks, first + kPrefetchDistance); ++i) {
+    PrefetchRegistration(table->hashes[i], table->blocks[i]);
+  }
+  for (size_t i = first; i < full_blocks; ++i) {
+    if (i + kPrefetchDistance < full_blocks) {
+      PrefetchRegistration(table->hashes[i + kPrefetchDistance],
+                           table->blocks[i + kPrefetchDistance]);
+    }
+    const uint64_t hash = table->hashes[i];
     const int32_t block = table->blocks[i];
     BlockInfo& info = blocks_[block];
     // Another block may already hold this content (computed twice, e.g. a never-all-cached
     // prompt's last block): keep the first; this one stays unnamed and is simply freed later.
-    if (info.has_hash || cached_.contains(hash)) continue;
+    if (info.has_hash) continue;
+    if (!cached_.try_emplace(hash, block).second) continue;
     info.has_hash = true;
     info.hash = hash;
-    info.parent_hash = parent;
+    info.parent_hash = i == 0 ? kRootHash : table->hashes[i - 1];
+    auto block_tokens = tokens.subspan(i * block_size_, block_size_);
     std::copy(block_tokens.begin(), block_tokens.end(),
               block_tokens_.begin() + static_cast<size_t>(block) * block_size_);
-    cached_.emplace(hash, block);
     ++cache_version_;
   }
 }
@@ -209,6 +217,31 @@ int32_t BlockManager::PopFreeFront() {
     info.has_hash = false;
   }
   return block;
+}
+
+void BlockManager::TakeFreeBlocks(int32_t count, std::vector<int32_t>* out) {
+  // The evictions' map probes are cache misses; walk the free list kPrefetchDistance blocks ahead
+  // of the front and fetch the slots of the names found there first.
+  const int32_t sentinel = num_blocks_;
+  int32_t ahead = blocks_[sentinel].next;
+  int32_t lead = 0;  // blocks between the front and `ahead`
+  for (int32_t k = 0; k < count; ++k) {
+    for (; lead < kPrefetchDistance && k + lead < count && ahead != sentinel; ++lead) {
+      const BlockInfo& info = blocks_[ahead];
+      if (info.has_hash) cached_.prefetch(info.hash);
+      ahead = info.next;
+    }
+    const int32_t block = PopFreeFront();
+    blocks_[block].ref_count = 1;
+    out->push_back(block);
+    --lead;
+  }
+}
+
+void BlockManager::PrefetchRegistration(uint64_t hash, int32_t block) const {
+  cached_.prefetch(hash);
+  __builtin_prefetch(&blocks_[block]);
+  __builtin_prefetch(&block_tokens_[static_cast<size_t>(block) * block_size_], /*rw=*/1);
 }
 
 }  // namespace tandem

@@ -119,6 +119,11 @@ class BlockManager {
   void RemoveFromFreeList(int32_t block);
   // Takes the least recently freed block, evicting its cached content.
   int32_t PopFreeFront();
+  // Takes `count` blocks (<= num_free_) from the free list's front into `out`, each with one
+  // reference, their map slots fetched ahead of the evictions.
+  void TakeFreeBlocks(int32_t count, std::vector<int32_t>* out);
+  // Starts fetching what naming `block` `hash` touches: the map slot, its record, its tokens.
+  void PrefetchRegistration(uint64_t hash, int32_t block) const;
 
   const int32_t num_blocks_;
   const int32_t block_size_;
