@@ -22,8 +22,8 @@ auto PrefillLoadKey(const NodeCandidate& n) {
                          std::string_view(n.address));
 }
 
-// Candidates within this fraction of the best score are equal to it.
-constexpr double kNearEqual = 0.02;
+// Options within this share of the best one's own part of its score are equal to it.
+constexpr double kNearEqual = 0.005;
 
 // Prefill on a decode node is considered only while the node's predicted TPOT, the prefill's
 // stall included, stays under this share of the target: the model sees one request's stall,
@@ -148,12 +148,21 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
     const StepCost p = PriceOf(n, pool);
     return p.known() ? p : kNominalPrice;
   };
-  // Picks one of the options within kNearEqual of the best score.
-  auto pick = [this](const std::vector<double>& scores) {
-    const double best = *std::min_element(scores.begin(), scores.end());
+  // Picks one of the options whose score is within kNearEqual of the part of the best score
+  // that differs between them (`spread`: all of a prefill node's TTFT; a decode node's TPOT
+  // ratio, and its TTFT ratio when it prefills), among those that fit when any does.
+  auto pick = [this](const std::vector<double>& scores, const std::vector<double>& spread,
+                     const std::vector<bool>& fits) {
+    const bool any_fits = std::find(fits.begin(), fits.end(), true) != fits.end();
+    size_t best = scores.size();
+    for (size_t i = 0; i < scores.size(); ++i) {
+      if ((fits[i] || !any_fits) && (best == scores.size() || scores[i] < scores[best])) best = i;
+    }
     std::vector<size_t> near;
     for (size_t i = 0; i < scores.size(); ++i) {
-      if (scores[i] <= best * (1 + kNearEqual) + 1e-12) near.push_back(i);
+      if ((fits[i] || !any_fits) && scores[i] <= scores[best] + kNearEqual * spread[best]) {
+        near.push_back(i);
+      }
     }
     return near.size() == 1 ? near[0] : near[RandomIndex(near.size())];
   };
@@ -169,7 +178,7 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
       const int64_t cached = std::min(n.cached_prefix_tokens, prompt_tokens);
       ttft.push_back(PrefillTimeUs(n, price(n, prefill), cached, prompt_tokens - cached, false));
     }
-    p = &prefill[pick(ttft)];
+    p = &prefill[pick(ttft, ttft, std::vector<bool>(ttft.size(), true))];
     p_price = price(*p, prefill);
     placement.cached_prefix_tokens = std::min(p->cached_prefix_tokens, prompt_tokens);
   }
@@ -179,29 +188,33 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
       PriceOf(decode.front(), decode).known() && (p == nullptr || PriceOf(*p, prefill).known());
   const bool threshold_local = p != nullptr && prompt_tokens - placement.cached_prefix_tokens <
                                                    options_.local_prefill_threshold;
-  std::vector<double> scores;
-  std::vector<bool> local;
+  std::vector<double> scores, spread;
+  std::vector<bool> local, fits;
+  const double ttft_limit_us = options_.slo_ttft_ms * 1000;
+  const double tpot_limit_us = options_.slo_tpot_ms * 1000;
   for (const NodeCandidate& d : decode) {
     const StepCost d_price = price(d, decode);
-    double local_score = std::numeric_limits<double>::infinity();
+    std::optional<PredictedCost> at_d, split;
     if (p == nullptr || priced || threshold_local) {
-      const PredictedCost c = PredictLocal(d, d_price, request, options_);
+      at_d = PredictLocal(d, d_price, request, options_);
       // With a prefill pool to go to, only a decode node with TPOT headroom prefills locally.
-      const bool headroom = p == nullptr || !priced ||
-                            c.others_tpot_us <= kLocalTpotHeadroom * options_.slo_tpot_ms * 1000;
-      if (headroom) local_score = c.score;
+      if (p != nullptr && priced && at_d->others_tpot_us > kLocalTpotHeadroom * tpot_limit_us) {
+        at_d.reset();
+      }
     }
-    const double disaggregated_score =
-        (p != nullptr && (priced || !threshold_local))
-            ? PredictDisaggregated(*p, p_price, d, d_price, request, options_).score
-            : std::numeric_limits<double>::infinity();
+    if (p != nullptr && (priced || !threshold_local)) {
+      split = PredictDisaggregated(*p, p_price, d, d_price, request, options_);
+    }
     // Ties go to the disaggregated option: it keeps the decode node's steps short.
-    const bool best_local = std::isinf(disaggregated_score) || local_score < disaggregated_score;
-    const double best = best_local ? local_score : disaggregated_score;
-    scores.push_back(best);
+    const bool best_local = !split.has_value() || (at_d.has_value() && at_d->score < split->score);
+    const PredictedCost& c = best_local ? *at_d : *split;
+    scores.push_back(c.score);
+    spread.push_back(std::max(c.tpot_us, c.others_tpot_us) / tpot_limit_us +
+                     (best_local ? c.ttft_us / ttft_limit_us : 0));
     local.push_back(best_local);
+    fits.push_back(HasRoomFor(d, request));
   }
-  const size_t chosen = pick(scores);
+  const size_t chosen = pick(scores, spread, fits);
   placement.decode = decode[chosen].index;
   if (colocated) {
     placement.kind = PlacementKind::kColocated;

@@ -12,10 +12,10 @@
 //                 considered only while that node keeps TPOT headroom) on every decode node is
 //                 scored by its predicted TTFT and TPOT against the SLO targets, its effect on
 //                 the decode node's running sequences included; the best wins, one at random
-//                 among those within 2% of it. The execution choice is the model's, not
-//                 local_prefill_threshold's, once the nodes report their price of a step;
-//                 before that, nodes are ranked with a nominal price (queued tokens and
-//                 sequences) and the threshold rule decides
+//                 among those within 0.5% of the part of its score that is its own. The execution
+//                 choice is the model's, not local_prefill_threshold's, once the nodes report their
+//                 price of a step; before that, nodes are ranked with a nominal price (queued
+//                 tokens and sequences) and the threshold rule decides
 // Modes:
 //   disaggregated D reserves, P prefills, except (conditional disaggregation) when the prompt's
 //                 uncached part on the chosen P is shorter than local_prefill_threshold tokens,

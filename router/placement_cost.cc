@@ -87,7 +87,7 @@ double Score(const PredictedCost& cost, const PlacementOptions& options) {
       std::max(cost.tpot_us, cost.others_tpot_us) / (std::max(options.slo_tpot_ms, 1e-3) * 1000);
   // The worse ratio decides; the sum separates options whose worse ratio is the same (e.g. the
   // TTFT of one prefill node with every decode node), so that they do not look equal.
-  return std::max(ttft, tpot) + kSumWeight * (ttft + tpot) + (cost.fits ? 0 : kNoRoomPenalty);
+  return std::max(ttft, tpot) + kSumWeight * (ttft + tpot);
 }
 
 PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost& prefill_price,

@@ -43,7 +43,6 @@ struct CostRequest {
 };
 inline constexpr int64_t kDefaultOutputTokens = 256;
 inline constexpr int64_t kDefaultChunkTokens = 2048;
-inline constexpr double kNoRoomPenalty = 1e3;
 inline constexpr double kSumWeight = 0.25;
 
 struct PredictedCost {
@@ -69,7 +68,7 @@ double CurrentTpotUs(const NodeCandidate& node, const StepCost& price);
 // Whether `node`'s free blocks hold the request's prompt and output.
 bool HasRoomFor(const NodeCandidate& node, const CostRequest& request);
 
-// The score above, + kNoRoomPenalty unless it fits.
+// The score above.
 double Score(const PredictedCost& cost, const PlacementOptions& options);
 
 // Disaggregated: prefill on `prefill`, decode on `decode`; the TTFT adds the handoff's hops and

@@ -67,13 +67,12 @@ TEST(PlacementCostTest, DecodeTpotCountsTheNewSequenceItsKvAndTheQueuedPrompts) 
   EXPECT_EQ(CurrentTpotUs(Node(0, 0, 0, 0), kPrice), 0);
 }
 
-TEST(PlacementCostTest, ScoreIsTheWorseRatioPlusAQuarterOfBothAndRoomComesFirst) {
+TEST(PlacementCostTest, ScoreIsTheWorseRatioPlusAQuarterOfBoth) {
   const PlacementOptions o = CostOptions();
   EXPECT_DOUBLE_EQ(Score({.ttft_us = 500'000, .tpot_us = 40'000}, o), 0.8 + 0.25 * (0.5 + 0.8));
   // The running batch's TPOT counts when it is the worse.
   EXPECT_DOUBLE_EQ(Score({.ttft_us = 100'000, .tpot_us = 10'000, .others_tpot_us = 60'000}, o),
                    1.2 + 0.25 * (0.1 + 1.2));
-  EXPECT_DOUBLE_EQ(Score({.ttft_us = 0, .fits = false}, o), kNoRoomPenalty);
   NodeCandidate d = Node(0, 0, 0, 0);
   d.free_kv_blocks = 10;
   EXPECT_TRUE(HasRoomFor(d, {.prompt_tokens = 100, .max_tokens = 60}));

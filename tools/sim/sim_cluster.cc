@@ -68,6 +68,8 @@ class Cluster {
         Pool(prefill).push_back(std::move(node));
       }
     }
+    stats_.placed_on_prefill.assign(prefill_.size(), 0);
+    stats_.placed_on_decode.assign(nodes_.size(), 0);
     if (options_.num_routers < 1) return absl::InvalidArgumentError("--routers must be >= 1");
     for (int r = 0; r < options_.num_routers; ++r) {
       const PlacementOptions placement{
@@ -125,10 +127,14 @@ class Cluster {
       loop_.At(s.sent + hop_, [this, i] { Place(i); });
     }
     ScheduleFaults();
-    // Each replica polls on its own phase, spread over the period.
+    // Every replica has polled once before the workload starts (routers run before traffic
+    // does); then each polls on its own phase, spread over the period.
     for (int r = 0; r < options_.num_routers; ++r) {
-      loop_.At(options_.load_poll_ms * 1'000'000 * r / options_.num_routers,
-               [this, r] { Poll(r); });
+      loop_.At(0, [this, r] {
+        Poll(r, false);
+        const int64_t phase = options_.load_poll_ms * 1'000'000 * r / options_.num_routers;
+        loop_.After(phase > 0 ? phase : options_.load_poll_ms * 1'000'000, [this, r] { Poll(r); });
+      });
     }
     loop_.Run();
     SimRun run;
@@ -240,7 +246,7 @@ class Cluster {
 
   // Router replica r's load reports: every live node's, every load_poll_ms, while requests
   // remain. A node back from a kill is up again from its first report.
-  void Poll(int r) {
+  void Poll(int r, bool again = true) {
     for (int role = 0; role < 2; ++role) {
       const bool prefill = role == 0;
       for (size_t j = 0; j < Pool(prefill).size(); ++j) {
@@ -252,7 +258,9 @@ class Cluster {
         }
       }
     }
-    if (remaining_ > 0) loop_.After(options_.load_poll_ms * 1'000'000, [this, r] { Poll(r); });
+    if (again && remaining_ > 0) {
+      loop_.After(options_.load_poll_ms * 1'000'000, [this, r] { Poll(r); });
+    }
   }
 
   // The candidates of a pool: nodes up, without those the request's earlier attempts blamed
@@ -317,6 +325,9 @@ class Cluster {
       placement->reason = PlacementReason::kMigration;
     }
     ++stats_.placements[std::string(PlacementReasonName(placement->reason))];
+    ++stats_.placed_on_decode[placement->decode];
+    if (placement->kind == PlacementKind::kDisaggregated)
+      ++stats_.placed_on_prefill[placement->prefill];
     const int j = placement->decode;
     const int64_t block_size = router.block_size(j);
     const bool local = placement->kind != PlacementKind::kDisaggregated;

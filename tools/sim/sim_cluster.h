@@ -92,6 +92,10 @@ struct SimRunStats {
   int64_t migrations = 0;  // requests moved on with their tokens so far after a node died
   // Attempts placed, by PlacementReasonName (tandem_router_placements_total's reasons).
   std::map<std::string, int64_t> placements;
+  // Attempts placed on each node (by pool index): a prefill node's disaggregated attempts, a
+  // decode node's every attempt.
+  std::vector<int64_t> placed_on_prefill;
+  std::vector<int64_t> placed_on_decode;
   double simulated_s = 0;  // first arrival to the last event
   double wall_s = 0;
 };

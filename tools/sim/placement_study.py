@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Issue 19's judgement in tandem-sim: the goodput per GPU of the cost placement policy against
+round_robin, least_loaded and prefix_aware, and against pure colocated and pure disaggregated at
+their best prefill:decode split, on the study's workloads (study.py's WORKLOADS) with Poisson and
+bursty (gamma, --burstiness 0.25) arrivals. Each cell is tandem-plan's best configuration for one
+(mode, policy): it searches the split and the chunk size, with no local-prefill threshold, so the
+policies differ only in where they place. Prints a table and writes JSON.
+
+  tools/sim/placement_study.py --build build --gpus 8 --out bench/results/placement_study_8gpu.json
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from study import WORKLOADS, best  # noqa: E402
+
+# (TTFT ms, TPOT ms) per workload: the study's middle targets, and a tight TPOT for long prompts.
+SLOS = {
+    "chatbot": (1000, 50),
+    "summarization": (8000, 20),
+    "code": (500, 60),
+    "multi-turn": (1000, 50),
+}
+ARRIVALS = {"poisson": "1", "bursty": "0.25"}
+# (mode, policy): the baselines, then the cost policy in both modes.
+CELLS = [("colocated", "least_loaded"), ("disaggregated", "round_robin"),
+         ("disaggregated", "least_loaded"), ("disaggregated", "prefix_aware"),
+         ("colocated", "cost"), ("disaggregated", "cost")]
+
+
+def plan(args, work, workload, arrival, mode, policy):
+    ttft, tpot = SLOS[workload]
+    out = os.path.join(work, f"{workload}_{arrival}_{mode}_{policy}.json")
+    cmd = [os.path.join(args.build, "bin", "tandem-plan"), "--gpus", str(args.gpus), "--gpu",
+           "h100", "--model", args.model, "--tp", str(args.tp), "--modes", mode, "--policies",
+           policy, "--local-prefill-thresholds", "0", *WORKLOADS[workload],
+           "--num-prompts", str(args.num_prompts), "--run-duration-s", str(args.run_duration_s),
+           "--burstiness", ARRIVALS[arrival], "--slo-ttft-ms", str(ttft), "--slo-tpot-ms",
+           str(tpot), "--slo-percentile", "90", "--top", "2", "--threads", str(args.threads),
+           "--out", out]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"placement_study.py: {' '.join(cmd)}\n{p.stderr}")
+    with open(out) as f:
+        c = best(json.load(f)["configs"], mode)
+    if c is None:
+        return {"goodput_per_gpu": 0.0, "shape": "-"}
+    shape = (f"{c['decode']}xTP{c['decode_tp']}" if mode == "colocated" else
+             f"{c['prefill']}xTP{c['prefill_tp']}+{c['decode']}xTP{c['decode_tp']}")
+    return {"goodput_per_gpu": c["goodput_per_gpu"], "shape": shape}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--model", default="llama-3.1-8b")
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--workloads", default=",".join(SLOS))
+    ap.add_argument("--arrivals", default=",".join(ARRIVALS))
+    ap.add_argument("--num-prompts", type=int, default=20000)
+    ap.add_argument("--run-duration-s", type=float, default=60)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+
+    rows = []
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as work:
+        for workload in args.workloads.split(","):
+            for arrival in args.arrivals.split(","):
+                row = {"workload": workload, "arrivals": arrival, "slo_ttft_ms": SLOS[workload][0],
+                       "slo_tpot_ms": SLOS[workload][1], "cells": {}}
+                for mode, policy in CELLS:
+                    row["cells"][f"{mode}/{policy}"] = plan(args, work, workload, arrival, mode,
+                                                            policy)
+                cells = row["cells"]
+                g = {k: v["goodput_per_gpu"] for k, v in cells.items()}
+                row["colocated"] = g["colocated/least_loaded"]
+                row["disaggregated"] = max(g[f"disaggregated/{p}"]
+                                           for p in ("round_robin", "least_loaded", "prefix_aware"))
+                row["cost"] = max(g["colocated/cost"], g["disaggregated/cost"])
+                better = max(row["colocated"], row["disaggregated"])
+                row["cost_vs_better"] = row["cost"] / better if better > 0 else 0.0
+                row["cost_vs_colocated"] = row["cost"] / row["colocated"] if row["colocated"] else 0.0
+                rows.append(row)
+                print(f"{workload:13s} {arrival:8s} " +
+                      " ".join(f"{k}={v:.2f}" for k, v in g.items()) +
+                      f"  cost/better {row['cost_vs_better']:.2f}x", flush=True)
+    elapsed = time.monotonic() - start
+
+    head = ["workload", "arrivals", "SLO (TTFT/TPOT ms)", "colocated", "disagg rr", "disagg ll",
+            "disagg pa", "cost colocated", "cost disagg", "cost / better", "cost / colocated"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        c = r["cells"]
+        cell = lambda k: f"{c[k]['goodput_per_gpu']:.2f} ({c[k]['shape']})"  # noqa: E731
+        lines.append("| " + " | ".join([
+            r["workload"], r["arrivals"], f"{r['slo_ttft_ms']}/{r['slo_tpot_ms']}",
+            cell("colocated/least_loaded"), cell("disaggregated/round_robin"),
+            cell("disaggregated/least_loaded"), cell("disaggregated/prefix_aware"),
+            cell("colocated/cost"), cell("disaggregated/cost"), f"{r['cost_vs_better']:.2f}x",
+            f"{r['cost_vs_colocated']:.2f}x"]) + " |")
+    print(f"\nGoodput per GPU (req/s), {args.gpus} x H100, {args.model} TP{args.tp}, p90 SLOs; "
+          f"{elapsed:.0f} s")
+    print("\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"gpus": args.gpus, "model": args.model, "tp": args.tp,
+                       "num_prompts": args.num_prompts, "run_duration_s": args.run_duration_s,
+                       "wall_s": elapsed, "rows": rows}, f, indent=2)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
