@@ -20,7 +20,8 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
     : num_blocks_(num_blocks),
       block_size_(block_size),
       enable_prefix_caching_(enable_prefix_caching),
-      blocks_(static_cast<size_t>(num_blocks) + 1) {
+      blocks_(static_cast<size_t>(num_blocks) + 1),
+      names_(enable_prefix_caching ? num_blocks : 1) {
   assert(num_blocks >= 1 && block_size >= 1);
   if (enable_prefix_caching_) {
     block_tokens_.resize(static_cast<size_t>(num_blocks) * block_size);
@@ -42,9 +43,8 @@ uint64_t BlockManager::HashBlock(uint64_t parent_hash,
 
 int32_t BlockManager::FindCached(uint64_t hash, uint64_t parent_hash,
                                  std::span<const TokenId> block_tokens) const {
-  auto it = cached_.find(hash);
-  if (it == cached_.end()) return -1;
-  const int32_t block = it->second;
+  const int32_t block = names_.Find(hash, NameOf());
+  if (block < 0) return -1;
   const BlockInfo& info = blocks_[block];
   const TokenId* stored = &block_tokens_[static_cast<size_t>(block) * block_size_];
   if (info.parent_hash != parent_hash ||
@@ -166,7 +166,7 @@ void BlockManager::CacheComputedBlocks(std::span<const TokenId> tokens, int32_t 
     // Another block may already hold this content (computed twice, e.g. a never-all-cached
     // prompt's last block): keep the first; this one stays unnamed and is simply freed later.
     if (info.has_hash) continue;
-    if (!cached_.try_emplace(hash, block).second) continue;
+    if (!names_.Insert(hash, block, NameOf())) continue;
     info.has_hash = true;
     info.hash = hash;
     info.parent_hash = i == 0 ? kRootHash : table->hashes[i - 1];
@@ -212,7 +212,7 @@ int32_t BlockManager::PopFreeFront() {
   RemoveFromFreeList(block);
   BlockInfo& info = blocks_[block];
   if (info.has_hash) {
-    cached_.erase(info.hash);
+    names_.Erase(info.hash, block);
     ++cache_version_;
     info.has_hash = false;
   }
@@ -228,7 +228,7 @@ void BlockManager::TakeFreeBlocks(int32_t count, std::vector<int32_t>* out) {
   for (int32_t k = 0; k < count; ++k) {
     for (; lead < kPrefetchDistance && k + lead < count && ahead != sentinel; ++lead) {
       const BlockInfo& info = blocks_[ahead];
-      if (info.has_hash) cached_.prefetch(info.hash);
+      if (info.has_hash) names_.Prefetch(info.hash);
       ahead = info.next;
     }
     const int32_t block = PopFreeFront();
@@ -239,7 +239,7 @@ void BlockManager::TakeFreeBlocks(int32_t count, std::vector<int32_t>* out) {
 }
 
 void BlockManager::PrefetchRegistration(uint64_t hash, int32_t block) const {
-  cached_.prefetch(hash);
+  names_.Prefetch(hash);
   __builtin_prefetch(&blocks_[block]);
   __builtin_prefetch(&block_tokens_[static_cast<size_t>(block) * block_size_], /*rw=*/1);
 }
@@ -250,8 +250,10 @@ namespace tandem {
 
 std::vector<uint64_t> BlockManager::CachedHashes() const {
   std::vector<uint64_t> hashes;
-  hashes.reserve(cached_.size());
-  for (const auto& [hash, block] : cached_) hashes.push_back(hash);
+  hashes.reserve(names_.size());
+  for (int32_t block = 0; block < num_blocks_; ++block) {
+    if (blocks_[block].has_hash) hashes.push_back(blocks_[block].hash);
+  }
   std::sort(hashes.begin(), hashes.end());
   return hashes;
 }

@@ -21,7 +21,7 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "common/kv/block_name_index.h"
 #include "common/types/dtype.h"
 
 namespace tandem {
@@ -53,7 +53,7 @@ class BlockManager {
   int32_t num_free_blocks() const { return num_free_; }
   int32_t num_used_blocks() const { return num_blocks_ - num_free_; }
   // Blocks currently findable by hash (in use or free).
-  int32_t num_cached_blocks() const { return static_cast<int32_t>(cached_.size()); }
+  int32_t num_cached_blocks() const { return names_.size(); }
   int32_t ref_count(int32_t block) const { return blocks_[block].ref_count; }
   // Blocks needed to hold `num_tokens` positions.
   int32_t BlocksForTokens(int64_t num_tokens) const;
@@ -104,6 +104,10 @@ class BlockManager {
     int32_t next = -1;
   };
 
+  // What names_ confirms a name against: the full name of a block in it.
+  auto NameOf() const {
+    return [this](int32_t block) { return blocks_[block].hash; };
+  }
   uint64_t HashBlock(uint64_t parent_hash, std::span<const TokenId> block_tokens) const;
   // The cached block holding exactly these tokens after this parent, or -1.
   int32_t FindCached(uint64_t hash, uint64_t parent_hash,
@@ -131,7 +135,7 @@ class BlockManager {
   std::vector<BlockInfo> blocks_;      // num_blocks_ + 1 (the last is the free-list sentinel)
   std::vector<TokenId> block_tokens_;  // num_blocks_ * block_size_: content of hashed blocks
   int32_t num_free_ = 0;
-  absl::flat_hash_map<uint64_t, int32_t> cached_;  // hash -> block
+  BlockNameIndex names_;  // hash -> block, for the blocks with has_hash (prefix caching on)
   uint64_t cache_version_ = 0;
   int64_t queries_ = 0;
   int64_t hits_ = 0;
