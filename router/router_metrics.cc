@@ -158,6 +158,28 @@ class RouterDecisions final : public prometheus::Collectable {
       }
       out.push_back(Family("tandem_router_nodes", "Nodes the router knows, by role and health.",
                            MetricType::Gauge, std::move(nodes)));
+      // Each node as placement sees it: its last load report plus this router's placements there
+      // that the report does not show yet (router/in_flight.h).
+      std::vector<prometheus::ClientMetric> in_flight;
+      std::vector<prometheus::ClientMetric> queued;
+      for (NodeRole role : {NodeRole::kPrefill, NodeRole::kDecode}) {
+        for (const std::shared_ptr<Node>& node : pool_->Nodes(role)) {
+          const Node::Snapshot s = node->snapshot();
+          std::vector<prometheus::ClientMetric::Label> labels = {
+              {"role", std::string(NodeRoleName(role))}, {"node", node->address()}};
+          in_flight.push_back(Value(static_cast<double>(s.pending_requests), labels));
+          queued.push_back(
+              Value(static_cast<double>(s.load.num_queued_tokens() + s.pending_tokens), labels));
+        }
+      }
+      out.push_back(Family("tandem_router_node_in_flight_requests",
+                           "Requests this router placed on a node that the node's load reports "
+                           "do not show yet.",
+                           MetricType::Gauge, std::move(in_flight)));
+      out.push_back(Family("tandem_router_node_queued_tokens",
+                           "Prompt tokens queued on a node as placement sees them: its last load "
+                           "report (every router's work) plus this router's placements in flight.",
+                           MetricType::Gauge, std::move(queued)));
       const NodePoolCounters& pc = pool_->counters();
       out.push_back(Family("tandem_router_node_slow_checks_total",
                            "Health checks that timed out on a node left up because it was busy, "

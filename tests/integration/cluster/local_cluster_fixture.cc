@@ -130,8 +130,17 @@ void LocalCluster::Start(const ClusterSpec& spec) {
     auto address = StartPrefill(i);
     ASSERT_TRUE(address.ok()) << "prefill " << i << ": " << address.status();
   }
+  auto router = LaunchRouter({});
+  ASSERT_TRUE(router.ok()) << router.status();
+  router_ = std::move(*router);
+  router_address_ = router_->grpc_address();
+  router_channel_ = grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials());
+}
+
+absl::StatusOr<std::unique_ptr<LaunchedProcess>> LocalCluster::LaunchRouter(
+    const std::vector<std::string>& extra_args) {
   std::vector<std::string> args = {
-      "--model",          spec.model_dir,         "--listen",
+      "--model",          spec_.model_dir,        "--listen",
       "127.0.0.1:0",      "--http-listen",        "127.0.0.1:0",
       "--metrics-listen", "127.0.0.1:0",          "--served-model-name",
       "test-model",       "--health-interval-ms", "200"};
@@ -143,18 +152,37 @@ void LocalCluster::Start(const ClusterSpec& spec) {
     args.push_back("--prefill");
     args.push_back(absl::StrJoin(prefill_addresses_, ","));
   }
-  args.insert(args.end(), spec.router_args.begin(), spec.router_args.end());
+  args.insert(args.end(), spec_.router_args.begin(), spec_.router_args.end());
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
   auto router = LaunchedProcess::Start(BinaryPath("tandem-router"), args);
-  ASSERT_TRUE(router.ok()) << router.status();
-  router_ = std::move(*router);
-  auto address = router_->WaitReady(absl::Seconds(60));
-  ASSERT_TRUE(address.ok()) << address.status();
-  router_address_ = *address;
-  router_channel_ = grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials());
+  if (!router.ok()) return router.status();
+  auto address = (*router)->WaitReady(absl::Seconds(60));
+  if (!address.ok()) return address.status();
+  return router;
+}
+
+absl::StatusOr<int> LocalCluster::StartRouterReplica(const std::vector<std::string>& extra_args) {
+  auto router = LaunchRouter(extra_args);
+  if (!router.ok()) return router.status();
+  Replica replica;
+  replica.address = (*router)->grpc_address();
+  replica.channel = grpc::CreateChannel(replica.address, grpc::InsecureChannelCredentials());
+  replica.process = *std::move(router);
+  replicas_.push_back(std::move(replica));
+  return num_routers() - 1;
+}
+
+std::string LocalCluster::router_address(int i) const {
+  return i == 0 ? router_address_ : replicas_[i - 1].address;
+}
+
+std::string LocalCluster::router_metrics_address(int i) const {
+  return i == 0 ? router_metrics_address() : ReadyField(replicas_[i - 1].process.get(), "metrics");
 }
 
 LocalCluster::~LocalCluster() {
   if (router_ != nullptr) router_->Signal(SIGTERM);
+  for (Replica& r : replicas_) r.process->Signal(SIGTERM);
   for (auto& p : prefill_) {
     if (p != nullptr) p->Signal(SIGTERM);
   }
@@ -163,6 +191,7 @@ LocalCluster::~LocalCluster() {
   }
   // The LaunchedProcess destructors SIGKILL whatever did not exit.
   if (router_ != nullptr) router_->WaitExit(absl::Seconds(5));
+  for (Replica& r : replicas_) r.process->WaitExit(absl::Seconds(5));
   for (auto& p : prefill_) {
     if (p != nullptr) p->WaitExit(absl::Seconds(5));
   }
@@ -192,6 +221,9 @@ std::string LocalCluster::Logs() {
     absl::StrAppend(&out, "---- ", name, " (", p->DescribeExit(), ")\n", p->LogTail(30), "\n");
   };
   add("router", router_.get());
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    add(absl::StrCat("router ", i + 1), replicas_[i].process.get());
+  }
   for (size_t i = 0; i < prefill_.size(); ++i) add(absl::StrCat("prefill ", i), prefill_[i].get());
   for (size_t i = 0; i < decode_.size(); ++i) add(absl::StrCat("decode ", i), decode_[i].get());
   return out;
@@ -199,7 +231,13 @@ std::string LocalCluster::Logs() {
 
 GenerateOutcome LocalCluster::Generate(const v1::GenerateRequest& request,
                                        absl::Duration deadline) {
-  auto stub = v1::Generation::NewStub(router_channel_);
+  return GenerateVia(0, request, deadline);
+}
+
+GenerateOutcome LocalCluster::GenerateVia(int router, const v1::GenerateRequest& request,
+                                          absl::Duration deadline) {
+  auto stub =
+      v1::Generation::NewStub(router == 0 ? router_channel_ : replicas_[router - 1].channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =

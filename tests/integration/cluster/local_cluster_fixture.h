@@ -57,6 +57,13 @@ class LocalCluster {
   LaunchedProcess& prefill(int i) { return *prefill_[i]; }
   LaunchedProcess& router() { return *router_; }
   const std::string& router_address() const { return router_address_; }
+  // Router replicas: another router in front of the same nodes, with the spec's router flags
+  // and `extra_args`; returns its index (Start's router is 0).
+  absl::StatusOr<int> StartRouterReplica(const std::vector<std::string>& extra_args = {});
+  int num_routers() const { return 1 + static_cast<int>(replicas_.size()); }
+  // Router `i`'s gRPC and Prometheus addresses (0: Start's router).
+  std::string router_address(int i) const;
+  std::string router_metrics_address(int i) const;
   // A node's gRPC address.
   const std::string& decode_address(int i) const { return decode_addresses_[i]; }
   const std::string& prefill_address(int i) const { return prefill_addresses_[i]; }
@@ -71,6 +78,9 @@ class LocalCluster {
   // A Generate call through the router, read to the end. `deadline` bounds the whole call.
   GenerateOutcome Generate(const v1::GenerateRequest& request,
                            absl::Duration deadline = absl::Seconds(120));
+  // The same through router `router` (StartRouterReplica).
+  GenerateOutcome GenerateVia(int router, const v1::GenerateRequest& request,
+                              absl::Duration deadline = absl::Seconds(120));
   absl::StatusOr<v1::NodeLoad> DecodeLoad(const std::string& address);
   absl::StatusOr<v1::NodeLoad> PrefillLoad(const std::string& address);
 
@@ -84,6 +94,9 @@ class LocalCluster {
                                         const std::string& listen,
                                         std::vector<std::unique_ptr<LaunchedProcess>>* processes,
                                         std::vector<std::string>* addresses, int i);
+  // Starts a router over the nodes started so far, with the spec's flags and `extra_args`.
+  absl::StatusOr<std::unique_ptr<LaunchedProcess>> LaunchRouter(
+      const std::vector<std::string>& extra_args);
 
   ClusterSpec spec_;
   std::vector<std::unique_ptr<LaunchedProcess>> decode_;
@@ -93,6 +106,12 @@ class LocalCluster {
   std::vector<std::string> prefill_addresses_;
   std::string router_address_;
   std::shared_ptr<grpc::Channel> router_channel_;
+  struct Replica {
+    std::unique_ptr<LaunchedProcess> process;
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+  };
+  std::vector<Replica> replicas_;
 };
 
 // GET http://`address`/metrics (curl), the body on status 200.
