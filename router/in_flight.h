@@ -31,7 +31,7 @@
 #include <optional>
 
 #include "absl/time/time.h"
-#include "common/engine/request.h"
+#include "common/types/placement_tag.h"
 #include "tandem/v1/node.pb.h"
 
 namespace tandem {

@@ -12,6 +12,7 @@
 #include "common/sampling/sampler.h"
 #include "common/sampling/sampling_params.h"
 #include "common/types/dtype.h"
+#include "common/types/placement_tag.h"
 
 namespace tandem {
 
@@ -76,14 +77,6 @@ using EventCallback = std::function<void(const GenerationEvent&)>;
 
 class KvExporter;
 
-// Who placed a request here, for the load reports' receipts (engine.h, EngineStats::receipts):
-// the placing router's random id and its sequence number for this node. router_id 0: untagged
-// (not counted).
-struct PlacementTag {
-  uint64_t router_id = 0;
-  uint64_t seq = 0;
-};
-
 struct GenerateRequest {
   std::vector<TokenId> prompt;
   SamplingParams params;
@@ -115,8 +108,8 @@ struct GenerateRequest {
   std::vector<TokenId> resumed_output_token_ids;
   uint64_t resumed_rng_counter = 0;
 
-  // Submit and Reserve: counted among the receipts of its router once the engine thread takes
-  // it from the inbox.
+  // Who placed it (common/types/placement_tag.h). Submit and Reserve: counted among the receipts
+  // of its router once the engine thread takes it from the inbox (EngineStats::receipts).
   PlacementTag placement;
 };
 
