@@ -69,14 +69,25 @@ void BlockManager::LookupPrefix(std::span<const TokenId> tokens, std::vector<int
   // At most (n - 1) tokens may be cached, so only blocks ending at or before n - 1 count.
   const size_t max_blocks = (tokens.size() - 1) / block_size_;
   uint64_t parent = kRootHash;
-  for (size_t i = 0; i < max_blocks; ++i) {
-    auto block_tokens = tokens.subspan(i * block_size_, block_size_);
-    const uint64_t hash = HashBlock(parent, block_tokens);
-    const int32_t block = FindCached(hash, parent, block_tokens);
-    if (block < 0) break;
-    hit_blocks->push_back(block);
-    hit_hashes->push_back(hash);
-    parent = hash;
+  // A window of blocks at a time: name them (the chain needs only the tokens) and fetch their
+  // index slots, then look them up in order until the first miss.
+  uint64_t names[kPrefetchDistance];
+  for (size_t start = 0; start < max_blocks; start += kPrefetchDistance) {
+    const size_t end = std::min<size_t>(max_blocks, start + kPrefetchDistance);
+    uint64_t name = parent;
+    for (size_t i = start; i < end; ++i) {
+      name = HashBlock(name, tokens.subspan(i * block_size_, block_size_));
+      names[i - start] = name;
+      names_.Prefetch(name);
+    }
+    for (size_t i = start; i < end; ++i) {
+      const uint64_t hash = names[i - start];
+      const int32_t block = FindCached(hash, parent, tokens.subspan(i * block_size_, block_size_));
+      if (block < 0) return;
+      hit_blocks->push_back(block);
+      hit_hashes->push_back(hash);
+      parent = hash;
+    }
   }
 }
 
