@@ -4,8 +4,8 @@
 // others' work in the reports and its own until a report shows it: after a burst through router
 // A, router B's view of the nodes holds A's work and B counts nothing in flight; and a burst of
 // 64 simultaneous uncached long prompts spreads within one request of even over both pools
-// (least_loaded through one router; the cost policy through 1, 2 and 4 replicas, disabled until
-// it holds: see DISABLED_CostReplicas).
+// (least_loaded through one router; the cost policy through 1, 2 and 4 replicas, the last
+// disabled until it holds: see DISABLED_CostReplicas).
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -148,13 +148,17 @@ INSTANTIATE_TEST_SUITE_P(Replicas, BurstSpreadTest,
                          ::testing::Combine(::testing::Values("least_loaded"),
                                             ::testing::Values(1)),
                          BurstName);
-// The check: the cost policy through 1, 2 and 4 replicas. Today it spreads the prefill
-// pool within one of even but not the decode pool: it picks at random among decode nodes whose
-// predicted cost is within 2% of the best, and one more sequence on a batch of ~30 is within
-// that, so the counts drift (decode 30/34 through 1 router, 28/36 through 2 on the first runs).
-// Enable once it holds (--gtest_also_run_disabled_tests runs it now).
+// The check: the cost policy through 1, 2 and 4 replicas.
+INSTANTIATE_TEST_SUITE_P(CostReplicas, BurstSpreadTest,
+                         ::testing::Combine(::testing::Values("cost"), ::testing::Values(1, 2)),
+                         BurstName);
+// Through 4 replicas on this 2-core machine (8 processes) the burst takes long enough to place
+// that load reports land in the middle of it, and a report shows each router the others' requests
+// that reached one node but not those still on their way to the other: the counts drift by 2 or 3
+// (decode 30/34, 35/29, 31/33 in three runs at d797504). Enable once it holds
+// (--gtest_also_run_disabled_tests runs it now).
 INSTANTIATE_TEST_SUITE_P(DISABLED_CostReplicas, BurstSpreadTest,
-                         ::testing::Combine(::testing::Values("cost"), ::testing::Values(1, 2, 4)),
+                         ::testing::Combine(::testing::Values("cost"), ::testing::Values(4)),
                          BurstName);
 
 // The sum over the nodes of a pool (the prefill pool unless `decode`) of
