@@ -16,6 +16,8 @@ constexpr int32_t kPrefetchDistance = 8;
 
 }  // namespace
 
+void PrefixLookupMemo::Clear() { *this = PrefixLookupMemo(); }  // its memory too
+
 BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
     : num_blocks_(num_blocks),
       block_size_(block_size),
@@ -57,36 +59,63 @@ int32_t BlockManager::FindCached(uint64_t hash, uint64_t parent_hash,
 int32_t BlockManager::CachedPrefixTokens(std::span<const TokenId> tokens) const {
   std::vector<int32_t> hit_blocks;
   std::vector<uint64_t> hit_hashes;
-  LookupPrefix(tokens, &hit_blocks, &hit_hashes);
+  LookupPrefix(tokens, /*memo=*/nullptr, &hit_blocks, &hit_hashes);
   return static_cast<int32_t>(hit_blocks.size()) * block_size_;
 }
 
-void BlockManager::LookupPrefix(std::span<const TokenId> tokens, std::vector<int32_t>* hit_blocks,
-                                std::vector<uint64_t>* hit_hashes) const {
+void BlockManager::LookupPrefix(std::span<const TokenId> tokens, const PrefixLookupMemo* memo,
+                                std::vector<int32_t>* hit_blocks, std::vector<uint64_t>* hit_hashes,
+                                std::optional<uint64_t>* miss_name) const {
   hit_blocks->clear();
   hit_hashes->clear();
   if (!enable_prefix_caching_ || tokens.empty()) return;
   // At most (n - 1) tokens may be cached, so only blocks ending at or before n - 1 count.
   const size_t max_blocks = (tokens.size() - 1) / block_size_;
+  auto block_tokens = [&](size_t i) { return tokens.subspan(i * block_size_, block_size_); };
   uint64_t parent = kRootHash;
+  size_t i = 0;
+  auto hit = [&](int32_t block, uint64_t hash) {
+    hit_blocks->push_back(block);
+    hit_hashes->push_back(hash);
+    parent = hash;
+    ++i;
+  };
+  if (memo != nullptr && memo->Describes(tokens)) {
+    // The memo's hits whose block still has the naming it had: the same lookup would find them
+    // (names are unique, and a block's content and parent change only with a new naming).
+    while (i < memo->blocks.size() && blocks_[memo->blocks[i]].naming == memo->namings[i]) {
+      hit(memo->blocks[i], memo->names[i]);
+    }
+    // Then the names it knows, looked up again.
+    while (i < memo->names.size()) {
+      const int32_t block = FindCached(memo->names[i], parent, block_tokens(i));
+      if (block < 0) {
+        if (miss_name != nullptr) *miss_name = memo->names[i];
+        return;
+      }
+      hit(block, memo->names[i]);
+    }
+  }
   // A window of blocks at a time: name them (the chain needs only the tokens) and fetch their
   // index slots, then look them up in order until the first miss.
   uint64_t names[kPrefetchDistance];
-  for (size_t start = 0; start < max_blocks; start += kPrefetchDistance) {
+  while (i < max_blocks) {
+    const size_t start = i;
     const size_t end = std::min<size_t>(max_blocks, start + kPrefetchDistance);
     uint64_t name = parent;
-    for (size_t i = start; i < end; ++i) {
-      name = HashBlock(name, tokens.subspan(i * block_size_, block_size_));
-      names[i - start] = name;
+    for (size_t j = start; j < end; ++j) {
+      name = HashBlock(name, block_tokens(j));
+      names[j - start] = name;
       names_.Prefetch(name);
     }
-    for (size_t i = start; i < end; ++i) {
+    while (i < end) {
       const uint64_t hash = names[i - start];
-      const int32_t block = FindCached(hash, parent, tokens.subspan(i * block_size_, block_size_));
-      if (block < 0) return;
-      hit_blocks->push_back(block);
-      hit_hashes->push_back(hash);
-      parent = hash;
+      const int32_t block = FindCached(hash, parent, block_tokens(i));
+      if (block < 0) {
+        if (miss_name != nullptr) *miss_name = hash;
+        return;
+      }
+      hit(block, hash);
     }
   }
 }
@@ -105,7 +134,7 @@ int32_t BlockManager::FreeBlocksNeeded(std::span<const TokenId> tokens,
 bool BlockManager::CanAllocate(std::span<const TokenId> tokens) const {
   std::vector<int32_t> hit_blocks;
   std::vector<uint64_t> hit_hashes;
-  LookupPrefix(tokens, &hit_blocks, &hit_hashes);
+  LookupPrefix(tokens, /*memo=*/nullptr, &hit_blocks, &hit_hashes);
   return FreeBlocksNeeded(tokens, hit_blocks) <= num_free_;
 }
 
@@ -113,8 +142,21 @@ std::optional<int32_t> BlockManager::Allocate(std::span<const TokenId> tokens, B
   assert(table->empty() && table->num_tokens == 0);
   std::vector<int32_t> hit_blocks;
   std::vector<uint64_t> hit_hashes;
-  LookupPrefix(tokens, &hit_blocks, &hit_hashes);
-  if (FreeBlocksNeeded(tokens, hit_blocks) > num_free_) return std::nullopt;
+  std::optional<uint64_t> miss_name;
+  PrefixLookupMemo& memo = table->lookup_memo;
+  LookupPrefix(tokens, &memo, &hit_blocks, &hit_hashes, &miss_name);
+  if (FreeBlocksNeeded(tokens, hit_blocks) > num_free_) {
+    // Remember the lookup for the retry.
+    memo.tokens = tokens.data();
+    memo.num_tokens = tokens.size();
+    memo.names = hit_hashes;
+    if (miss_name.has_value()) memo.names.push_back(*miss_name);
+    memo.blocks = hit_blocks;
+    memo.namings.clear();
+    for (int32_t block : hit_blocks) memo.namings.push_back(blocks_[block].naming);
+    return std::nullopt;
+  }
+  memo.Clear();
 
   const int32_t total_blocks = BlocksForTokens(static_cast<int64_t>(tokens.size()));
   table->blocks.reserve(total_blocks);
@@ -176,9 +218,9 @@ void BlockManager::CacheComputedBlocks(std::span<const TokenId> tokens, int32_t 
     BlockInfo& info = blocks_[block];
     // Another block may already hold this content (computed twice, e.g. a never-all-cached
     // prompt's last block): keep the first; this one stays unnamed and is simply freed later.
-    if (info.has_hash) continue;
+    if (info.named()) continue;
     if (!names_.Insert(hash, block, NameOf())) continue;
-    info.has_hash = true;
+    ++info.naming;
     info.hash = hash;
     info.parent_hash = i == 0 ? kRootHash : table->hashes[i - 1];
     auto block_tokens = tokens.subspan(i * block_size_, block_size_);
@@ -197,6 +239,7 @@ void BlockManager::Free(BlockTable* table) {
   table->blocks.clear();
   table->hashes.clear();
   table->num_tokens = 0;
+  table->lookup_memo.Clear();
 }
 
 void BlockManager::PushFreeBack(int32_t block) {
@@ -222,10 +265,10 @@ int32_t BlockManager::PopFreeFront() {
   assert(block != num_blocks_);
   RemoveFromFreeList(block);
   BlockInfo& info = blocks_[block];
-  if (info.has_hash) {
+  if (info.named()) {
     names_.Erase(info.hash, block);
     ++cache_version_;
-    info.has_hash = false;
+    ++info.naming;
   }
   return block;
 }
@@ -239,7 +282,7 @@ void BlockManager::TakeFreeBlocks(int32_t count, std::vector<int32_t>* out) {
   for (int32_t k = 0; k < count; ++k) {
     for (; lead < kPrefetchDistance && k + lead < count && ahead != sentinel; ++lead) {
       const BlockInfo& info = blocks_[ahead];
-      if (info.has_hash) names_.Prefetch(info.hash);
+      if (info.named()) names_.Prefetch(info.hash);
       ahead = info.next;
     }
     const int32_t block = PopFreeFront();
@@ -263,7 +306,7 @@ std::vector<uint64_t> BlockManager::CachedHashes() const {
   std::vector<uint64_t> hashes;
   hashes.reserve(names_.size());
   for (int32_t block = 0; block < num_blocks_; ++block) {
-    if (blocks_[block].has_hash) hashes.push_back(blocks_[block].hash);
+    if (blocks_[block].named()) hashes.push_back(blocks_[block].hash);
   }
   std::sort(hashes.begin(), hashes.end());
   return hashes;

@@ -26,6 +26,24 @@
 
 namespace tandem {
 
+// What a failed Allocate found of its tokens' cached prefix, kept in the table so that the retry
+// (a queue head waiting for blocks retries every step) re-checks it instead of naming and looking
+// up every block again: names stay valid (they depend on the tokens alone), hits stay valid while
+// their block keeps the naming it had. Identifies its tokens by address and length: the caller
+// must not change the tokens in place between attempts (appending reallocates or lengthens them).
+struct PrefixLookupMemo {
+  const TokenId* tokens = nullptr;
+  size_t num_tokens = 0;
+  std::vector<uint64_t> names;    // of blocks [0, names.size()): the hits, then the first miss
+  std::vector<int32_t> blocks;    // the hits, blocks.size() <= names.size()
+  std::vector<uint32_t> namings;  // BlockManager's naming count of each hit when it was found
+
+  bool Describes(std::span<const TokenId> t) const {
+    return tokens == t.data() && num_tokens == t.size();
+  }
+  void Clear();
+};
+
 // One sequence's view of the pool; the caller owns it and passes it to BlockManager calls.
 struct BlockTable {
   // blocks[i] holds positions [i * block_size, (i + 1) * block_size).
@@ -35,6 +53,8 @@ struct BlockTable {
   std::vector<uint64_t> hashes;
   // Positions [0, num_tokens) have a reserved slot.
   int32_t num_tokens = 0;
+  // Allocate's memo of its last failure on this table (cleared when it succeeds, and by Free).
+  PrefixLookupMemo lookup_memo;
 
   bool empty() const { return blocks.empty(); }
 };
@@ -71,7 +91,8 @@ class BlockManager {
   bool CanAllocate(std::span<const TokenId> tokens) const;
   // Reserves slots for all of `tokens` in the empty `table`, reusing cached prefix blocks. Returns
   // the number of leading tokens whose KV is already there (see CachedPrefixTokens), or nullopt
-  // with nothing changed when the pool is too full.
+  // with nothing changed in the pool when it is too full (the table keeps what the lookup found,
+  // for the retry: PrefixLookupMemo).
   std::optional<int32_t> Allocate(std::span<const TokenId> tokens, BlockTable* table);
 
   // Whether `table` can grow by `num_new_tokens` slots now.
@@ -97,7 +118,9 @@ class BlockManager {
  private:
   struct BlockInfo {
     int32_t ref_count = 0;
-    bool has_hash = false;
+    // Times the block was named or lost its name: odd while it is named (findable by `hash`).
+    uint32_t naming = 0;
+    bool named() const { return (naming & 1) != 0; }
     uint64_t hash = 0;
     uint64_t parent_hash = 0;  // checked on lookup, with the tokens, against hash collisions
     int32_t prev = -1;         // free-list links (the sentinel is index num_blocks_)
@@ -112,9 +135,12 @@ class BlockManager {
   // The cached block holding exactly these tokens after this parent, or -1.
   int32_t FindCached(uint64_t hash, uint64_t parent_hash,
                      std::span<const TokenId> block_tokens) const;
-  // Cached blocks that serve a prefix of `tokens` (at most CachedPrefixTokens worth), in order.
-  void LookupPrefix(std::span<const TokenId> tokens, std::vector<int32_t>* hit_blocks,
-                    std::vector<uint64_t>* hit_hashes) const;
+  // Cached blocks that serve a prefix of `tokens` (at most CachedPrefixTokens worth), in order,
+  // starting from `memo` when it describes `tokens`. With `miss_name`: the name of the block after
+  // the hits, when the lookup stopped at a miss (else it is left alone).
+  void LookupPrefix(std::span<const TokenId> tokens, const PrefixLookupMemo* memo,
+                    std::vector<int32_t>* hit_blocks, std::vector<uint64_t>* hit_hashes,
+                    std::optional<uint64_t>* miss_name = nullptr) const;
   // Free blocks needed to allocate `tokens` given its prefix hits.
   int32_t FreeBlocksNeeded(std::span<const TokenId> tokens,
                            std::span<const int32_t> hit_blocks) const;
@@ -135,7 +161,7 @@ class BlockManager {
   std::vector<BlockInfo> blocks_;      // num_blocks_ + 1 (the last is the free-list sentinel)
   std::vector<TokenId> block_tokens_;  // num_blocks_ * block_size_: content of hashed blocks
   int32_t num_free_ = 0;
-  BlockNameIndex names_;  // hash -> block, for the blocks with has_hash (prefix caching on)
+  BlockNameIndex names_;  // hash -> block, for the named blocks (prefix caching on)
   uint64_t cache_version_ = 0;
   int64_t queries_ = 0;
   int64_t hits_ = 0;

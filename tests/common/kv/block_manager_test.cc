@@ -1,6 +1,8 @@
 #include "common/kv/block_manager.h"
 
+#include <memory>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -254,6 +256,64 @@ TEST(BlockManagerTest, PrefixCachingDisabled) {
   BlockTable b = AllocateComputed(bm, prompt, &cached);
   EXPECT_EQ(cached, 0);
   EXPECT_EQ(bm.num_used_blocks(), 6);
+}
+
+// A failed Allocate leaves its lookup in the table (PrefixLookupMemo); retrying on that table must
+// decide exactly as a fresh lookup would, however the cache changed in between. Two managers get
+// the same calls; one retries waiting sequences on their own tables, the other on fresh ones.
+TEST(BlockManagerTest, RetryOnTheSameTableDecidesAsAFreshLookup) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    BlockManager with_memo(/*num_blocks=*/12, /*block_size=*/2);
+    BlockManager fresh(/*num_blocks=*/12, /*block_size=*/2);
+    struct Seq {
+      std::vector<TokenId> tokens;
+      BlockTable memo_table, fresh_table;
+      bool admitted = false;
+    };
+    std::vector<std::unique_ptr<Seq>> seqs;
+    std::mt19937_64 rng(seed);
+    for (int step = 0; step < 3000; ++step) {
+      const int op = static_cast<int>(rng() % 4);
+      if (op == 0 || seqs.empty()) {
+        // A new waiting sequence: a few shared leading blocks, then its own tokens.
+        auto seq = std::make_unique<Seq>();
+        const int shared = static_cast<int>(rng() % 4);
+        for (int t = 0; t < 2 * shared; ++t) seq->tokens.push_back(static_cast<TokenId>(t % 3));
+        const int own = 1 + static_cast<int>(rng() % 8);
+        for (int t = 0; t < own; ++t) seq->tokens.push_back(static_cast<TokenId>(rng() % 3));
+        seqs.push_back(std::move(seq));
+        continue;
+      }
+      Seq& seq = *seqs[rng() % seqs.size()];
+      if (!seq.admitted) {  // (re)try admission
+        BlockTable fresh_table;
+        const auto got_memo = with_memo.Allocate(seq.tokens, &seq.memo_table);
+        const auto got_fresh = fresh.Allocate(seq.tokens, &fresh_table);
+        ASSERT_EQ(got_memo, got_fresh) << "seed " << seed << " step " << step;
+        if (!got_memo.has_value()) continue;
+        ASSERT_EQ(seq.memo_table.blocks, fresh_table.blocks);
+        seq.fresh_table = std::move(fresh_table);
+        seq.admitted = true;
+        const auto n = static_cast<int32_t>(seq.tokens.size());
+        with_memo.CacheComputedBlocks(seq.tokens, n, &seq.memo_table);
+        fresh.CacheComputedBlocks(seq.tokens, n, &seq.fresh_table);
+      } else if (op == 1) {  // grows by one token
+        const bool a = with_memo.Append(&seq.memo_table, 1);
+        ASSERT_EQ(a, fresh.Append(&seq.fresh_table, 1));
+        if (!a) continue;
+        seq.tokens.push_back(static_cast<TokenId>(rng() % 3));
+        const auto n = static_cast<int32_t>(seq.tokens.size());
+        with_memo.CacheComputedBlocks(seq.tokens, n, &seq.memo_table);
+        fresh.CacheComputedBlocks(seq.tokens, n, &seq.fresh_table);
+      } else {  // ends (or is preempted: it waits again with the same tokens)
+        with_memo.Free(&seq.memo_table);
+        fresh.Free(&seq.fresh_table);
+        seq.admitted = false;
+      }
+      ASSERT_EQ(with_memo.num_free_blocks(), fresh.num_free_blocks());
+      ASSERT_EQ(with_memo.CachedHashes(), fresh.CachedHashes());
+    }
+  }
 }
 
 }  // namespace
