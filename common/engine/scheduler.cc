@@ -8,6 +8,14 @@
 #include "spdlog/spdlog.h"
 
 namespace tandem {
+namespace {
+
+// A sequence's prompt tokens whose KV is still to be computed.
+int64_t QueuedPromptTokens(const Sequence* seq) {
+  return std::max(seq->num_prompt_tokens - seq->num_computed_tokens, 0);
+}
+
+}  // namespace
 
 absl::Status SchedulerOptions::Validate() const {
   if (max_num_seqs < 1) {
@@ -41,6 +49,7 @@ void Scheduler::Add(std::unique_ptr<Sequence> seq) {
   (void)it;
   (void)inserted;
   waiting_.push_back(raw);
+  waiting_prompt_tokens_ += QueuedPromptTokens(raw);
 }
 
 void Scheduler::AddPrefilled(std::unique_ptr<Sequence> seq) {
@@ -56,13 +65,8 @@ void Scheduler::AddPrefilled(std::unique_ptr<Sequence> seq) {
 }
 
 int64_t Scheduler::NumQueuedPromptTokens() const {
-  int64_t total = 0;
-  for (const Sequence* seq : waiting_) {
-    total += std::max(seq->num_prompt_tokens - seq->num_computed_tokens, 0);
-  }
-  for (const Sequence* seq : running_) {
-    total += std::max(seq->num_prompt_tokens - seq->num_computed_tokens, 0);
-  }
+  int64_t total = waiting_prompt_tokens_;
+  for (const Sequence* seq : running_) total += QueuedPromptTokens(seq);
   return total;
 }
 
@@ -89,6 +93,7 @@ void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
   ++seq->num_preemptions;
   ++num_preemptions_;
   waiting_.push_front(seq);
+  waiting_prompt_tokens_ += QueuedPromptTokens(seq);
   out->preempted.push_back(seq->id);
   spdlog::debug("scheduler: preempted request {} ({} tokens) to free KV blocks", seq->id,
                 seq->num_tokens());
@@ -174,6 +179,7 @@ void Scheduler::Schedule(SchedulerOutput* out) {
     std::optional<int32_t> cached = block_manager_->Allocate(seq->tokens, &seq->block_table);
     if (!cached.has_value()) break;  // the head waits for blocks; nobody overtakes it
     waiting_.pop_front();
+    waiting_prompt_tokens_ -= QueuedPromptTokens(seq);
     seq->num_computed_tokens = *cached;
     if (seq->num_cached_tokens < 0) seq->num_cached_tokens = *cached;
     if (seq->first_scheduled_nanos < 0) seq->first_scheduled_nanos = clock_->NowNanos();
@@ -205,6 +211,7 @@ std::unique_ptr<Sequence> Scheduler::Remove(RequestId id) {
     prefilled_.erase(std::find(prefilled_.begin(), prefilled_.end(), seq.get()));
   } else {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq.get()));
+    waiting_prompt_tokens_ -= QueuedPromptTokens(seq.get());
   }
   return seq;
 }

@@ -95,7 +95,9 @@ class Scheduler {
   Sequence* Find(RequestId id);
   bool HasUnfinished() const { return !sequences_.empty(); }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size() + prefilled_.size()); }
-  // Prompt tokens whose KV is still to be computed, over waiting and running sequences.
+  // Prompt tokens whose KV is still to be computed, over waiting and running sequences. O(running):
+  // the waiting queue's share is kept as a sum (a queued sequence's counts must not change while
+  // it waits).
   int64_t NumQueuedPromptTokens() const;
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   // The running sequences, in admission order (the order of a step's decodes).
@@ -116,8 +118,9 @@ class Scheduler {
   BlockManager* const block_manager_;
   Clock* const clock_;
   absl::flat_hash_map<RequestId, std::unique_ptr<Sequence>> sequences_;
-  std::deque<Sequence*> waiting_;   // includes preempted sequences, at the front
-  std::vector<Sequence*> running_;  // admission order
+  std::deque<Sequence*> waiting_;      // includes preempted sequences, at the front
+  int64_t waiting_prompt_tokens_ = 0;  // NumQueuedPromptTokens' share of waiting_
+  std::vector<Sequence*> running_;     // admission order
   std::deque<Sequence*> prefilled_;
   int64_t num_preemptions_ = 0;
 };

@@ -122,6 +122,7 @@ void SimNode::Reserve(uint64_t key, std::vector<int32_t> prompt, int32_t max_tok
     events_.on_finished(key, false);
     return;
   }
+  reserved_context_tokens_ += seq->num_tokens();
   pending_reservations_.push_back(std::move(seq));
   // During a step it waits for the step's end (FinishStep admits it): the engine applies its
   // inbox, Reserve included, only between steps.
@@ -160,6 +161,7 @@ void SimNode::Import(uint64_t key) {
   auto node = awaiting_kv_.extract(key);
   if (node.empty()) return;
   std::unique_ptr<Sequence> seq = std::move(node.mapped());
+  reserved_context_tokens_ -= seq->num_tokens();
   seq->num_computed_tokens = seq->num_prompt_tokens;
   blocks_.CacheComputedBlocks(seq->tokens, seq->num_computed_tokens, &seq->block_table);
   // The first token, sampled by the prefill node, goes out now (Engine's Import).
@@ -197,10 +199,13 @@ void SimNode::ApplyCancel(uint64_t key) {
   }
   if (auto awaiting = awaiting_kv_.find(key); awaiting != awaiting_kv_.end()) {
     blocks_.Free(&awaiting->second->block_table);
+    reserved_context_tokens_ -= awaiting->second->num_tokens();
     awaiting_kv_.erase(awaiting);
   }
-  std::erase_if(pending_reservations_, [key](const std::unique_ptr<Sequence>& seq) {
-    return static_cast<uint64_t>(seq->id) == key;
+  std::erase_if(pending_reservations_, [this, key](const std::unique_ptr<Sequence>& seq) {
+    if (static_cast<uint64_t>(seq->id) != key) return false;
+    reserved_context_tokens_ -= seq->num_tokens();
+    return true;
   });
   std::erase(imports_after_step_, key);
   AdmitReservations();
@@ -244,8 +249,7 @@ SimNodeLoad SimNode::LiveLoad() const {
   int64_t context = 0;
   for (const Sequence* seq : scheduler_.running()) context += seq->num_tokens();
   // Reservations hold (or wait for) the blocks of prompts that decode here next.
-  for (const auto& [key, seq] : awaiting_kv_) context += seq->num_tokens();
-  for (const auto& seq : pending_reservations_) context += seq->num_tokens();
+  context += reserved_context_tokens_;
   return SimNodeLoad{
       .num_kv_blocks = blocks_.num_blocks(),
       .num_free_kv_blocks = blocks_.num_free_blocks(),

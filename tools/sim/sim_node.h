@@ -192,6 +192,8 @@ class SimNode {
   // Decode role: reservations waiting for blocks (FIFO), and those awaiting their KV.
   std::deque<std::unique_ptr<Sequence>> pending_reservations_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Sequence>> awaiting_kv_;
+  // Tokens of the sequences in those two (a long queue's sum, kept as they come and go).
+  int64_t reserved_context_tokens_ = 0;
   // Completions that arrived during the running step, applied when it ends.
   std::vector<uint64_t> imports_after_step_;
   std::vector<uint64_t> cancels_after_step_;

@@ -200,6 +200,31 @@ TEST_F(SchedulerTest, PreemptsNewestWhenBlocksRunOutAndResumes) {
   EXPECT_FALSE(scheduler_->HasUnfinished());
 }
 
+TEST_F(SchedulerTest, QueuedPromptTokensFollowAdmissionPreemptionAndFinish) {
+  Init(/*num_blocks=*/6, /*block_size=*/2, 64, 8);
+  Add(1, Prompt(4, 10));
+  Add(2, Prompt(4, 20));
+  Add(3, Prompt(6, 30));  // 3 blocks: waits behind the other two
+  EXPECT_EQ(scheduler_->NumQueuedPromptTokens(), 14);
+  SchedulerOutput out;
+  scheduler_->Schedule(&out);
+  ASSERT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(scheduler_->NumQueuedPromptTokens(), 14);  // admitted, not computed yet
+  Complete(out);
+  EXPECT_EQ(scheduler_->NumQueuedPromptTokens(), 6);
+  for (int step = 0; step < 3; ++step) {  // the third preempts 2 for a's block
+    scheduler_->Schedule(&out);
+    Complete(out);
+  }
+  ASSERT_EQ(scheduler_->num_preemptions(), 1);
+  EXPECT_EQ(scheduler_->NumQueuedPromptTokens(), 10);  // 3's prompt, and 2's again
+  scheduler_->Finish(3, FinishReason::kAborted);
+  EXPECT_EQ(scheduler_->NumQueuedPromptTokens(), 4);
+  scheduler_->Finish(2, FinishReason::kAborted);
+  scheduler_->Finish(1, FinishReason::kAborted);
+  EXPECT_EQ(scheduler_->NumQueuedPromptTokens(), 0);
+}
+
 TEST_F(SchedulerTest, SequencePreemptsItselfWhenItIsTheNewest) {
   Init(/*num_blocks=*/3, /*block_size=*/2, 64, 8);
   Sequence* a = Add(1, Prompt(3, 10));  // 2 blocks; position 3 still fits
