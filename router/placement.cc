@@ -197,8 +197,12 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
     std::optional<PredictedCost> at_d, split;
     if (p == nullptr || priced || threshold_local) {
       at_d = PredictLocal(d, d_price, request, options_);
-      // With a prefill pool to go to, only a decode node with TPOT headroom prefills locally.
-      if (p != nullptr && priced && at_d->others_tpot_us > kLocalTpotHeadroom * tpot_limit_us) {
+      // With a prefill pool to go to, only a decode node with TPOT headroom and a free batch
+      // slot prefills locally (at its max_num_seqs, the prompt would wait for a sequence to
+      // end, which the model does not price).
+      const bool slot = d.max_num_seqs <= 0 || d.num_sequences < d.max_num_seqs;
+      if (p != nullptr && priced &&
+          (at_d->others_tpot_us > kLocalTpotHeadroom * tpot_limit_us || !slot)) {
         at_d.reset();
       }
     }
@@ -216,6 +220,8 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
   }
   const size_t chosen = pick(scores, spread, fits);
   placement.decode = decode[chosen].index;
+  placement.decode_cached_prefix_tokens =
+      std::min(decode[chosen].cached_prefix_tokens, prompt_tokens);
   if (colocated) {
     placement.kind = PlacementKind::kColocated;
     placement.reason = PlacementReason::kColocated;

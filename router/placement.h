@@ -32,7 +32,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/engine/step_cost.h"
+#include "common/types/step_cost.h"
 
 namespace tandem {
 
@@ -81,6 +81,7 @@ struct NodeCandidate {
   int64_t num_running = 0;         // sequences in the running batch
   int64_t context_tokens = 0;      // KV tokens of the running and waiting sequences (+ pending)
   int64_t max_batched_tokens = 0;  // tokens one step computes at most (the chunk budget)
+  int64_t max_num_seqs = 0;        // sequences one step runs at most (0: unknown)
   int64_t num_kv_blocks = 0;       // the pool
   int32_t block_size = 0;
 };
@@ -108,6 +109,9 @@ struct Placement {
   int prefill = -1;  // NodeCandidate::index; -1 unless kDisaggregated
   // The chosen prefill node's cached prefix (also when the decision went local).
   int64_t cached_prefix_tokens = 0;
+  // The chosen decode node's cached prefix, as the candidate said (a local prefill computes only
+  // the rest).
+  int64_t decode_cached_prefix_tokens = 0;
   PlacementReason reason = PlacementReason::kDisaggregated;
 };
 

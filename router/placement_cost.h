@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <span>
 
-#include "common/engine/step_cost.h"
+#include "common/types/step_cost.h"
 #include "router/placement.h"
 
 namespace tandem {

@@ -42,6 +42,7 @@ void FillCostInputs(const Node::Snapshot& s, NodeCandidate* c) {
   c->num_running = s.load.num_running();
   c->context_tokens = s.load.num_context_tokens() + s.pending_context_tokens;
   c->max_batched_tokens = s.load.max_num_batched_tokens();
+  c->max_num_seqs = s.load.max_num_seqs();
   c->num_kv_blocks = s.load.num_kv_blocks();
   c->block_size = s.load.block_size();
 }
@@ -321,9 +322,10 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   if (block_size <= 0) block_size = kDefaultBlockSize;
   const int64_t total = prompt_tokens + request.sampling.max_tokens;
   const bool local = chosen.kind != PlacementKind::kDisaggregated;
-  chosen.decode_tag = chosen.decode->AddPlacement({.tokens = local ? prompt_tokens : 0,
-                                                   .blocks = (total + block_size - 1) / block_size,
-                                                   .context_tokens = prompt_tokens});
+  chosen.decode_tag = chosen.decode->AddPlacement(
+      {.tokens = local ? prompt_tokens - placement->decode_cached_prefix_tokens : 0,
+       .blocks = (total + block_size - 1) / block_size,
+       .context_tokens = prompt_tokens});
   if (chosen.prefill != nullptr) {
     chosen.prefill_tag = chosen.prefill->AddPlacement(
         {.tokens = prompt_tokens - chosen.cached_prefix_tokens, .context_tokens = prompt_tokens});
@@ -380,6 +382,8 @@ void RequestRunner::CountPlacement(const Chosen& chosen, const RouterRequest& re
         ++counters_->local_prefill_migration;
       } else if (chosen.reason == PlacementReason::kNoPrefillNode) {
         ++counters_->local_prefill_no_prefill_node;
+      } else if (chosen.reason == PlacementReason::kCheaperLocal) {
+        ++counters_->local_prefill_cheaper_local;
       } else {
         ++counters_->local_prefill_short_prompt;
       }

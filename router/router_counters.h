@@ -116,6 +116,7 @@ struct RouterCounters {
   std::atomic<int64_t> disaggregated{0};
   std::atomic<int64_t> local_prefill_short_prompt{0};
   std::atomic<int64_t> local_prefill_no_prefill_node{0};
+  std::atomic<int64_t> local_prefill_cheaper_local{0};  // the cost policy's choice
   std::atomic<int64_t> local_prefill_migration{0};
   std::atomic<int64_t> colocated{0};
 

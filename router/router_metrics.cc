@@ -75,6 +75,8 @@ class RouterDecisions final : public prometheus::Collectable {
                {{"mode", "local_prefill"}, {"reason", "short_prompt"}}),
          Value(v(c_->local_prefill_no_prefill_node),
                {{"mode", "local_prefill"}, {"reason", "no_prefill_node"}}),
+         Value(v(c_->local_prefill_cheaper_local),
+               {{"mode", "local_prefill"}, {"reason", "cheaper_local"}}),
          Value(v(c_->local_prefill_migration),
                {{"mode", "local_prefill"}, {"reason", "migration"}}),
          Value(v(c_->colocated), {{"mode", "colocated"}, {"reason", "colocated_mode"}})}));

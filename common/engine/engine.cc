@@ -495,6 +495,7 @@ void Engine::PublishStats() {
   stats_.step_cost = step_cost_;
   stats_.num_context_tokens = context_tokens;
   stats_.max_num_batched_tokens = options_.scheduler.max_num_batched_tokens;
+  stats_.max_num_seqs = options_.scheduler.max_num_seqs;
   stats_.max_receipts = receipts_.capacity();
   if (published_receipts_version_ != receipts_.version()) {
     published_receipts_version_ = receipts_.version();

@@ -145,6 +145,7 @@ struct EngineStats {
   // output) of reservations waiting for blocks or for their KV. Paused requests are not counted.
   int64_t num_context_tokens = 0;
   int32_t max_num_batched_tokens = 0;  // SchedulerOptions: tokens one step computes at most
+  int32_t max_num_seqs = 0;            // SchedulerOptions: sequences one step runs at most
   // Requests taken from the inbox (Submit, Reserve) per router that tagged them
   // (GenerateRequest::placement; placement_receipts.h), and how many routers are tracked at most.
   // The guarantee: these counts and every other field are one snapshot, published together after

@@ -86,6 +86,7 @@ void FillNodeLoad(const Engine& engine, std::string_view role, uint64_t incarnat
   cost->set_samples(stats.step_cost.samples);
   load->set_num_context_tokens(stats.num_context_tokens);
   load->set_max_num_batched_tokens(stats.max_num_batched_tokens);
+  load->set_max_num_seqs(stats.max_num_seqs);
   // From the same snapshot as the load above (EngineStats::receipts).
   for (const PlacementReceipt& receipt : stats.receipts) {
     v1::RouterReceipt* r = load->add_receipts();

@@ -99,6 +99,7 @@ TEST(RouterMetricsTest, DecisionsComeFromTheCountersAtScrapeTime) {
   RouterMetrics metrics(&counters, nullptr);
   counters.disaggregated += 3;
   counters.local_prefill_short_prompt += 2;
+  counters.local_prefill_cheaper_local += 5;
   counters.AddRetry(RetryReason::kPrefillFailed);
   counters.stop_string_hits += 4;
   const std::string text = Scrape(metrics);
@@ -106,6 +107,8 @@ TEST(RouterMetricsTest, DecisionsComeFromTheCountersAtScrapeTime) {
                               "reason=\"prefill_node\"} 3"));
   EXPECT_THAT(text, HasSubstr("tandem_router_placements_total{mode=\"local_prefill\","
                               "reason=\"short_prompt\"} 2"));
+  EXPECT_THAT(text, HasSubstr("tandem_router_placements_total{mode=\"local_prefill\","
+                              "reason=\"cheaper_local\"} 5"));
   EXPECT_THAT(text, HasSubstr("tandem_router_retries_total{reason=\"prefill_failed\"} 1"));
   EXPECT_THAT(text, HasSubstr("tandem_router_stop_string_hits_total 4"));
   counters.disaggregated += 1;

@@ -332,12 +332,12 @@ class Cluster {
     const int64_t block_size = router.block_size(j);
     const bool local = placement->kind != PlacementKind::kDisaggregated;
     const int64_t now = loop_.now();
-    s.decode_seq =
-        router.NotePlaced(false, j,
-                          {.placed_at = now,
-                           .queued_tokens = local ? prompt_tokens : 0,
-                           .blocks = (prompt_tokens + output + block_size - 1) / block_size,
-                           .context_tokens = prompt_tokens});
+    s.decode_seq = router.NotePlaced(
+        false, j,
+        {.placed_at = now,
+         .queued_tokens = local ? prompt_tokens - placement->decode_cached_prefix_tokens : 0,
+         .blocks = (prompt_tokens + output + block_size - 1) / block_size,
+         .context_tokens = prompt_tokens});
     s.kind = placement->kind;
     s.decode = j;
     s.decode_node = nodes_[j].get();

@@ -259,7 +259,8 @@ SimNodeLoad SimNode::LiveLoad() const {
       .block_size = blocks_.block_size(),
       .num_awaiting_kv = static_cast<int32_t>(awaiting_kv_.size() + pending_reservations_.size()),
       .num_context_tokens = context,
-      .max_batched_tokens = config_.scheduler.max_num_batched_tokens};
+      .max_batched_tokens = config_.scheduler.max_num_batched_tokens,
+      .max_num_seqs = config_.scheduler.max_num_seqs};
 }
 
 void SimNode::MaybeStep() {

@@ -79,6 +79,7 @@ struct SimNodeLoad {
   int64_t num_context_tokens = 0;
   StepCost step_cost;
   int32_t max_batched_tokens = 0;
+  int32_t max_num_seqs = 0;
   int64_t published_at = 0;  // loop nanoseconds: it counts the requests that arrived by then
 };
 

@@ -69,6 +69,7 @@ NodeCandidate SimRouter::Candidate(bool prefill, int j, const std::string& name)
       .num_running = v.load.num_running,
       .context_tokens = v.load.num_context_tokens + v.pending_context,
       .max_batched_tokens = v.load.max_batched_tokens,
+      .max_num_seqs = v.load.max_num_seqs,
       .num_kv_blocks = v.load.num_kv_blocks,
       .block_size = v.load.block_size,
   };
