@@ -22,16 +22,14 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
     : num_blocks_(num_blocks),
       block_size_(block_size),
       enable_prefix_caching_(enable_prefix_caching),
-      blocks_(static_cast<size_t>(num_blocks) + 1),
+      blocks_(static_cast<size_t>(num_blocks)),
+      free_(num_blocks),
       names_(enable_prefix_caching ? num_blocks : 1) {
   assert(num_blocks >= 1 && block_size >= 1);
   if (enable_prefix_caching_) {
     block_tokens_.resize(static_cast<size_t>(num_blocks) * block_size);
   }
-  const int32_t sentinel = num_blocks_;
-  blocks_[sentinel].prev = sentinel;
-  blocks_[sentinel].next = sentinel;
-  for (int32_t b = 0; b < num_blocks_; ++b) PushFreeBack(b);
+  for (int32_t b = 0; b < num_blocks_; ++b) free_.PushBack(b);
 }
 
 int32_t BlockManager::BlocksForTokens(int64_t num_tokens) const {
@@ -135,7 +133,7 @@ bool BlockManager::CanAllocate(std::span<const TokenId> tokens) const {
   std::vector<int32_t> hit_blocks;
   std::vector<uint64_t> hit_hashes;
   LookupPrefix(tokens, /*memo=*/nullptr, &hit_blocks, &hit_hashes);
-  return FreeBlocksNeeded(tokens, hit_blocks) <= num_free_;
+  return FreeBlocksNeeded(tokens, hit_blocks) <= free_.size();
 }
 
 std::optional<int32_t> BlockManager::Allocate(std::span<const TokenId> tokens, BlockTable* table) {
@@ -145,7 +143,7 @@ std::optional<int32_t> BlockManager::Allocate(std::span<const TokenId> tokens, B
   std::optional<uint64_t> miss_name;
   PrefixLookupMemo& memo = table->lookup_memo;
   LookupPrefix(tokens, &memo, &hit_blocks, &hit_hashes, &miss_name);
-  if (FreeBlocksNeeded(tokens, hit_blocks) > num_free_) {
+  if (FreeBlocksNeeded(tokens, hit_blocks) > free_.size()) {
     // Remember the lookup for the retry.
     memo.tokens = tokens.data();
     memo.num_tokens = tokens.size();
@@ -163,7 +161,7 @@ std::optional<int32_t> BlockManager::Allocate(std::span<const TokenId> tokens, B
   // Revive or share the hits first, so that taking fresh blocks cannot evict them.
   for (int32_t block : hit_blocks) {
     BlockInfo& info = blocks_[block];
-    if (info.ref_count == 0) RemoveFromFreeList(block);
+    if (info.ref_count == 0) free_.Remove(block);
     ++info.ref_count;
     table->blocks.push_back(block);
   }
@@ -180,7 +178,7 @@ std::optional<int32_t> BlockManager::Allocate(std::span<const TokenId> tokens, B
 bool BlockManager::CanAppend(const BlockTable& table, int32_t num_new_tokens) const {
   const int32_t needed = BlocksForTokens(int64_t{table.num_tokens} + num_new_tokens) -
                          static_cast<int32_t>(table.blocks.size());
-  return needed <= num_free_;
+  return needed <= free_.size();
 }
 
 bool BlockManager::Append(BlockTable* table, int32_t num_new_tokens) {
@@ -231,10 +229,15 @@ void BlockManager::CacheComputedBlocks(std::span<const TokenId> tokens, int32_t 
 }
 
 void BlockManager::Free(BlockTable* table) {
-  for (auto it = table->blocks.rbegin(); it != table->blocks.rend(); ++it) {
-    BlockInfo& info = blocks_[*it];
+  // Last block first; the records ahead are fetched (a table's blocks lie anywhere in the pool).
+  const std::vector<int32_t>& blocks = table->blocks;
+  for (size_t i = blocks.size(); i-- > 0;) {
+    if (i >= static_cast<size_t>(kPrefetchDistance)) {
+      __builtin_prefetch(&blocks_[blocks[i - kPrefetchDistance]]);
+    }
+    BlockInfo& info = blocks_[blocks[i]];
     assert(info.ref_count > 0);
-    if (--info.ref_count == 0) PushFreeBack(*it);
+    if (--info.ref_count == 0) free_.PushBack(blocks[i]);
   }
   table->blocks.clear();
   table->hashes.clear();
@@ -242,53 +245,36 @@ void BlockManager::Free(BlockTable* table) {
   table->lookup_memo.Clear();
 }
 
-void BlockManager::PushFreeBack(int32_t block) {
-  const int32_t sentinel = num_blocks_;
-  const int32_t last = blocks_[sentinel].prev;
-  blocks_[block].prev = last;
-  blocks_[block].next = sentinel;
-  blocks_[last].next = block;
-  blocks_[sentinel].prev = block;
-  ++num_free_;
-}
-
-void BlockManager::RemoveFromFreeList(int32_t block) {
-  BlockInfo& info = blocks_[block];
-  blocks_[info.prev].next = info.next;
-  blocks_[info.next].prev = info.prev;
-  info.prev = info.next = -1;
-  --num_free_;
-}
-
-int32_t BlockManager::PopFreeFront() {
-  const int32_t block = blocks_[num_blocks_].next;
-  assert(block != num_blocks_);
-  RemoveFromFreeList(block);
-  BlockInfo& info = blocks_[block];
-  if (info.named()) {
-    names_.Erase(info.hash, block);
-    ++cache_version_;
-    ++info.naming;
-  }
-  return block;
-}
-
 void BlockManager::TakeFreeBlocks(int32_t count, std::vector<int32_t>* out) {
-  // The evictions' map probes are cache misses; walk the free list kPrefetchDistance blocks ahead
-  // of the front and fetch the slots of the names found there first.
-  const int32_t sentinel = num_blocks_;
-  int32_t ahead = blocks_[sentinel].next;
-  int32_t lead = 0;  // blocks between the front and `ahead`
-  for (int32_t k = 0; k < count; ++k) {
-    for (; lead < kPrefetchDistance && k + lead < count && ahead != sentinel; ++lead) {
-      const BlockInfo& info = blocks_[ahead];
-      if (info.named()) names_.Prefetch(info.hash);
-      ahead = info.next;
+  // Which blocks first (the queue alone), then their evictions, fetching the records and the
+  // index slots they touch ahead: both are cache misses at a pool's scale. Evicting does not
+  // change which blocks come next, so the result is that of taking and evicting one by one.
+  const size_t first = out->size();
+  for (int32_t k = 0; k < count; ++k) out->push_back(free_.PopFront());
+  const size_t end = out->size();
+  for (size_t i = first; i < std::min(end, first + 2 * kPrefetchDistance); ++i) {
+    __builtin_prefetch(&blocks_[(*out)[i]]);
+  }
+  for (size_t i = first; i < std::min(end, first + kPrefetchDistance); ++i) {
+    const BlockInfo& info = blocks_[(*out)[i]];
+    if (info.named()) names_.Prefetch(info.hash);
+  }
+  for (size_t i = first; i < end; ++i) {
+    if (i + 2 * kPrefetchDistance < end) {
+      __builtin_prefetch(&blocks_[(*out)[i + 2 * kPrefetchDistance]]);
     }
-    const int32_t block = PopFreeFront();
-    blocks_[block].ref_count = 1;
-    out->push_back(block);
-    --lead;
+    if (i + kPrefetchDistance < end) {
+      const BlockInfo& ahead = blocks_[(*out)[i + kPrefetchDistance]];
+      if (ahead.named()) names_.Prefetch(ahead.hash);
+    }
+    const int32_t block = (*out)[i];
+    BlockInfo& info = blocks_[block];
+    if (info.named()) {
+      names_.Erase(info.hash, block);
+      ++cache_version_;
+      ++info.naming;
+    }
+    info.ref_count = 1;
   }
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/kv/block_name_index.h"
+#include "common/kv/free_block_queue.h"
 #include "common/types/dtype.h"
 
 namespace tandem {
@@ -70,8 +71,8 @@ class BlockManager {
   int32_t block_size() const { return block_size_; }
   bool prefix_caching_enabled() const { return enable_prefix_caching_; }
   // Blocks with no reference (including ones that still hold cached content).
-  int32_t num_free_blocks() const { return num_free_; }
-  int32_t num_used_blocks() const { return num_blocks_ - num_free_; }
+  int32_t num_free_blocks() const { return free_.size(); }
+  int32_t num_used_blocks() const { return num_blocks_ - free_.size(); }
   // Blocks currently findable by hash (in use or free).
   int32_t num_cached_blocks() const { return names_.size(); }
   int32_t ref_count(int32_t block) const { return blocks_[block].ref_count; }
@@ -123,8 +124,6 @@ class BlockManager {
     bool named() const { return (naming & 1) != 0; }
     uint64_t hash = 0;
     uint64_t parent_hash = 0;  // checked on lookup, with the tokens, against hash collisions
-    int32_t prev = -1;         // free-list links (the sentinel is index num_blocks_)
-    int32_t next = -1;
   };
 
   // What names_ confirms a name against: the full name of a block in it.
@@ -145,12 +144,8 @@ class BlockManager {
   int32_t FreeBlocksNeeded(std::span<const TokenId> tokens,
                            std::span<const int32_t> hit_blocks) const;
 
-  void PushFreeBack(int32_t block);
-  void RemoveFromFreeList(int32_t block);
-  // Takes the least recently freed block, evicting its cached content.
-  int32_t PopFreeFront();
-  // Takes `count` blocks (<= num_free_) from the free list's front into `out`, each with one
-  // reference, their map slots fetched ahead of the evictions.
+  // Takes the `count` (<= free_.size()) least recently freed blocks into `out`, each with one
+  // reference, evicting their cached content.
   void TakeFreeBlocks(int32_t count, std::vector<int32_t>* out);
   // Starts fetching what naming `block` `hash` touches: the map slot, its record, its tokens.
   void PrefetchRegistration(uint64_t hash, int32_t block) const;
@@ -158,10 +153,10 @@ class BlockManager {
   const int32_t num_blocks_;
   const int32_t block_size_;
   const bool enable_prefix_caching_;
-  std::vector<BlockInfo> blocks_;      // num_blocks_ + 1 (the last is the free-list sentinel)
+  std::vector<BlockInfo> blocks_;      // num_blocks_
   std::vector<TokenId> block_tokens_;  // num_blocks_ * block_size_: content of hashed blocks
-  int32_t num_free_ = 0;
-  BlockNameIndex names_;  // hash -> block, for the named blocks (prefix caching on)
+  FreeBlockQueue free_;                // blocks with no reference, least recently freed first
+  BlockNameIndex names_;               // hash -> block, for the named blocks (prefix caching on)
   uint64_t cache_version_ = 0;
   int64_t queries_ = 0;
   int64_t hits_ = 0;
