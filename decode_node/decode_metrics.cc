@@ -87,6 +87,32 @@ DecodeMetrics::DecodeMetrics() : engine_metrics_("tandem_decode") {
   for (int i = 0; i < 2; ++i) {
     queue_[i] = &queue.Add({{"path", kPathNames[i]}}, RequestLatencyBuckets());
   }
+  auto& prompt_tokens =
+      prometheus::BuildCounter()
+          .Name("tandem_decode_prompt_tokens_total")
+          .Help(
+              "Prompt tokens of the requests that got their first token here, by path: reserve "
+              "(KV from a prefill node) or generate (prefilled here).")
+          .Register(registry_);
+  auto& hit_requests =
+      prometheus::BuildCounter()
+          .Name("tandem_decode_prefix_cache_hit_requests_total")
+          .Help(
+              "Requests that got their first token here and found part of their prompt in this "
+              "node's prefix cache (e.g. a conversation's earlier turns), by path.")
+          .Register(registry_);
+  auto& hit_tokens =
+      prometheus::BuildCounter()
+          .Name("tandem_decode_prefix_cache_hit_prompt_tokens_total")
+          .Help(
+              "Prompt tokens of those requests found in this node's prefix cache, by path: not "
+              "computed here (generate), not sent by the prefill node (reserve).")
+          .Register(registry_);
+  for (int i = 0; i < 2; ++i) {
+    prompt_tokens_[i] = &prompt_tokens.Add({{"path", kPathNames[i]}});
+    hit_requests_[i] = &hit_requests.Add({{"path", kPathNames[i]}});
+    hit_tokens_[i] = &hit_tokens.Add({{"path", kPathNames[i]}});
+  }
   migrations_in_ = &prometheus::BuildCounter()
                         .Name("tandem_decode_migrations_in_total")
                         .Help(
@@ -144,6 +170,14 @@ void DecodeMetrics::KvExportFailed() { exports_failed_->Increment(); }
 
 void DecodeMetrics::ObserveQueueTime(DecodePath path, absl::Duration wait) {
   queue_[static_cast<int>(path)]->Observe(absl::ToDoubleSeconds(wait));
+}
+
+void DecodeMetrics::PromptServed(DecodePath path, int64_t prompt_tokens, int64_t cached_tokens) {
+  const int i = static_cast<int>(path);
+  prompt_tokens_[i]->Increment(static_cast<double>(prompt_tokens));
+  if (cached_tokens <= 0) return;
+  hit_requests_[i]->Increment();
+  hit_tokens_[i]->Increment(static_cast<double>(cached_tokens));
 }
 
 std::vector<prometheus::MetricFamily> DecodeMetrics::Collect() const {

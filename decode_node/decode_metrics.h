@@ -8,6 +8,12 @@
 // once in `tandem_decode_reservations_ended_total{outcome}` when the call ends; one that carries
 // resumed output (a request moving in with its KV) also in `tandem_decode_migrations_in_total`.
 // Every ExportKv call is counted once in `tandem_decode_kv_exports_total{result}` when it ends.
+// Every request that got its first token here is counted once by path in
+// `tandem_decode_prompt_tokens_total{path}`, `tandem_decode_prefix_cache_hit_requests_total{path}`
+// (some of its prompt was in this node's prefix cache) and
+// `tandem_decode_prefix_cache_hit_prompt_tokens_total{path}` (how much): a conversation's turn
+// that finds its earlier turns here (the router's cost policy sends it here from this node's KV
+// events) computes only the rest (generate) or is sent only the rest by the prefill node (reserve).
 #ifndef TANDEM_DECODE_NODE_DECODE_METRICS_H_
 #define TANDEM_DECODE_NODE_DECODE_METRICS_H_
 
@@ -83,6 +89,9 @@ class DecodeMetrics : public prometheus::Collectable {
   // Time a request waited before its prompt (generate) or its reservation (reserve) was
   // scheduled; GenerationEvent::queue_nanos of its first token.
   void ObserveQueueTime(DecodePath path, absl::Duration wait);
+  // A request's first token: its prompt's length and the part of it found in the prefix cache
+  // (Usage::cached_tokens).
+  void PromptServed(DecodePath path, int64_t prompt_tokens, int64_t cached_tokens);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -96,6 +105,9 @@ class DecodeMetrics : public prometheus::Collectable {
   prometheus::Counter* imports_verified_;
   std::array<prometheus::Counter*, kNumImportRefusals> imports_refused_;
   std::array<prometheus::Histogram*, 2> queue_;
+  std::array<prometheus::Counter*, 2> prompt_tokens_;
+  std::array<prometheus::Counter*, 2> hit_requests_;
+  std::array<prometheus::Counter*, 2> hit_tokens_;
   prometheus::Counter* migrations_in_;
   prometheus::Counter* exports_ok_;
   prometheus::Counter* exports_failed_;

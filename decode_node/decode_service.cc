@@ -63,6 +63,7 @@ DecodeService::DecodeService(Engine* engine, KvTransport* transport, DecodeServi
       transport_(transport),
       options_(std::move(options)),
       handoff_gate_(options_.handoff_auth),
+      kv_events_(engine, transport->incarnation(), options_.kv_events_interval),
       verifier_(std::make_unique<KvImportVerifier>(
           transport, engine != nullptr ? engine->kv_layout() : KvLayout(),
           KvImportVerifierOptions{.checksums = options_.kv_checksums, .clock = options_.clock})),
@@ -186,6 +187,7 @@ int DecodeService::BeginDrain(bool live_migration) {
   // Pauses first: a request taken before `draining_` is set is paused when it binds.
   const int asked = live_migration ? PauseAllForMigration() : 0;
   draining_ = true;
+  kv_events_.Stop();
   return asked;
 }
 
@@ -301,6 +303,12 @@ grpc::ServerUnaryReactor* DecodeService::GetLoad(grpc::CallbackServerContext* co
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+grpc::Status DecodeService::WatchKvEvents(grpc::ServerContext* context,
+                                          const v1::WatchKvEventsRequest*,
+                                          grpc::ServerWriter<v1::KvEvents>* writer) {
+  return kv_events_.Serve(context, writer);
 }
 
 grpc::Status DecodeService::ConnectKv(grpc::ServerContext*, const v1::ConnectKvRequest* request,

@@ -7,7 +7,10 @@
 // threads. A client that goes away (or a call deadline)
 // cancels the request in the engine, which frees (or quarantines, while a writer may still write)
 // its blocks. GetLoad, the router's liveness probe, is a callback-API method too: it reads the
-// engine's published stats and answers at once. Cancel and ConnectKv stay on the sync pool.
+// engine's published stats and answers at once. Cancel and ConnectKv stay on the sync pool, as
+// does WatchKvEvents (one long-lived stream per router: the prefix cache's content, shared with the
+// prefill node in common/serving/kv_events_publisher.h; the cost policy sends a conversation's next
+// turn to the decode node holding the turns before it).
 //
 // Live KV migration (the router moves a running request to another decode node with its KV):
 // PauseForMigration and ResumePaused (sync pool; they only post to the engine) pause a request
@@ -15,8 +18,8 @@
 // resumed output is the destination's side. ExportKv (callback API, a KvExportCall) writes a
 // paused request's KV into that reservation as a prefill node writes a prompt's: the handoff
 // checked by a HandoffGate, a KvBlockWriter signed with this node's handoff_auth, the blocks
-// given by Engine::ExportPaused. A drain (BeginDrain, decode_drain.h) refuses new requests and
-// pauses every running one for the router to move.
+// given by Engine::ExportPaused. A drain (BeginDrain, decode_drain.h) refuses new requests,
+// pauses every running one for the router to move, and ends the KV event streams.
 //
 // A Reserve call: refuse what this node does not take (ReserveLease, the router id, StartWaiting)
 // -> the engine's Reserve (bind the router's id) -> wait for blocks (the client going away or
@@ -24,11 +27,12 @@
 // then the stream. Each ends as a ReserveEnd: the metrics' ReservationOutcome and the status.
 //
 // Owns: the router-id table of this node's calls, the count of reservations waiting for blocks,
-// the ticker of its calls' deadlines, the handoff gate ExportKv checks handoffs with. Touches: the
-// engine (Reserve, Submit, Cancel, imports, load; pause, resume and export for migration), the KV
-// transport's notices (it installs the handler) and identity, the handoff authenticator and the
-// metrics it is given; its KvImportVerifier seals each handoff (epoch, checksum key) and judges
-// each completion before the engine admits it.
+// the ticker of its calls' deadlines, the handoff gate ExportKv checks handoffs with, the publisher
+// of its KV events. Touches: the engine (Reserve, Submit, Cancel, imports, load; pause, resume and
+// export for migration; its prefix cache's content), the KV transport's notices (it installs the
+// handler) and identity, the handoff authenticator and the metrics it is given; its
+// KvImportVerifier seals each handoff (epoch, checksum key) and judges each completion before the
+// engine admits it.
 #ifndef TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 #define TANDEM_DECODE_NODE_DECODE_SERVICE_H_
 
@@ -45,6 +49,7 @@
 #include "common/handoff/kv_block_writer.h"
 #include "common/serving/await_or_cancel.h"
 #include "common/serving/call_ticker.h"
+#include "common/serving/kv_events_publisher.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_gate.h"
@@ -90,6 +95,8 @@ struct DecodeServiceOptions {
   absl::Duration tick_interval = kAwaitPollInterval;
   // The threads every call's handlers run on, however many calls are open.
   int worker_threads = 4;
+  // How often WatchKvEvents looks for prefix-cache changes.
+  absl::Duration kv_events_interval = absl::Milliseconds(100);
 };
 
 class DecodeService final
@@ -118,14 +125,18 @@ class DecodeService final
   grpc::ServerUnaryReactor* ExportKv(grpc::CallbackServerContext* context,
                                      const v1::ExportKvRequest* request,
                                      v1::ExportKvResponse* response) override;
+  // The prefix cache's content (common/serving/kv_events_publisher.h); UNAVAILABLE once draining.
+  grpc::Status WatchKvEvents(grpc::ServerContext* context, const v1::WatchKvEventsRequest* request,
+                             grpc::ServerWriter<v1::KvEvents>* writer) override;
 
   // Thread-safe. Asks the engine to pause every request with a router id (each stream sends
   // migration_paused once its KV is computed), and every one that gets an engine id from now on.
   // Returns how many it asked for now.
   int PauseAllForMigration();
   // Thread-safe. A drain begins (decode_drain.h): from now on Reserve and Generate answer
-  // UNAVAILABLE and GetLoad reports draining; with `live_migration`, PauseAllForMigration. Returns
-  // how many requests it asked to pause.
+  // UNAVAILABLE and GetLoad reports draining, WatchKvEvents streams end (so that they do not hold
+  // the server's shutdown); with `live_migration`, PauseAllForMigration. Returns how many
+  // requests it asked to pause.
   int BeginDrain(bool live_migration);
   // Thread-safe. Reserve, Generate and ExportKv calls not done yet (gRPC's OnDone, after their
   // status was sent).
@@ -181,6 +192,7 @@ class DecodeService final
   std::atomic<int64_t> open_calls_{0};
   std::atomic<bool> draining_{false};
   HandoffGate handoff_gate_;
+  KvEventsPublisher kv_events_;
   // Seals handoffs and judges completions; its thread calls the engine (outlived by it).
   std::unique_ptr<KvImportVerifier> verifier_;
   // Where the calls' handlers run; outlives the ticker, which posts to them.

@@ -273,9 +273,13 @@ void DecodeStreamCall::ConsumeEvent(const GenerationEvent& event) {
   if (event.has_token()) {
     TokenToProto(event, with_logprobs_, out.add_tokens());
     out.set_rng_counter(event.rng_counter);  // where a migration of this request resumes
+    DecodeMetrics* metrics = service_->options_.metrics;
+    if (!summary_.got_token && metrics != nullptr) {
+      metrics->PromptServed(path_, event.usage.prompt_tokens, event.usage.cached_tokens);
+    }
     if (!summary_.got_token && event.queue_nanos >= 0) {
       out.set_queue_us(event.queue_nanos / 1000);
-      if (DecodeMetrics* metrics = service_->options_.metrics; metrics != nullptr) {
+      if (metrics != nullptr) {
         metrics->ObserveQueueTime(path_, absl::Nanoseconds(event.queue_nanos));
       }
     }

@@ -115,6 +115,8 @@ int main(int argc, char** argv) {
   }
   const int sig = tandem::WaitForTerminationSignal();
   spdlog::info("tandem-prefill: signal {}, draining (up to {} ms)", sig, o.server.drain_timeout_ms);
+  // The routers' KV event streams end now: they would hold the shutdown until the drain deadline.
+  service.StopKvEvents();
   tandem::DrainGrpcServer(*server->server, absl::Milliseconds(o.server.drain_timeout_ms));
   (*node)->engine()->Stop();
   server->server->Wait();

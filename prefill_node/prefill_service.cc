@@ -1,7 +1,6 @@
 #include "prefill_node/prefill_service.h"
 
 #include <algorithm>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -27,6 +26,7 @@ PrefillService::PrefillService(Engine* engine, KvTransport* transport,
     : engine_(engine),
       transport_(transport),
       options_(std::move(options)),
+      kv_events_(engine, transport->incarnation(), options_.kv_events_interval),
       workers_(options_.worker_threads),
       ticker_(options_.tick_interval) {}
 
@@ -195,34 +195,7 @@ grpc::ServerUnaryReactor* PrefillService::GetLoad(grpc::CallbackServerContext* c
 grpc::Status PrefillService::WatchKvEvents(grpc::ServerContext* context,
                                            const v1::WatchKvEventsRequest*,
                                            grpc::ServerWriter<v1::KvEvents>* writer) {
-  std::vector<uint64_t> known;
-  bool first = true;
-  while (!context->IsCancelled()) {
-    std::vector<uint64_t> now = engine_->CachedBlockHashes();
-    if (first || now != known) {
-      v1::KvEvents events;
-      events.set_incarnation(transport_->incarnation());
-      events.set_block_size(engine_->kv_layout().block_size);
-      events.set_reset(first);
-      std::vector<uint64_t> stored;
-      std::vector<uint64_t> removed;
-      if (first) {
-        stored = now;
-      } else {
-        std::set_difference(now.begin(), now.end(), known.begin(), known.end(),
-                            std::back_inserter(stored));
-        std::set_difference(known.begin(), known.end(), now.begin(), now.end(),
-                            std::back_inserter(removed));
-      }
-      events.mutable_stored()->Assign(stored.begin(), stored.end());
-      events.mutable_removed()->Assign(removed.begin(), removed.end());
-      if (!writer->Write(events)) break;
-      known = std::move(now);
-      first = false;
-    }
-    absl::SleepFor(options_.kv_events_interval);
-  }
-  return grpc::Status::OK;
+  return kv_events_.Serve(context, writer);
 }
 
 }  // namespace tandem

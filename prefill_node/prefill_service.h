@@ -28,6 +28,7 @@
 #include "common/engine/engine.h"
 #include "common/serving/await_or_cancel.h"
 #include "common/serving/call_ticker.h"
+#include "common/serving/kv_events_publisher.h"
 #include "common/serving/node_requests.h"
 #include "common/transport/handoff_auth.h"
 #include "common/transport/handoff_gate.h"
@@ -74,8 +75,13 @@ class PrefillService final
   grpc::ServerUnaryReactor* GetLoad(grpc::CallbackServerContext* context,
                                     const v1::LoadRequest* request,
                                     v1::NodeLoad* response) override;
+  // The prefix cache's content (common/serving/kv_events_publisher.h).
   grpc::Status WatchKvEvents(grpc::ServerContext* context, const v1::WatchKvEventsRequest* request,
                              grpc::ServerWriter<v1::KvEvents>* writer) override;
+
+  // Thread-safe. The node drains: WatchKvEvents streams end (UNAVAILABLE) and new ones are
+  // refused, so that they do not hold the server's shutdown until the drain deadline.
+  void StopKvEvents() { kv_events_.Stop(); }
 
  private:
   friend class PrefillCall;
@@ -105,6 +111,7 @@ class PrefillService final
   KvTransport* const transport_;
   const PrefillServiceOptions options_;
   RouterRequestIds router_ids_;
+  KvEventsPublisher kv_events_;
   // Where the calls' handlers run; outlives the ticker, which posts to them.
   WorkerPool workers_;
   CallTicker ticker_;

@@ -1,9 +1,9 @@
 // Starting a process's gRPC server (with the standard health service), announcing it through a
 // ready file, and waiting for SIGINT/SIGTERM: what tandem-router, -prefill and -decode share.
 //
-// Threads: a sync-API method (Cancel, ConnectKv, a prefill node's WatchKvEvents, one stream per
-// router) holds one thread of gRPC's sync pool for the whole call. Callback-API methods never take
-// one: gRPC's default health service (grpc.health.v1.Health: Check and Watch are callback methods
+// Threads: a sync-API method (Cancel, ConnectKv, a node's WatchKvEvents, one stream per router)
+// holds one thread of gRPC's sync pool for the whole call. Callback-API methods never take one:
+// gRPC's default health service (grpc.health.v1.Health: Check and Watch are callback methods
 // in the gRPC this builds against, 1.51), the nodes' GetLoad, and their Reserve, Generate and
 // Prefill calls (state machines on a few worker threads per service). So a node's threads do not
 // grow with its streams, and liveness answers however many sync threads are held.
