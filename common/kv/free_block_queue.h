@@ -37,6 +37,7 @@ class FreeBlockQueue {
 
  private:
   static constexpr uint32_t kAbsent = ~uint32_t{0};
+  static constexpr uint32_t kLookahead = 16;  // entries between a pop and the check it prefetches
   // Drops the entries of blocks no longer in the queue, keeping the order of the others.
   void Compact();
 
