@@ -52,7 +52,8 @@ void KvEventsWatcher::Run() {
       }
       v1::WatchKvEventsRequest request;
       std::unique_ptr<grpc::ClientReader<v1::KvEvents>> reader =
-          node_->prefill().WatchKvEvents(&ctx, request);
+          node_->role() == NodeRole::kPrefill ? node_->prefill().WatchKvEvents(&ctx, request)
+                                              : node_->decode().WatchKvEvents(&ctx, request);
       v1::KvEvents events;
       while (reader->Read(&events)) node_->ApplyKvEvents(events);
       grpc::Status status = reader->Finish();
@@ -63,15 +64,13 @@ void KvEventsWatcher::Run() {
       node_->ClearKvCache();
       if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
         if (!warned_unimplemented) {
-          spdlog::warn(
-              "prefill node {} does not implement WatchKvEvents; prefix-aware "
-              "placement sees no cache there",
-              node_->address());
+          spdlog::warn("{} node {} does not implement WatchKvEvents; placement sees no cache there",
+                       NodeRoleName(node_->role()), node_->address());
           warned_unimplemented = true;
         }
       } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-        spdlog::debug("prefill node {}: WatchKvEvents ended: {}", node_->address(),
-                      status.error_message());
+        spdlog::debug("{} node {}: WatchKvEvents ended: {}", NodeRoleName(node_->role()),
+                      node_->address(), status.error_message());
       }
     }
     absl::MutexLock lock(&mu_);

@@ -1,6 +1,7 @@
-// Follows one prefill node's WatchKvEvents stream on a thread of its own and applies the events
-// to the node's prefix-cache view (Node::ApplyKvEvents). When the stream ends the view is
-// dropped and the stream is reopened after `retry_interval` (while the node is up).
+// Follows one node's WatchKvEvents stream (PrefillNode or DecodeNode, by its role) on a thread of
+// its own and applies the events to the node's prefix-cache view (Node::ApplyKvEvents). When the
+// stream ends (a draining node ends it UNAVAILABLE) the view is dropped and the stream is reopened
+// after `retry_interval` (while the node is up).
 #ifndef TANDEM_ROUTER_KV_EVENTS_WATCHER_H_
 #define TANDEM_ROUTER_KV_EVENTS_WATCHER_H_
 

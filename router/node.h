@@ -1,8 +1,8 @@
 // One prefill or decode node as the router knows it: its gRPC channel, stubs and NodeClient,
 // whether it is up, its last reported load (plus what this router placed there that the report
-// does not show yet: in_flight.h), its incarnation, and — for prefill nodes — the block hashes of
-// its prefix cache as told by WatchKvEvents. Thread-safe. Held by shared_ptr: a request keeps using
-// a node that DNS has since removed.
+// does not show yet: in_flight.h), its incarnation, and the block hashes of its prefix cache as
+// told by WatchKvEvents (prefill nodes, and decode nodes under the cost policy). Thread-safe. Held
+// by shared_ptr: a request keeps using a node that DNS has since removed.
 #ifndef TANDEM_ROUTER_NODE_H_
 #define TANDEM_ROUTER_NODE_H_
 
@@ -97,7 +97,7 @@ class Node {
   void WithdrawPlacement(uint64_t seq);
   uint64_t router_id() const { return router_id_; }
 
-  // Prefix cache (prefill nodes), from WatchKvEvents.
+  // Prefix cache, from WatchKvEvents (empty while the pool does not watch this node's).
   void ApplyKvEvents(const v1::KvEvents& events);
   void ClearKvCache();
   // Block size of the hashes in the cache view (0 when unknown).

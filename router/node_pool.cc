@@ -129,7 +129,8 @@ std::vector<std::shared_ptr<Node>> NodePool::UpdateMembers(
       member.node = std::make_shared<Node>(role, address, options_.health_interval_ms, credentials_,
                                            channel_args_, in_flight);
       member.source = source;
-      if (role == NodeRole::kPrefill && options_.watch_kv_events) {
+      if (role == NodeRole::kPrefill ? options_.watch_prefill_kv_events
+                                     : options_.watch_decode_kv_events) {
         member.watcher = std::make_unique<KvEventsWatcher>(
             member.node, absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 10)));
       }

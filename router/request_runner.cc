@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -265,11 +266,28 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   }
 
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  // The cost model credits the prefix a prefill node holds too.
+  // The cost model credits the prefix a prefill node holds too, and the one a decode node holds
+  // (a local prefill there computes only the rest: a conversation's next turn).
   const bool use_prefix =
       popts.policy == PlacementPolicy::kPrefixAware || popts.policy == PlacementPolicy::kCost ||
       (popts.mode == ServingMode::kDisaggregated && popts.local_prefill_threshold > 0);
+  const bool use_decode_prefix = popts.policy == PlacementPolicy::kCost;
+  // The prompt's block hashes, computed once per block size whatever the number of nodes: the
+  // full blocks before its last token, the ones a node can reuse (the last token is always
+  // computed, for its logits: BlockManager::CachedPrefixTokens).
   absl::flat_hash_map<int32_t, std::vector<uint64_t>> hashes_by_block_size;
+  const std::span<const TokenId> reusable =
+      std::span<const TokenId>(request.prompt)
+          .first(std::max<size_t>(request.prompt.size(), 1) - 1);
+  auto cached_prefix_tokens = [&](const Node& node) -> int64_t {
+    const int32_t block_size = node.kv_block_size();
+    if (block_size <= 0 || node.num_cached_blocks() == 0) return 0;
+    auto it = hashes_by_block_size.find(block_size);
+    if (it == hashes_by_block_size.end()) {
+      it = hashes_by_block_size.emplace(block_size, HashFullBlocks(reusable, block_size)).first;
+    }
+    return node.CachedPrefixBlocks(it->second) * block_size;
+  };
 
   std::vector<NodeCandidate> prefill_candidates;
   for (size_t i = 0; i < prefill.size(); ++i) {
@@ -281,15 +299,7 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     c.queued_tokens = s.load.num_queued_tokens() + s.pending_tokens;
     c.num_sequences = s.load.num_running() + s.load.num_waiting() + s.pending_requests;
     FillCostInputs(s, &c);
-    const int32_t block_size = prefill[i]->kv_block_size();
-    if (use_prefix && block_size > 0 && prefill[i]->num_cached_blocks() > 0) {
-      auto it = hashes_by_block_size.find(block_size);
-      if (it == hashes_by_block_size.end()) {
-        it = hashes_by_block_size.emplace(block_size, HashFullBlocks(request.prompt, block_size))
-                 .first;
-      }
-      c.cached_prefix_tokens = prefill[i]->CachedPrefixBlocks(it->second) * block_size;
-    }
+    if (use_prefix) c.cached_prefix_tokens = cached_prefix_tokens(*prefill[i]);
     prefill_candidates.push_back(std::move(c));
   }
   std::vector<NodeCandidate> decode_candidates;
@@ -303,6 +313,7 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     c.num_sequences =
         s.load.num_running() + s.load.num_waiting() + s.load.num_awaiting_kv() + s.pending_requests;
     FillCostInputs(s, &c);
+    if (use_decode_prefix) c.cached_prefix_tokens = cached_prefix_tokens(*decode[i]);
     decode_candidates.push_back(std::move(c));
   }
 
@@ -314,6 +325,7 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   chosen.reason = placement->reason;
   chosen.decode = decode[placement->decode];
   chosen.cached_prefix_tokens = placement->cached_prefix_tokens;
+  chosen.decode_cached_prefix_tokens = placement->decode_cached_prefix_tokens;
   if (placement->prefill >= 0) chosen.prefill = prefill[placement->prefill];
 
   // Until the nodes' load reports show them (in_flight.h), count what this router sends them;
@@ -392,11 +404,13 @@ void RequestRunner::CountPlacement(const Chosen& chosen, const RouterRequest& re
       ++counters_->colocated;
       break;
   }
-  spdlog::debug("{}: attempt {}: {} ({}) decode {}{} ({} of {} prompt tokens cached)",
-                request.request_id, attempt, PlacementKindName(chosen.kind),
-                PlacementReasonName(chosen.reason), chosen.decode->address(),
-                chosen.prefill ? absl::StrCat(" prefill ", chosen.prefill->address()) : "",
-                chosen.cached_prefix_tokens, request.prompt.size());
+  spdlog::debug(
+      "{}: attempt {}: {} ({}) decode {}{} ({} of {} prompt tokens cached on the prefill node, "
+      "{} on the decode node)",
+      request.request_id, attempt, PlacementKindName(chosen.kind),
+      PlacementReasonName(chosen.reason), chosen.decode->address(),
+      chosen.prefill ? absl::StrCat(" prefill ", chosen.prefill->address()) : "",
+      chosen.cached_prefix_tokens, request.prompt.size(), chosen.decode_cached_prefix_tokens);
 }
 
 void RequestRunner::Start(const v1::GenerateRequest& request, const RunOptions& options,

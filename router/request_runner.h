@@ -125,8 +125,9 @@ class RequestRunner {
     PlacementKind kind = PlacementKind::kDisaggregated;
     PlacementReason reason = PlacementReason::kDisaggregated;
     std::shared_ptr<Node> decode;
-    std::shared_ptr<Node> prefill;  // kDisaggregated only
-    int64_t cached_prefix_tokens = 0;
+    std::shared_ptr<Node> prefill;            // kDisaggregated only
+    int64_t cached_prefix_tokens = 0;         // the prefill node's (placement.h)
+    int64_t decode_cached_prefix_tokens = 0;  // the decode node's (the cost policy only)
     // What the requests to them carry (in_flight.h).
     PlacementTag decode_tag;
     PlacementTag prefill_tag;

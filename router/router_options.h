@@ -28,8 +28,12 @@ struct NodePoolOptions {
   // for this long with no progress on its streams in that time. A refused connection,
   // NOT_SERVING or an RPC that fails UNAVAILABLE marks it down at once.
   int64_t node_down_after_ms = 10000;
-  // Follow the prefill nodes' WatchKvEvents streams (prefix-aware placement needs them).
-  bool watch_kv_events = false;
+  // Follow the prefill nodes' WatchKvEvents streams (prefix_aware and cost placement credit the
+  // prefix a prefill node holds).
+  bool watch_prefill_kv_events = false;
+  // Follow the decode nodes' WatchKvEvents streams (cost placement credits the prefix a decode
+  // node holds: a conversation's next turn goes where its earlier turns' KV is).
+  bool watch_decode_kv_events = false;
   // How the router dials nodes: TLS (mTLS with a client certificate) when it names a CA.
   TlsClientFiles node_tls;
   // The id this router tags its placements with (router/in_flight.h); 0: the process's random

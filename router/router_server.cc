@@ -38,10 +38,12 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
 
   NodePoolOptions pool_options = options.pool;
   const PlacementOptions& placement = options.placement;
-  pool_options.watch_kv_events =
+  pool_options.watch_prefill_kv_events =
       placement.mode == ServingMode::kDisaggregated &&
       (placement.policy == PlacementPolicy::kPrefixAware ||
        placement.policy == PlacementPolicy::kCost || placement.local_prefill_threshold > 0);
+  // Only the cost model weighs what a decode node holds (a local prefill there computes the rest).
+  pool_options.watch_decode_kv_events = placement.policy == PlacementPolicy::kCost;
   if (placement.mode == ServingMode::kColocated) pool_options.prefill = NodeSource();
   router->pool_ = std::make_unique<NodePool>(std::move(pool_options), std::move(resolver));
   RETURN_IF_ERROR(router->pool_->Start());

@@ -140,6 +140,35 @@ class FakeDecodeNode::Service final : public v1::DecodeNode::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status WatchKvEvents(grpc::ServerContext* ctx, const v1::WatchKvEventsRequest*,
+                             grpc::ServerWriter<v1::KvEvents>* writer) override {
+    {
+      absl::MutexLock lock(&mu);
+      ++watch_streams;
+    }
+    uint64_t sent = 0;  // cache_version starts at 1
+    while (!ctx->IsCancelled()) {
+      std::optional<v1::KvEvents> reset;
+      {
+        absl::MutexLock lock(&mu);
+        if (sent != cache_version) {
+          sent = cache_version;
+          reset.emplace();
+          reset->set_incarnation(owner_->incarnation());
+          reset->set_block_size(load_.block_size());
+          reset->set_reset(true);
+          reset->mutable_stored()->Assign(cached.begin(), cached.end());
+        }
+      }
+      if (reset.has_value()) {
+        if (!writer->Write(*reset)) break;
+      } else {
+        absl::SleepFor(kPoll);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
   bool Complete(uint64_t id) {
     absl::MutexLock lock(&mu);
     if (!awaiting.contains(id)) return false;
@@ -208,6 +237,9 @@ class FakeDecodeNode::Service final : public v1::DecodeNode::Service {
   uint64_t next_handoff_id ABSL_GUARDED_BY(mu) = 1;
   absl::flat_hash_set<uint64_t> awaiting ABSL_GUARDED_BY(mu);
   absl::flat_hash_set<uint64_t> completed ABSL_GUARDED_BY(mu);
+  std::vector<uint64_t> cached ABSL_GUARDED_BY(mu);
+  uint64_t cache_version ABSL_GUARDED_BY(mu) = 1;
+  int watch_streams ABSL_GUARDED_BY(mu) = 0;
 };
 
 FakeDecodeNode::FakeDecodeNode() : service_(std::make_unique<Service>(this)) { StartServer(0); }
@@ -244,6 +276,14 @@ void FakeDecodeNode::SetLoad(int32_t free_kv_blocks, int64_t queued_tokens, int3
   service_->load_.set_num_running(running);
 }
 
+void FakeDecodeNode::SetStepCost(double per_step_us, double per_token_us) {
+  absl::MutexLock lock(&service_->mu);
+  v1::StepCost* cost = service_->load_.mutable_step_cost();
+  cost->set_per_step_us(per_step_us);
+  cost->set_per_token_us(per_token_us);
+  cost->set_samples(100);
+}
+
 void FakeDecodeNode::SetLoadDelay(absl::Duration delay) {
   absl::MutexLock lock(&service_->mu);
   service_->load_delay_ = delay;
@@ -261,6 +301,17 @@ void FakeDecodeNode::Restart() {
 }
 
 bool FakeDecodeNode::Complete(uint64_t request_id) { return service_->Complete(request_id); }
+
+void FakeDecodeNode::SetCachedBlocks(const std::vector<uint64_t>& hashes) {
+  absl::MutexLock lock(&service_->mu);
+  service_->cached = hashes;
+  ++service_->cache_version;
+}
+
+int FakeDecodeNode::watch_streams() const {
+  absl::MutexLock lock(&service_->mu);
+  return service_->watch_streams;
+}
 
 bool FakeDecodeNode::CompleteHandoff(uint64_t incarnation, uint64_t request_id) {
   absl::MutexLock lock(&registry_mu);

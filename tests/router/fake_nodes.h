@@ -50,6 +50,8 @@ class FakeDecodeNode {
 
   void SetScript(DecodeScript script);
   void SetLoad(int32_t free_kv_blocks, int64_t queued_tokens = 0, int32_t running = 0);
+  // The price of a step GetLoad reports (NodeLoad.step_cost), for the cost policy.
+  void SetStepCost(double per_step_us, double per_token_us);
   // GetLoad answers after `delay` (a busy node whose checks time out).
   void SetLoadDelay(absl::Duration delay);
   // The health service's answer (SERVING or NOT_SERVING).
@@ -61,6 +63,11 @@ class FakeDecodeNode {
 
   // The prefill side's completion for handoff `request_id`; false if unknown or not awaiting.
   bool Complete(uint64_t request_id);
+
+  // The prefix cache WatchKvEvents reports (the block size of the load report): every stream
+  // sends a reset with the whole set when it opens and whenever this changes it.
+  void SetCachedBlocks(const std::vector<uint64_t>& hashes);
+  int watch_streams() const;
 
   // Observations.
   int reserve_calls() const;

@@ -250,6 +250,42 @@ TEST_F(GenerateServiceTest, CachedPrefixMakesTheRestShortEnoughForLocalPrefill) 
   EXPECT_EQ(counters().local_prefill_short_prompt.load(), 1);
 }
 
+// Conversation affinity (issue 19): the cost policy watches the decode nodes' KV events and sends a
+// prompt whose prefix a decode node holds there, where it computes only the rest; each request
+// there counts as its in-flight work only the part it computes.
+TEST_F(GenerateServiceTest, CostPolicySendsAPromptToTheDecodeNodeHoldingItsPrefix) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 400; ++i) prompt.push_back(2000 + i);
+  d2_.SetCachedBlocks(HashFullBlocks(prompt, 16));  // all 25 blocks; the last is recomputed
+  for (testing::FakeDecodeNode* d : {&d1_, &d2_}) {
+    d->SetStepCost(/*per_step_us=*/20000, /*per_token_us=*/500);
+    d->SetScript(Script(" again"));
+  }
+  RouterOptions o = TestRouterOptions({}, {d1_.address(), d2_.address()});
+  o.placement.mode = ServingMode::kColocated;
+  o.placement.policy = PlacementPolicy::kCost;
+  StartRouter(o);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return PoolNode(NodeRole::kDecode, d2_.address())->num_cached_blocks() == 25; }));
+  ASSERT_TRUE(WaitUntil([&] { return d1_.watch_streams() == 1; }));
+
+  for (int i = 0; i < 3; ++i) {
+    // The request before is in d2's load report (the fakes report no receipts: every report
+    // retires this router's placements), so each sees the same nodes.
+    ASSERT_TRUE(WaitUntil([&] {
+      return PoolNode(NodeRole::kDecode, d2_.address())->snapshot().pending_requests == 0;
+    }));
+    v1::GenerateRequest req;
+    req.mutable_token_ids()->mutable_ids()->Assign(prompt.begin(), prompt.end());
+    req.mutable_sampling()->set_max_tokens(16);
+    StreamResult r = RunGenerate(*stub_, req);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  }
+  EXPECT_EQ(d2_.generate_calls(), 3);
+  EXPECT_EQ(d1_.generate_calls(), 0);
+  EXPECT_EQ(counters().colocated.load(), 3);
+}
+
 TEST_F(GenerateServiceTest, NoPrefillNodeUpFallsBackToLocalPrefillAndCountsIt) {
   p1_.SetServing(false);
   d1_.SetScript(Script(" local"));

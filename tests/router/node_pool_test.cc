@@ -288,7 +288,7 @@ TEST(NodePoolTest, KvEventsFeedThePrefixCacheView) {
   p.StoreBlocks({hashes[0]});  // in the cache before the stream opens: part of the reset
 
   NodePoolOptions o = StaticOptions({p.address()}, {});
-  o.watch_kv_events = true;
+  o.watch_prefill_kv_events = true;
   o.health_interval_ms = 20;
   NodePool pool(o);
   ASSERT_TRUE(pool.Start().ok());
@@ -306,10 +306,35 @@ TEST(NodePoolTest, KvEventsFeedThePrefixCacheView) {
   EXPECT_EQ(node->num_cached_blocks(), 3u);
 }
 
+TEST(NodePoolTest, DecodeNodesKvEventsAreWatchedOnlyWhenAsked) {
+  FakeDecodeNode d;
+  const std::vector<uint64_t> hashes = {11, 12, 13};
+  d.SetCachedBlocks(hashes);
+  NodePoolOptions o = StaticOptions({}, {d.address()});
+  o.watch_prefill_kv_events = true;  // the prefill nodes' alone
+  o.health_interval_ms = 20;
+  {
+    NodePool pool(o);
+    ASSERT_TRUE(pool.Start().ok());
+    absl::SleepFor(absl::Milliseconds(100));
+    EXPECT_EQ(d.watch_streams(), 0);
+    EXPECT_EQ(pool.Nodes(NodeRole::kDecode)[0]->num_cached_blocks(), 0u);
+  }
+  o.watch_decode_kv_events = true;
+  NodePool pool(o);
+  ASSERT_TRUE(pool.Start().ok());
+  std::shared_ptr<Node> node = pool.Nodes(NodeRole::kDecode)[0];
+  ASSERT_TRUE(WaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 3; }));
+  EXPECT_EQ(node->kv_block_size(), 16);  // the fake's
+  d.SetCachedBlocks({11, 13});
+  ASSERT_TRUE(WaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 1; }));
+  EXPECT_EQ(node->num_cached_blocks(), 2u);
+}
+
 TEST(NodePoolTest, StopEndsTheWatchStreams) {
   FakePrefillNode p;
   NodePoolOptions o = StaticOptions({p.address()}, {});
-  o.watch_kv_events = true;
+  o.watch_prefill_kv_events = true;
   auto pool = std::make_unique<NodePool>(o);
   ASSERT_TRUE(pool->Start().ok());
   ASSERT_TRUE(WaitUntil([&] { return p.watch_streams() == 1; }));
