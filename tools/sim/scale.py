@@ -59,7 +59,7 @@ def main():
     ap.add_argument("--rate-per-node", type=float, default=2.0)
     ap.add_argument("--quick", action="store_true", help="the two smallest rows only")
     ap.add_argument("--hour-of-1000", action="store_true",
-                    help="also the goal's row: 125 nodes (1,000 GPUs), one hour (about 5 minutes)")
+                    help="also the goal's row: 125 nodes (1,000 GPUs), one hour (about 3 minutes)")
     a = ap.parse_args()
     grid = [("colocated", n, 600) for n in (2, 4, 8, 16)] + \
            [("colocated", 16, s) for s in (300, 1200)] + [("disaggregated", 16, 600)]
