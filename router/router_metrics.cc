@@ -164,6 +164,7 @@ class RouterDecisions final : public prometheus::Collectable {
       // that the report does not show yet (router/in_flight.h).
       std::vector<prometheus::ClientMetric> in_flight;
       std::vector<prometheus::ClientMetric> queued;
+      std::vector<prometheus::ClientMetric> cached;
       for (NodeRole role : {NodeRole::kPrefill, NodeRole::kDecode}) {
         for (const std::shared_ptr<Node>& node : pool_->Nodes(role)) {
           const Node::Snapshot s = node->snapshot();
@@ -172,6 +173,7 @@ class RouterDecisions final : public prometheus::Collectable {
           in_flight.push_back(Value(static_cast<double>(s.pending_requests), labels));
           queued.push_back(
               Value(static_cast<double>(s.load.num_queued_tokens() + s.pending_tokens), labels));
+          cached.push_back(Value(static_cast<double>(node->num_cached_blocks()), labels));
         }
       }
       out.push_back(Family("tandem_router_node_in_flight_requests",
@@ -182,6 +184,11 @@ class RouterDecisions final : public prometheus::Collectable {
                            "Prompt tokens queued on a node as placement sees them: its last load "
                            "report (every router's work) plus this router's placements in flight.",
                            MetricType::Gauge, std::move(queued)));
+      out.push_back(Family("tandem_router_node_cached_kv_blocks",
+                           "Blocks of a node's prefix cache as this router knows them from the "
+                           "node's WatchKvEvents stream (prefill nodes under prefix_aware and "
+                           "cost, decode nodes under cost; 0 when not watched).",
+                           MetricType::Gauge, std::move(cached)));
       const NodePoolCounters& pc = pool_->counters();
       out.push_back(Family("tandem_router_node_slow_checks_total",
                            "Health checks that timed out on a node left up because it was busy, "
