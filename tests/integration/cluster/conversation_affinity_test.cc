@@ -191,8 +191,9 @@ TEST_P(ConversationAffinityTest, SecondTurnsLandOnTheDecodeNodeHoldingTheFirst) 
   spec.num_decode = 2;
   spec.node_args = kSimArgs;
   // A chat's TTFT target: the ~20 ms a held first turn of 1,024 tokens saves is 8% of it. With the
-  // default 2 s target that saving weighs less in the score than the noise between the two nodes'
-  // learnt step prices (its TPOT part), and about a third of the second turns went astray.
+  // default 2 s target (1%) that saving is about as large as the noise between the two nodes'
+  // learnt step prices in the score's TPOT part: one second turn of 32 went astray in one run of
+  // four (and up to 10 while the turn before still counted in flight on its node).
   spec.router_args = {
       "--policy", "cost", "--mode", GetParam(), "--slo-ttft-ms", "250", "--health-interval-ms",
       "100"};
