@@ -1,6 +1,6 @@
 // Conversation affinity (issue 19 item 4) on the real cluster: 2 sim-backend decode nodes (and 2
 // prefill nodes when disaggregated) behind a router with --policy cost, which watches the decode
-// nodes' KV events. The first turns of 32 conversations (distinct prompts of 1,024 tokens) spread
+// nodes' KV events. The first turns of 32 conversations (distinct prompts of 2,048 tokens) spread
 // over the decode nodes; once the decode nodes' caches reached the router (its
 // tandem_router_node_cached_kv_blocks equals what the nodes' own streams show), each second turn
 // (the first turn's prompt, its answer and a new question) goes to the decode node that holds the
@@ -29,7 +29,7 @@ namespace tandem::testing {
 namespace {
 
 constexpr int kConversations = 32;
-constexpr int kPromptTokens = 1024;
+constexpr int kPromptTokens = 2048;
 constexpr int kAnswerTokens = 16;
 constexpr int kQuestionTokens = 32;
 
@@ -190,10 +190,11 @@ TEST_P(ConversationAffinityTest, SecondTurnsLandOnTheDecodeNodeHoldingTheFirst) 
   spec.num_prefill = disaggregated ? 2 : 0;
   spec.num_decode = 2;
   spec.node_args = kSimArgs;
-  // A chat's TTFT target: the ~20 ms a held first turn of 1,024 tokens saves is 8% of it. With the
-  // default 2 s target (1%) that saving is about as large as the noise between the two nodes'
-  // learnt step prices in the score's TPOT part: one second turn of 32 went astray in one run of
-  // four (and up to 10 while the turn before still counted in flight on its node).
+  // A chat's TTFT target, and long first turns: the ~40 ms a held first turn of 2,048 tokens saves
+  // is 16% of it. With 1,024 tokens and the default 2 s target (1%) the saving was about as large
+  // as the noise between the two nodes' learnt step prices in the score's TPOT part (which grows
+  // when the machine is busy): one second turn of 32 went astray in one run of four, 9 of 32 at
+  // 250 ms under ctest -j2.
   spec.router_args = {
       "--policy", "cost", "--mode", GetParam(), "--slo-ttft-ms", "250", "--health-interval-ms",
       "100"};
@@ -339,18 +340,18 @@ TEST_P(ConversationAffinityTest, SecondTurnsLandOnTheDecodeNodeHoldingTheFirst) 
 // the new part there (the cost model's local option, priced by the node's learnt step cost).
 INSTANTIATE_TEST_SUITE_P(Colocated, ConversationAffinityTest, ::testing::Values("colocated"));
 
-// Disaggregated: disabled. The cost model sends a second turn to the decode node holding its
-// first (a local prefill of the new part, or a disaggregated one: the prefill node then sends the
-// 3 new blocks and skips the 64 held ones) or, about as often as chance would, to the other one
-// (a prefill there sends all 67): 24, 24, 25 and 30 of 32 on the holder in four runs (14 and 19
-// with the default 2 s TTFT target). Two causes in router/placement*.cc: the disaggregated option
-// credits nothing for what the decode node holds (no transfer term by default, and the prefill
-// node holds the first turn's prompt too, so its TTFT is about the local one's), so the options
-// are near-equal and one is drawn at random; and a decode node that never prefilled learnt no
-// per-token price (its steps are decodes: per_token_us 0 on one of the two nodes), so a local
-// prefill there looks free, cached prefix or not. Enable it once the cost model credits the decode
-// node's cached prefix in the disaggregated option (or prefers it among near-equal options) and
-// prices a decode node's prefill when it has no prefill steps of its own.
+// Disaggregated: disabled. 30 to 32 of 32 second turns land on the holder (seven runs; every one
+// prefilled there locally), the misses among the first one or two: a decode node that has only
+// decoded learnt no per-token price (its steps' token counts barely vary), so a local prefill
+// looks free on either decode node, cached prefix or not, until one has prefilled. With 1,024-token
+// first turns 24 to 30 of 32 (14 and 19 at the default 2 s TTFT target), some through a prefill
+// node: the disaggregated option credits nothing for what the decode node holds (no transfer term
+// by default), and the prefill node holds the first turn's prompt too, so its TTFT is about the
+// local one's; the options are near-equal and one is drawn at random (the prefill node then sends
+// all the blocks to the other decode node, or only the new ones to the holder). Both are the cost
+// model's (router/placement*.cc): enable this once it prices a decode node's prefill when the node
+// has no prefill steps of its own and credits the decode node's cached prefix in the disaggregated
+// option (or prefers it among near-equal options).
 INSTANTIATE_TEST_SUITE_P(DISABLED_Disaggregated, ConversationAffinityTest,
                          ::testing::Values("disaggregated"));
 
