@@ -86,7 +86,8 @@ TEST(SimRouterTest, ABurstSpreadsEvenlyWithOneTwoAndFourReplicas) {
     for (const auto* placed : {&run->stats.placed_on_prefill, &run->stats.placed_on_decode}) {
       ASSERT_EQ(placed->size(), 2u);
       const auto [lo, hi] = std::minmax_element(placed->begin(), placed->end());
-      EXPECT_LE(*hi - *lo, 1) << (placed == &run->stats.placed_on_prefill ? "prefill " : "decode ") << routers << " replica(s): " << (*placed)[0] << " vs "
+      EXPECT_LE(*hi - *lo, 1) << (placed == &run->stats.placed_on_prefill ? "prefill " : "decode ")
+                              << routers << " replica(s): " << (*placed)[0] << " vs "
                               << (*placed)[1];
     }
     EXPECT_EQ(run->stats.placements.at("disaggregated"), 64) << routers << " replica(s)";
