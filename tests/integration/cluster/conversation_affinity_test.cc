@@ -23,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster/local_cluster_fixture.h"
+#include "tests/integration/cluster/sim_node_args.h"
 #include "tests/integration/test_model_dir.h"
 
 namespace tandem::testing {
@@ -32,20 +33,6 @@ constexpr int kConversations = 32;
 constexpr int kPromptTokens = 2048;
 constexpr int kAnswerTokens = 16;
 constexpr int kQuestionTokens = 32;
-
-// Llama-3.1-8B on an H100, modelled (router_replicas_test.cc's nodes).
-const std::vector<std::string> kSimArgs = {"--backend",
-                                           "sim",
-                                           "--sim-model",
-                                           "llama-3.1-8b",
-                                           "--sim-gpu",
-                                           "h100",
-                                           "--sim-kv-scale",
-                                           "128",
-                                           "--sim-kv-blocks",
-                                           "16384",
-                                           "--max-num-batched-tokens",
-                                           "2048"};
 
 // `n` tokens no other `salt` shares a block of.
 std::vector<int> DistinctTokens(int salt, int n) {
@@ -189,7 +176,7 @@ TEST_P(ConversationAffinityTest, SecondTurnsLandOnTheDecodeNodeHoldingTheFirst) 
   spec.model_dir = TestModelDir("llama3.2");
   spec.num_prefill = disaggregated ? 2 : 0;
   spec.num_decode = 2;
-  spec.node_args = kSimArgs;
+  spec.node_args = SimNodeArgs(16384);
   // A chat's TTFT target, and long first turns: the ~40 ms a held first turn of 2,048 tokens saves
   // is 16% of it. With 1,024 tokens and the default 2 s target (1%) the saving was about as large
   // as the noise between the two nodes' learnt step prices in the score's TPOT part (which grows

@@ -8,23 +8,11 @@
 #include "common/backend/sim/sim_backend.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster/local_cluster_fixture.h"
+#include "tests/integration/cluster/sim_node_args.h"
 #include "tests/integration/test_model_dir.h"
 
 namespace tandem::testing {
 namespace {
-
-const std::vector<std::string> kSimArgs = {"--backend",
-                                           "sim",
-                                           "--sim-model",
-                                           "llama-3.1-8b",
-                                           "--sim-gpu",
-                                           "h100",
-                                           "--sim-kv-scale",
-                                           "128",
-                                           "--sim-kv-blocks",
-                                           "1024",
-                                           "--max-num-batched-tokens",
-                                           "2048"};
 
 std::vector<std::vector<int>> Prompts() {
   std::vector<std::vector<int>> prompts;
@@ -58,7 +46,7 @@ TEST(SimClusterTest, DisaggregatedServesTheSimsTokens) {
   spec.model_dir = TestModelDir("llama3.2");
   spec.num_prefill = 1;
   spec.num_decode = 1;
-  spec.node_args = kSimArgs;
+  spec.node_args = SimNodeArgs(1024);
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
   ASSERT_NO_FATAL_FAILURE(ServeAndCheck(cluster));
 }
@@ -69,7 +57,7 @@ TEST(SimClusterTest, ColocatedServesTheSameTokens) {
   spec.model_dir = TestModelDir("llama3.2");
   spec.num_prefill = 0;
   spec.num_decode = 1;
-  spec.node_args = kSimArgs;
+  spec.node_args = SimNodeArgs(1024);
   spec.router_args = {"--mode", "colocated"};
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
   ASSERT_NO_FATAL_FAILURE(ServeAndCheck(cluster));
