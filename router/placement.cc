@@ -68,11 +68,20 @@ std::string_view PlacementPolicyName(PlacementPolicy policy) {
 std::optional<ServingMode> ParseServingMode(std::string_view name) {
   if (name == "disaggregated") return ServingMode::kDisaggregated;
   if (name == "colocated") return ServingMode::kColocated;
+  if (name == "auto") return ServingMode::kAuto;
   return std::nullopt;
 }
 
 std::string_view ServingModeName(ServingMode mode) {
-  return mode == ServingMode::kColocated ? "colocated" : "disaggregated";
+  switch (mode) {
+    case ServingMode::kDisaggregated:
+      return "disaggregated";
+    case ServingMode::kColocated:
+      return "colocated";
+    case ServingMode::kAuto:
+      return "auto";
+  }
+  return "?";
 }
 
 std::string_view PlacementReasonName(PlacementReason reason) {
@@ -150,18 +159,23 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
   };
   // Picks one of the options whose score is within kNearEqual of the part of the best score
   // that differs between them (`spread`: all of a prefill node's TTFT; a decode node's TPOT
-  // ratio, and its TTFT ratio when it prefills), among those that fit when any does.
+  // ratio, and its TTFT ratio when it prefills), among those that fit when any does; of those,
+  // the ones whose node holds the longest prefix of the prompt (`held`: fewer KV blocks to
+  // compute or send, fewer taken from the pool), then one at random.
   auto pick = [this](const std::vector<double>& scores, const std::vector<double>& spread,
-                     const std::vector<bool>& fits) {
+                     const std::vector<bool>& fits, const std::vector<int64_t>& held) {
     const bool any_fits = std::find(fits.begin(), fits.end(), true) != fits.end();
     size_t best = scores.size();
     for (size_t i = 0; i < scores.size(); ++i) {
       if ((fits[i] || !any_fits) && (best == scores.size() || scores[i] < scores[best])) best = i;
     }
     std::vector<size_t> near;
+    int64_t most_held = 0;
     for (size_t i = 0; i < scores.size(); ++i) {
       if ((fits[i] || !any_fits) && scores[i] <= scores[best] + kNearEqual * spread[best]) {
-        near.push_back(i);
+        if (held[i] > most_held) near.clear();
+        if (held[i] >= most_held) near.push_back(i);
+        most_held = std::max(most_held, held[i]);
       }
     }
     return near.size() == 1 ? near[0] : near[RandomIndex(near.size())];
@@ -169,34 +183,52 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
 
   Placement placement;
   const bool colocated = options_.mode == ServingMode::kColocated;
-  // The prefill node: the shortest predicted time to the prompt's last token.
-  const NodeCandidate* p = nullptr;
-  StepCost p_price;
+  // The prefill node: the shortest predicted time to the prompt's last token. `second` is the
+  // best of the others, for the decode node that is `first` itself (a node in both pools: there
+  // the split option is the other node's prefill; its own is the local option).
+  const NodeCandidate* first = nullptr;
+  const NodeCandidate* second = nullptr;
+  std::vector<double> prefill_ttft;
+  std::vector<int64_t> prefill_held;
   if (!colocated && !prefill.empty()) {
-    std::vector<double> ttft;
     for (const NodeCandidate& n : prefill) {
       const int64_t cached = std::min(n.cached_prefix_tokens, prompt_tokens);
-      ttft.push_back(PrefillTimeUs(n, price(n, prefill), cached, prompt_tokens - cached, false));
+      const StepCost n_price = price(n, prefill);
+      prefill_ttft.push_back(
+          PrefillTimeUs(n, n_price, n_price.per_token_us, cached, prompt_tokens - cached, false));
+      prefill_held.push_back(cached);
     }
-    p = &prefill[pick(ttft, ttft, std::vector<bool>(ttft.size(), true))];
-    p_price = price(*p, prefill);
-    placement.cached_prefix_tokens = std::min(p->cached_prefix_tokens, prompt_tokens);
+    const size_t f =
+        pick(prefill_ttft, prefill_ttft, std::vector<bool>(prefill.size(), true), prefill_held);
+    first = &prefill[f];
+    for (size_t i = 0; i < prefill.size(); ++i) {
+      if (i != f && (second == nullptr || prefill_ttft[i] < prefill_ttft[second - &prefill[0]])) {
+        second = &prefill[i];
+      }
+    }
   }
+  // The prefill pool's price, as the stand-in price of a prompt token on a decode node
+  // (LocalPromptTokenUs); unknown while no prefill node reports one.
+  const StepCost pool_price = first != nullptr ? PriceOf(*first, prefill) : StepCost{};
   // Each decode node, with its best option; the execution choice is the model's only when
   // both pools report prices (else the threshold rule's).
-  const bool priced =
-      PriceOf(decode.front(), decode).known() && (p == nullptr || PriceOf(*p, prefill).known());
-  const bool threshold_local = p != nullptr && prompt_tokens - placement.cached_prefix_tokens <
-                                                   options_.local_prefill_threshold;
+  const bool priced = PriceOf(decode.front(), decode).known() &&
+                      (first == nullptr || PriceOf(*first, prefill).known());
+  const bool threshold_local =
+      first != nullptr && prompt_tokens - std::min(first->cached_prefix_tokens, prompt_tokens) <
+                              options_.local_prefill_threshold;
   std::vector<double> scores, spread;
   std::vector<bool> local, fits;
+  std::vector<const NodeCandidate*> split_on;
+  std::vector<int64_t> held;
   const double ttft_limit_us = options_.slo_ttft_ms * 1000;
   const double tpot_limit_us = options_.slo_tpot_ms * 1000;
   for (const NodeCandidate& d : decode) {
     const StepCost d_price = price(d, decode);
+    const NodeCandidate* p = first != nullptr && first->address == d.address ? second : first;
     std::optional<PredictedCost> at_d, split;
     if (p == nullptr || priced || threshold_local) {
-      at_d = PredictLocal(d, d_price, request, options_);
+      at_d = PredictLocal(d, d_price, LocalPromptTokenUs(d_price, pool_price), request, options_);
       // With a prefill pool to go to, only a decode node with TPOT headroom and a free batch
       // slot prefills locally (at its max_num_seqs, the prompt would wait for a sequence to
       // end, which the model does not price).
@@ -207,7 +239,7 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
       }
     }
     if (p != nullptr && (priced || !threshold_local)) {
-      split = PredictDisaggregated(*p, p_price, d, d_price, request, options_);
+      split = PredictDisaggregated(*p, price(*p, prefill), d, d_price, request, options_);
     }
     // Ties go to the disaggregated option: it keeps the decode node's steps short.
     const bool best_local = !split.has_value() || (at_d.has_value() && at_d->score < split->score);
@@ -216,12 +248,20 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
     spread.push_back(std::max(c.tpot_us, c.others_tpot_us) / tpot_limit_us +
                      (best_local ? c.ttft_us / ttft_limit_us : 0));
     local.push_back(best_local);
+    split_on.push_back(best_local ? nullptr : p);
     fits.push_back(HasRoomFor(d, request));
+    held.push_back(std::min(d.cached_prefix_tokens, prompt_tokens));
   }
-  const size_t chosen = pick(scores, spread, fits);
+  const size_t chosen = pick(scores, spread, fits, held);
   placement.decode = decode[chosen].index;
   placement.decode_cached_prefix_tokens =
       std::min(decode[chosen].cached_prefix_tokens, prompt_tokens);
+  const NodeCandidate* p = split_on[chosen];
+  if (p == nullptr && first != nullptr) {
+    p = first->address == decode[chosen].address ? second : first;
+  }
+  if (p != nullptr)
+    placement.cached_prefix_tokens = std::min(p->cached_prefix_tokens, prompt_tokens);
   if (colocated) {
     placement.kind = PlacementKind::kColocated;
     placement.reason = PlacementReason::kColocated;
@@ -253,11 +293,22 @@ absl::StatusOr<Placement> Placer::Choose(std::span<const NodeCandidate> prefill,
     return ChooseByCost(prefill, decode, prompt_tokens, max_tokens);
   }
   Placement placement;
-  placement.decode = PickDecode(decode).index;
+  const NodeCandidate& d = PickDecode(decode);
+  placement.decode = d.index;
   if (options_.mode == ServingMode::kColocated) {
     placement.kind = PlacementKind::kColocated;
     placement.reason = PlacementReason::kColocated;
     return placement;
+  }
+  // A node in both pools is not its own prefill node (auto mode): the others are the pool.
+  std::vector<NodeCandidate> others;
+  const std::string& d_address = d.address;
+  if (std::any_of(prefill.begin(), prefill.end(),
+                  [&](const NodeCandidate& n) { return n.address == d_address; })) {
+    for (const NodeCandidate& n : prefill) {
+      if (n.address != d_address) others.push_back(n);
+    }
+    prefill = others;
   }
   if (prefill.empty()) {
     placement.kind = PlacementKind::kLocalPrefill;

@@ -21,6 +21,10 @@
 //                 uncached part on the chosen P is shorter than local_prefill_threshold tokens,
 //                 or when no prefill node is up: then D prefills locally
 //   colocated     D prefills and decodes (DecodeNode.Generate); prefill nodes are not used
+//   auto          every node serves both roles (the caller passes the same nodes as prefill and
+//                 decode candidates): as disaggregated, except that a node is never its own
+//                 prefill node (a candidate in both lists with D's address is D itself: the
+//                 prefill goes to another node, or is local when there is none)
 #ifndef TANDEM_ROUTER_PLACEMENT_H_
 #define TANDEM_ROUTER_PLACEMENT_H_
 
@@ -37,7 +41,7 @@
 namespace tandem {
 
 enum class PlacementPolicy { kRoundRobin, kLeastLoaded, kPrefixAware, kCost };
-enum class ServingMode { kDisaggregated, kColocated };
+enum class ServingMode { kDisaggregated, kColocated, kAuto };
 
 std::optional<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
 std::string_view PlacementPolicyName(PlacementPolicy policy);

@@ -50,8 +50,8 @@ StepCost PriceOf(const NodeCandidate& node, std::span<const NodeCandidate> pool)
   return mean;
 }
 
-double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, int64_t cached,
-                     int64_t uncached, bool with_decode_batch) {
+double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
+                     int64_t cached, int64_t uncached, bool with_decode_batch) {
   const int64_t decoding = with_decode_batch ? node.num_running : 0;
   const double decode_context = with_decode_batch ? static_cast<double>(node.context_tokens) : 0;
   const int64_t budget = std::max<int64_t>(1, ChunkOf(node) - decoding);
@@ -59,20 +59,24 @@ double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, int64_t c
   if (work == 0) return 0;
   const double steps = static_cast<double>((work + budget - 1) / budget);
   return steps * price.StepUs(static_cast<double>(decoding), decode_context) +
-         static_cast<double>(work) * price.per_token_us +
+         static_cast<double>(work) * prompt_token_us +
          OwnPrefillReads(cached, uncached, budget) * price.per_context_token_us;
 }
 
-double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, const CostRequest& request) {
+double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
+                    const CostRequest& request) {
   const double output = static_cast<double>(OutputOf(request));
   return DecodeStepUs(node, price, 1, static_cast<double>(request.prompt_tokens) + output / 2) +
-         static_cast<double>(std::max<int64_t>(0, node.queued_tokens)) * price.per_token_us /
-             output;
+         static_cast<double>(std::max<int64_t>(0, node.queued_tokens)) * prompt_token_us / output;
 }
 
 double CurrentTpotUs(const NodeCandidate& node, const StepCost& price) {
   if (node.num_sequences <= 0) return 0;
   return DecodeStepUs(node, price, 0, 0);
+}
+
+double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price) {
+  return std::max(price.per_token_us, prefill_price.known() ? prefill_price.per_token_us : 0.0);
 }
 
 bool HasRoomFor(const NodeCandidate& node, const CostRequest& request) {
@@ -96,15 +100,17 @@ PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost&
   const int64_t cached = std::min(prefill.cached_prefix_tokens, request.prompt_tokens);
   const int64_t uncached = request.prompt_tokens - cached;
   PredictedCost cost;
-  cost.ttft_us = PrefillTimeUs(prefill, prefill_price, cached, uncached, false) +
-                 options.disaggregation_hop_us;
+  cost.ttft_us =
+      PrefillTimeUs(prefill, prefill_price, prefill_price.per_token_us, cached, uncached, false) +
+      options.disaggregation_hop_us;
   if (options.kv_bytes_per_token > 0 && options.kv_link_gbps > 0) {
     const double last_chunk =
         uncached > 0 ? static_cast<double>((uncached - 1) % ChunkOf(prefill) + 1) : 0;
     cost.ttft_us += last_chunk * options.kv_bytes_per_token * 8 / (options.kv_link_gbps * 1e3);
   }
   cost.fits = HasRoomFor(decode, request);
-  cost.tpot_us = DecodeTpotUs(decode, decode_price, request);
+  cost.tpot_us =
+      DecodeTpotUs(decode, decode_price, LocalPromptTokenUs(decode_price, prefill_price), request);
   cost.others_tpot_us =
       decode.num_sequences > 0
           ? DecodeStepUs(decode, decode_price, 1, static_cast<double>(request.prompt_tokens))
@@ -114,20 +120,21 @@ PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost&
 }
 
 PredictedCost PredictLocal(const NodeCandidate& decode, const StepCost& price,
-                           const CostRequest& request, const PlacementOptions& options) {
+                           double prompt_token_us, const CostRequest& request,
+                           const PlacementOptions& options) {
   const int64_t cached = std::min(decode.cached_prefix_tokens, request.prompt_tokens);
   const int64_t uncached = request.prompt_tokens - cached;
   PredictedCost cost;
-  cost.ttft_us = PrefillTimeUs(decode, price, cached, uncached, true);
+  cost.ttft_us = PrefillTimeUs(decode, price, prompt_token_us, cached, uncached, true);
   cost.fits = HasRoomFor(decode, request);
-  cost.tpot_us = DecodeTpotUs(decode, price, request);
+  cost.tpot_us = DecodeTpotUs(decode, price, prompt_token_us, request);
   if (decode.num_sequences > 0) {
     // The prefill's own work lengthens the steps the running sequences decode in.
     const int64_t budget = std::max<int64_t>(1, ChunkOf(decode) - decode.num_running);
     // ... as do the prompts already queued there, computed in the same steps.
     const double stall =
         static_cast<double>(uncached + std::max<int64_t>(0, decode.queued_tokens)) *
-            price.per_token_us +
+            prompt_token_us +
         OwnPrefillReads(cached, uncached, budget) * price.per_context_token_us;
     cost.others_tpot_us =
         DecodeStepUs(decode, price, 1, static_cast<double>(request.prompt_tokens)) +

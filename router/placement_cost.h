@@ -59,10 +59,22 @@ StepCost PriceOf(const NodeCandidate& node, std::span<const NodeCandidate> pool)
 
 // Time to compute `uncached` prompt tokens after `cached` ones on `node`, behind its queue; with
 // its running sequences decoding in the same steps when `with_decode_batch` (a decode node).
-double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, int64_t cached,
-                     int64_t uncached, bool with_decode_batch);
+// Prompt tokens cost `prompt_token_us` each (price.per_token_us but where the node's own price
+// never saw a prompt: LocalPromptTokenUs).
+double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
+                     int64_t cached, int64_t uncached, bool with_decode_batch);
+// What one prompt token costs on decode node `node` priced `price`, with `prefill_price` the
+// prefill pool's (unknown when there is none): the larger per-token price. A decode node that
+// has only decoded learnt its price from steps of one token per sequence, where a token's cost
+// hides in the weights' read (per_step) and per_token comes out near 0, so its own price would
+// call a local prefill free; nodes of one model compute a prompt token at about the same cost,
+// so the prefill pool's per-token price stands in for it (an overestimate only where the decode
+// node's GPU computes faster than the prefill nodes').
+double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price);
 // The request's TPOT on decode node `node` once admitted.
-double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, const CostRequest& request);
+// Its queued prompt tokens (local prefills) cost `prompt_token_us` each.
+double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
+                    const CostRequest& request);
 // The TPOT of `node`'s sequences as they are (no new request).
 double CurrentTpotUs(const NodeCandidate& node, const StepCost& price);
 // Whether `node`'s free blocks hold the request's prompt and output.
@@ -77,9 +89,11 @@ double Score(const PredictedCost& cost, const PlacementOptions& options);
 PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost& prefill_price,
                                    const NodeCandidate& decode, const StepCost& decode_price,
                                    const CostRequest& request, const PlacementOptions& options);
-// Prefill and decode on `decode` (local prefill, or colocated), reusing its cached prefix.
+// Prefill and decode on `decode` (local prefill, or colocated), reusing its cached prefix; prompt
+// tokens priced at `prompt_token_us` (LocalPromptTokenUs).
 PredictedCost PredictLocal(const NodeCandidate& decode, const StepCost& price,
-                           const CostRequest& request, const PlacementOptions& options);
+                           double prompt_token_us, const CostRequest& request,
+                           const PlacementOptions& options);
 
 }  // namespace tandem
 

@@ -29,6 +29,13 @@ NodeCandidate Node(int index, int64_t queued, int64_t sequences, int64_t context
   return n;
 }
 
+// A prefill node: a process of its own (an address no decode node has).
+NodeCandidate PrefillNode(int index, int64_t queued, int64_t sequences, int64_t context) {
+  NodeCandidate n = Node(index, queued, sequences, context);
+  n.address = absl::StrCat("p", index);
+  return n;
+}
+
 PlacementOptions CostOptions(ServingMode mode = ServingMode::kDisaggregated) {
   PlacementOptions o;
   o.policy = PlacementPolicy::kCost;
@@ -42,26 +49,26 @@ TEST(PlacementCostTest, PrefillTimeIsTheQueueAndThePromptInChunkedSteps) {
   const NodeCandidate n = Node(0, 1000, 0, 0);
   // 4,000 tokens in steps of 2,048: 2 steps of 10 ms, 4,000 × 50 µs, and the prompt's two
   // chunks read 2,048 + 3,000 KV tokens at 0.01 µs.
-  EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, 0, 3000, false),
+  EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, kPrice.per_token_us, 0, 3000, false),
                    2 * 10'000 + 4000 * 50 + (2048 + 3000) * 0.01);
   // A cached prefix of 512 tokens is read by every chunk.
-  EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, 512, 3000, false),
+  EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, kPrice.per_token_us, 512, 3000, false),
                    2 * 10'000 + 4000 * 50 + (2 * 512 + 2048 + 3000) * 0.01);
-  EXPECT_EQ(PrefillTimeUs(Node(0, 0, 0, 0), kPrice, 100, 0, false), 0);
+  EXPECT_EQ(PrefillTimeUs(Node(0, 0, 0, 0), kPrice, kPrice.per_token_us, 100, 0, false), 0);
 }
 
 TEST(PlacementCostTest, LocalPrefillSharesItsStepsWithTheDecodingBatch) {
   const NodeCandidate d = Node(0, 0, 48, 48'000);
   // The budget left beside 48 decoding sequences is 2,000 tokens: one step of the batch plus
   // the prompt's tokens and reads.
-  EXPECT_DOUBLE_EQ(PrefillTimeUs(d, kPrice, 0, 2000, true),
+  EXPECT_DOUBLE_EQ(PrefillTimeUs(d, kPrice, kPrice.per_token_us, 0, 2000, true),
                    (10'000 + 48 * 50 + 48'000 * 0.01) + 2000 * 50 + 2000 * 0.01);
 }
 
 TEST(PlacementCostTest, DecodeTpotCountsTheNewSequenceItsKvAndTheQueuedPrompts) {
   NodeCandidate d = Node(0, 400, 9, 9000);
   const CostRequest r{.prompt_tokens = 1000, .max_tokens = 200};
-  EXPECT_DOUBLE_EQ(DecodeTpotUs(d, kPrice, r),
+  EXPECT_DOUBLE_EQ(DecodeTpotUs(d, kPrice, kPrice.per_token_us, r),
                    10'000 + 10 * 50 + (9000 + 1000 + 100) * 0.01 + 400 * 50.0 / 200);
   EXPECT_DOUBLE_EQ(CurrentTpotUs(d, kPrice), 10'000 + 9 * 50 + 9000 * 0.01);
   EXPECT_EQ(CurrentTpotUs(Node(0, 0, 0, 0), kPrice), 0);
@@ -90,14 +97,14 @@ TEST(PlacementCostTest, TheLastChunksTransferAndTheHopsAddToDisaggregatedTtft) {
   const PredictedCost c = PredictDisaggregated(p, kPrice, d, kPrice, r, o);
   // The prompt's last chunk (3,000 − 2,048 = 952 tokens) crosses the link after the prefill
   // ends; the first overlapped with the second's compute.
-  EXPECT_DOUBLE_EQ(c.ttft_us,
-                   PrefillTimeUs(p, kPrice, 0, 3000, false) + 300 + 952.0 * 131'072 * 8 / 400e3);
+  EXPECT_DOUBLE_EQ(c.ttft_us, PrefillTimeUs(p, kPrice, kPrice.per_token_us, 0, 3000, false) + 300 +
+                                  952.0 * 131'072 * 8 / 400e3);
   EXPECT_EQ(c.others_tpot_us, 0);  // nobody decodes there yet
 }
 
 TEST(PlacementCostTest, LongPromptsGoToThePrefillPoolWhenTheDecodeNodeIsBusy) {
   const Placer placer(CostOptions());
-  const std::vector<NodeCandidate> prefill = {Node(0, 0, 0, 0)};
+  const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
   const std::vector<NodeCandidate> decode = {Node(0, 0, 64, 200'000)};
   auto p = placer.Choose(prefill, decode, 8000, 200);
   ASSERT_TRUE(p.ok());
@@ -108,7 +115,7 @@ TEST(PlacementCostTest, LongPromptsGoToThePrefillPoolWhenTheDecodeNodeIsBusy) {
 
 TEST(PlacementCostTest, PromptsPrefillLocallyWhenThePrefillPoolIsBackedUp) {
   const Placer placer(CostOptions());
-  const std::vector<NodeCandidate> prefill = {Node(0, 40'000, 8, 0)};  // 2 s of queue
+  const std::vector<NodeCandidate> prefill = {PrefillNode(0, 40'000, 8, 0)};  // 2 s of queue
   const std::vector<NodeCandidate> decode = {Node(0, 0, 2, 2000)};
   auto p = placer.Choose(prefill, decode, 1000, 200);
   ASSERT_TRUE(p.ok());
@@ -149,7 +156,7 @@ TEST(PlacementCostTest, WithoutPricesNodesRankByLoadAndTheThresholdDecidesTheKin
   PlacementOptions o = CostOptions();
   o.local_prefill_threshold = 512;
   const Placer placer(o);
-  std::vector<NodeCandidate> prefill = {Node(0, 5000, 2, 0), Node(1, 100, 1, 0)};
+  std::vector<NodeCandidate> prefill = {PrefillNode(0, 5000, 2, 0), PrefillNode(1, 100, 1, 0)};
   std::vector<NodeCandidate> decode = {Node(0, 0, 30, 0), Node(1, 0, 3, 0)};
   for (auto* pool : {&prefill, &decode}) {
     for (NodeCandidate& n : *pool) n.step_cost = StepCost{};
@@ -165,6 +172,66 @@ TEST(PlacementCostTest, WithoutPricesNodesRankByLoadAndTheThresholdDecidesTheKin
   EXPECT_EQ(short_prompt->reason, PlacementReason::kShortPrompt);
 }
 
+TEST(PlacementCostTest, ADecodeNodeThatOnlyDecodedPricesAPromptAtThePrefillPoolsRate) {
+  // Steps of one token per sequence teach a decode node no per-token price.
+  const StepCost decode_only{.per_step_us = 10'000, .per_context_token_us = 0.01, .samples = 100};
+  EXPECT_EQ(LocalPromptTokenUs(decode_only, kPrice), 50);
+  EXPECT_EQ(LocalPromptTokenUs(kPrice, decode_only), 50);
+  EXPECT_EQ(LocalPromptTokenUs(decode_only, StepCost{}), 0);
+  const Placer placer(CostOptions());
+  const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
+  std::vector<NodeCandidate> decode = {Node(0, 0, 2, 2000)};
+  decode[0].step_cost = decode_only;
+  // Locally the 4,000-token prompt would cost as much compute as on the idle prefill node and
+  // stall the two running sequences: it goes to the prefill node (with its own price, the
+  // decode node would have called the prompt free: 2 steps of 10 ms).
+  auto p = placer.Choose(prefill, decode, 4000, 200);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
+}
+
+TEST(PlacementCostTest, AmongNearEqualDecodeNodesTheOneHoldingThePromptWins) {
+  std::vector<NodeCandidate> decode = {Node(0, 0, 40, 100'000), Node(1, 0, 40, 100'000),
+                                       Node(2, 0, 40, 100'000)};
+  decode[2].cached_prefix_tokens = 1024;  // e.g. the conversation's first turn
+  const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    PlacementOptions o = CostOptions();
+    o.seed = seed;
+    auto p = Placer(o).Choose(prefill, decode, 1100, 100);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->decode, 2) << "seed " << seed;
+    EXPECT_EQ(p->decode_cached_prefix_tokens, 1024);
+  }
+}
+
+// Property: where every node is in both pools (an auto cluster), a disaggregated placement never
+// pairs a node with itself; a single node prefills locally.
+TEST(PlacementCostTest, ANodeInBothPoolsIsNeverItsOwnPrefillNode) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 1000; ++trial) {
+    PlacementOptions o = CostOptions();
+    o.seed = trial;
+    const Placer placer(o);
+    std::vector<NodeCandidate> nodes;
+    const int n = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < n; ++i) {
+      nodes.push_back(Node(i, static_cast<int64_t>(rng() % 20'000), rng() % 64,
+                           static_cast<int64_t>(rng() % 200'000)));
+    }
+    auto p = placer.Choose(nodes, nodes, 1 + static_cast<int64_t>(rng() % 6000), 100);
+    ASSERT_TRUE(p.ok());
+    if (p->kind == PlacementKind::kDisaggregated) {
+      EXPECT_NE(p->prefill, p->decode) << "trial " << trial;
+    } else {
+      EXPECT_EQ(p->prefill, -1);
+    }
+    if (n == 1) {
+      EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill) << "trial " << trial;
+    }
+  }
+}
+
 // Property: over random clusters, the choice is always one of the candidates, and never a decode
 // node without room while another has room.
 TEST(PlacementCostTest, NeverPicksAFullNodeWhileAnotherHasRoom) {
@@ -178,7 +245,7 @@ TEST(PlacementCostTest, NeverPicksAFullNodeWhileAnotherHasRoom) {
     const int np = static_cast<int>(rng() % 4);
     const int nd = 1 + static_cast<int>(rng() % 6);
     for (int i = 0; i < np; ++i) {
-      prefill.push_back(Node(10 + i, static_cast<int64_t>(rng() % 50'000), rng() % 8, 0));
+      prefill.push_back(PrefillNode(10 + i, static_cast<int64_t>(rng() % 50'000), rng() % 8, 0));
     }
     for (int i = 0; i < nd; ++i) {
       NodeCandidate d = Node(20 + i, static_cast<int64_t>(rng() % 8000), rng() % 128,

@@ -22,6 +22,14 @@ NodeCandidate Candidate(int index, int64_t free_blocks = 100, int64_t queued = 0
   return c;
 }
 
+// A prefill node: a process of its own (a port no decode node listens on).
+NodeCandidate PrefillCandidate(int index, int64_t free_blocks = 100, int64_t queued = 0,
+                               int64_t cached = 0, int64_t sequences = 0) {
+  NodeCandidate c = Candidate(index, free_blocks, queued, cached, sequences);
+  c.address = "10.0.0." + std::to_string(index) + ":9100";
+  return c;
+}
+
 PlacementOptions Options(PlacementPolicy policy, ServingMode mode = ServingMode::kDisaggregated,
                          int64_t threshold = 0) {
   PlacementOptions o;
@@ -44,7 +52,7 @@ TEST(PlacementTest, ParsesAndNamesPoliciesAndModes) {
 
 TEST(PlacementTest, RoundRobinCyclesEachRole) {
   Placer placer(Options(PlacementPolicy::kRoundRobin));
-  std::vector<NodeCandidate> prefill = {Candidate(0), Candidate(1)};
+  std::vector<NodeCandidate> prefill = {PrefillCandidate(0), PrefillCandidate(1)};
   std::vector<NodeCandidate> decode = {Candidate(0), Candidate(1), Candidate(2)};
   std::vector<int> decode_seen, prefill_seen;
   for (int i = 0; i < 6; ++i) {
@@ -60,7 +68,7 @@ TEST(PlacementTest, RoundRobinCyclesEachRole) {
 
 TEST(PlacementTest, LeastLoadedDecodeHasMostFreeBlocksThenFewestQueuedTokens) {
   Placer placer(Options(PlacementPolicy::kLeastLoaded));
-  std::vector<NodeCandidate> prefill = {Candidate(0)};
+  std::vector<NodeCandidate> prefill = {PrefillCandidate(0)};
   std::vector<NodeCandidate> decode = {Candidate(0, 50), Candidate(1, 80), Candidate(2, 60)};
   auto p = placer.Choose(prefill, decode, 10);
   ASSERT_TRUE(p.ok());
@@ -74,14 +82,14 @@ TEST(PlacementTest, LeastLoadedDecodeHasMostFreeBlocksThenFewestQueuedTokens) {
 
 TEST(PlacementTest, LeastLoadedPrefillHasFewestQueuedTokens) {
   Placer placer(Options(PlacementPolicy::kLeastLoaded));
-  std::vector<NodeCandidate> prefill = {Candidate(0, 100, 900), Candidate(1, 100, 10),
-                                        Candidate(2, 100, 300)};
+  std::vector<NodeCandidate> prefill = {PrefillCandidate(0, 100, 900), PrefillCandidate(1, 100, 10),
+                                        PrefillCandidate(2, 100, 300)};
   std::vector<NodeCandidate> decode = {Candidate(0)};
   auto p = placer.Choose(prefill, decode, 10);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->prefill, 1);
   // Ties by sequence count.
-  prefill = {Candidate(0, 100, 10, 0, 5), Candidate(1, 100, 10, 0, 2)};
+  prefill = {PrefillCandidate(0, 100, 10, 0, 5), PrefillCandidate(1, 100, 10, 0, 2)};
   p = placer.Choose(prefill, decode, 10);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->prefill, 1);
@@ -89,8 +97,8 @@ TEST(PlacementTest, LeastLoadedPrefillHasFewestQueuedTokens) {
 
 TEST(PlacementTest, LeastLoadedIgnoresCachedPrefixes) {
   Placer placer(Options(PlacementPolicy::kLeastLoaded));
-  std::vector<NodeCandidate> prefill = {Candidate(0, 100, 500, /*cached=*/64),
-                                        Candidate(1, 100, 0, /*cached=*/0)};
+  std::vector<NodeCandidate> prefill = {PrefillCandidate(0, 100, 500, /*cached=*/64),
+                                        PrefillCandidate(1, 100, 0, /*cached=*/0)};
   auto p = placer.Choose(prefill, std::vector<NodeCandidate>{Candidate(0)}, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->prefill, 1);
@@ -99,14 +107,16 @@ TEST(PlacementTest, LeastLoadedIgnoresCachedPrefixes) {
 TEST(PlacementTest, PrefixAwarePicksTheLongestCachedPrefixTiesByLoad) {
   Placer placer(Options(PlacementPolicy::kPrefixAware));
   std::vector<NodeCandidate> decode = {Candidate(0)};
-  std::vector<NodeCandidate> prefill = {Candidate(0, 100, 0, 16), Candidate(1, 100, 900, 48),
-                                        Candidate(2, 100, 0, 32)};
+  std::vector<NodeCandidate> prefill = {PrefillCandidate(0, 100, 0, 16),
+                                        PrefillCandidate(1, 100, 900, 48),
+                                        PrefillCandidate(2, 100, 0, 32)};
   auto p = placer.Choose(prefill, decode, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->prefill, 1);
   EXPECT_EQ(p->cached_prefix_tokens, 48);
 
-  prefill = {Candidate(0, 100, 700, 32), Candidate(1, 100, 200, 32), Candidate(2, 100, 0, 0)};
+  prefill = {PrefillCandidate(0, 100, 700, 32), PrefillCandidate(1, 100, 200, 32),
+             PrefillCandidate(2, 100, 0, 0)};
   p = placer.Choose(prefill, decode, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->prefill, 1);
@@ -116,13 +126,13 @@ TEST(PlacementTest, ShortUncachedPromptsPrefillLocally) {
   Placer placer(Options(PlacementPolicy::kPrefixAware, ServingMode::kDisaggregated, 64));
   std::vector<NodeCandidate> decode = {Candidate(0), Candidate(1, 500)};
   // 100-token prompt, nothing cached: 100 >= 64, disaggregated.
-  auto p = placer.Choose(std::vector<NodeCandidate>{Candidate(0)}, decode, 100);
+  auto p = placer.Choose(std::vector<NodeCandidate>{PrefillCandidate(0)}, decode, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
   EXPECT_EQ(p->reason, PlacementReason::kDisaggregated);
   EXPECT_EQ(PlacementReasonName(p->reason), "disaggregated");
   // 48 of them cached on the best prefill node: 52 < 64, local prefill on D.
-  p = placer.Choose(std::vector<NodeCandidate>{Candidate(0, 100, 0, 48)}, decode, 100);
+  p = placer.Choose(std::vector<NodeCandidate>{PrefillCandidate(0, 100, 0, 48)}, decode, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
   EXPECT_EQ(p->reason, PlacementReason::kShortPrompt);
@@ -130,17 +140,17 @@ TEST(PlacementTest, ShortUncachedPromptsPrefillLocally) {
   EXPECT_EQ(p->prefill, -1);
   EXPECT_EQ(p->decode, 1);
   // A short prompt.
-  p = placer.Choose(std::vector<NodeCandidate>{Candidate(0)}, decode, 63);
+  p = placer.Choose(std::vector<NodeCandidate>{PrefillCandidate(0)}, decode, 63);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
-  p = placer.Choose(std::vector<NodeCandidate>{Candidate(0)}, decode, 64);
+  p = placer.Choose(std::vector<NodeCandidate>{PrefillCandidate(0)}, decode, 64);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
 }
 
 TEST(PlacementTest, ZeroThresholdNeverPrefillsLocally) {
   Placer placer(Options(PlacementPolicy::kLeastLoaded));
-  auto p = placer.Choose(std::vector<NodeCandidate>{Candidate(0)},
+  auto p = placer.Choose(std::vector<NodeCandidate>{PrefillCandidate(0)},
                          std::vector<NodeCandidate>{Candidate(0)}, 1);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
@@ -157,12 +167,36 @@ TEST(PlacementTest, NoPrefillNodeUpPrefillsLocally) {
 
 TEST(PlacementTest, ColocatedUsesOnlyDecodeNodes) {
   Placer placer(Options(PlacementPolicy::kLeastLoaded, ServingMode::kColocated));
-  auto p = placer.Choose(std::vector<NodeCandidate>{Candidate(0)},
+  auto p = placer.Choose(std::vector<NodeCandidate>{PrefillCandidate(0)},
                          std::vector<NodeCandidate>{Candidate(0, 10), Candidate(1, 20)}, 1000);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kColocated);
   EXPECT_EQ(p->prefill, -1);
   EXPECT_EQ(p->decode, 1);
+}
+
+TEST(PlacementTest, InAutoModeANodeIsNeverItsOwnPrefillNode) {
+  // Every node in both pools; each policy's prefill pick skips the decode node it chose.
+  const std::vector<NodeCandidate> nodes = {Candidate(0, 100, 0, 0), Candidate(1, 90, 0, 0),
+                                            Candidate(2, 80, 0, 0)};
+  for (PlacementPolicy policy : {PlacementPolicy::kRoundRobin, PlacementPolicy::kLeastLoaded,
+                                 PlacementPolicy::kPrefixAware}) {
+    Placer placer(Options(policy, ServingMode::kAuto));
+    for (int i = 0; i < 6; ++i) {
+      auto p = placer.Choose(nodes, nodes, 1000);
+      ASSERT_TRUE(p.ok());
+      EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
+      EXPECT_NE(p->prefill, p->decode) << PlacementPolicyName(policy) << " " << i;
+    }
+  }
+  // One node alone prefills locally.
+  Placer placer(Options(PlacementPolicy::kLeastLoaded, ServingMode::kAuto));
+  auto p = placer.Choose(std::vector<NodeCandidate>{nodes[0]}, std::vector<NodeCandidate>{nodes[0]},
+                         1000);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
+  EXPECT_EQ(ServingModeName(ServingMode::kAuto), "auto");
+  EXPECT_EQ(ParseServingMode("auto"), ServingMode::kAuto);
 }
 
 TEST(PlacementTest, NoDecodeNodeIsUnavailable) {
