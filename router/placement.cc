@@ -210,6 +210,7 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
   // The prefill pool's price, as the stand-in price of a prompt token on a decode node
   // (LocalPromptTokenUs); unknown while no prefill node reports one.
   const StepCost pool_price = first != nullptr ? PriceOf(*first, prefill) : StepCost{};
+  const int64_t pool_chunk = first != nullptr ? first->max_batched_tokens : 0;
   // Each decode node, with its best option; the execution choice is the model's only when
   // both pools report prices (else the threshold rule's).
   const bool priced = PriceOf(decode.front(), decode).known() &&
@@ -228,7 +229,8 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
     const NodeCandidate* p = first != nullptr && first->address == d.address ? second : first;
     std::optional<PredictedCost> at_d, split;
     if (p == nullptr || priced || threshold_local) {
-      at_d = PredictLocal(d, d_price, LocalPromptTokenUs(d_price, pool_price), request, options_);
+      at_d = PredictLocal(d, d_price, LocalPromptTokenUs(d_price, pool_price, pool_chunk), request,
+                          options_);
       // With a prefill pool to go to, only a decode node with TPOT headroom and a free batch
       // slot prefills locally (at its max_num_seqs, the prompt would wait for a sequence to
       // end, which the model does not price).

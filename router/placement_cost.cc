@@ -75,8 +75,14 @@ double CurrentTpotUs(const NodeCandidate& node, const StepCost& price) {
   return DecodeStepUs(node, price, 0, 0);
 }
 
-double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price) {
-  return std::max(price.per_token_us, prefill_price.known() ? prefill_price.per_token_us : 0.0);
+double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price,
+                          int64_t prefill_chunk) {
+  if (!prefill_price.known()) return price.per_token_us;
+  return std::max(price.per_token_us,
+                  prefill_price.per_token_us +
+                      prefill_price.per_step_us /
+                          static_cast<double>(std::max<int64_t>(
+                              1, prefill_chunk > 0 ? prefill_chunk : kDefaultChunkTokens)));
 }
 
 bool HasRoomFor(const NodeCandidate& node, const CostRequest& request) {
@@ -110,7 +116,8 @@ PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost&
   }
   cost.fits = HasRoomFor(decode, request);
   cost.tpot_us =
-      DecodeTpotUs(decode, decode_price, LocalPromptTokenUs(decode_price, prefill_price), request);
+      DecodeTpotUs(decode, decode_price,
+                   LocalPromptTokenUs(decode_price, prefill_price, ChunkOf(prefill)), request);
   cost.others_tpot_us =
       decode.num_sequences > 0
           ? DecodeStepUs(decode, decode_price, 1, static_cast<double>(request.prompt_tokens))

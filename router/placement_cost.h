@@ -64,13 +64,18 @@ StepCost PriceOf(const NodeCandidate& node, std::span<const NodeCandidate> pool)
 double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
                      int64_t cached, int64_t uncached, bool with_decode_batch);
 // What one prompt token costs on decode node `node` priced `price`, with `prefill_price` the
-// prefill pool's (unknown when there is none): the larger per-token price. A decode node that
-// has only decoded learnt its price from steps of one token per sequence, where a token's cost
-// hides in the weights' read (per_step) and per_token comes out near 0, so its own price would
-// call a local prefill free; nodes of one model compute a prompt token at about the same cost,
-// so the prefill pool's per-token price stands in for it (an overestimate only where the decode
-// node's GPU computes faster than the prefill nodes').
-double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price);
+// prefill pool's (unknown when there is none) and `prefill_chunk` the tokens of a prefill step
+// there: the larger of the node's per-token price and a prefill node's cost of a token in a full
+// chunk (per_token + per_step / chunk). A decode node that has only decoded learnt its price from
+// steps of one token per sequence, where a token's cost hides in the weights' read (per_step) and
+// per_token comes out near 0, so its own price would call a local prefill free; nodes of one
+// model compute a prompt token at about the same cost, so the prefill pool's stands in for it (an
+// overestimate only where the decode node's GPU computes faster than the prefill nodes'). The
+// chunk's average, not per_token alone: a prefill node whose steps were all full chunks cannot
+// tell its per-step from its per-token cost (its fit may put all of it in per_step), but their
+// sum over a chunk it knows.
+double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price,
+                          int64_t prefill_chunk);
 // The request's TPOT on decode node `node` once admitted.
 // Its queued prompt tokens (local prefills) cost `prompt_token_us` each.
 double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,

@@ -175,9 +175,15 @@ TEST(PlacementCostTest, WithoutPricesNodesRankByLoadAndTheThresholdDecidesTheKin
 TEST(PlacementCostTest, ADecodeNodeThatOnlyDecodedPricesAPromptAtThePrefillPoolsRate) {
   // Steps of one token per sequence teach a decode node no per-token price.
   const StepCost decode_only{.per_step_us = 10'000, .per_context_token_us = 0.01, .samples = 100};
-  EXPECT_EQ(LocalPromptTokenUs(decode_only, kPrice), 50);
-  EXPECT_EQ(LocalPromptTokenUs(kPrice, decode_only), 50);
-  EXPECT_EQ(LocalPromptTokenUs(decode_only, StepCost{}), 0);
+  // A prefill node's token in a full chunk of 2,000: 50 + 10,000 / 2,000 µs.
+  EXPECT_DOUBLE_EQ(LocalPromptTokenUs(decode_only, kPrice, 2000), 55);
+  EXPECT_DOUBLE_EQ(LocalPromptTokenUs(kPrice, decode_only, 2000), 50);  // its own is larger
+  const StepCost big_token{.per_step_us = 1, .per_token_us = 200, .samples = 10};
+  EXPECT_DOUBLE_EQ(LocalPromptTokenUs(big_token, kPrice, 2000), 200);
+  EXPECT_EQ(LocalPromptTokenUs(decode_only, StepCost{}, 2000), 0);
+  // Full-chunk steps alone: the prefill node's fit put a chunk's whole cost in per_step.
+  const StepCost full_chunks{.per_step_us = 100'000, .samples = 100};
+  EXPECT_DOUBLE_EQ(LocalPromptTokenUs(decode_only, full_chunks, 2048), 100'000.0 / 2048);
   const Placer placer(CostOptions());
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
   std::vector<NodeCandidate> decode = {Node(0, 0, 2, 2000)};

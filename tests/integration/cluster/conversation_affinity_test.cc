@@ -327,19 +327,11 @@ TEST_P(ConversationAffinityTest, SecondTurnsLandOnTheDecodeNodeHoldingTheFirst) 
 // the new part there (the cost model's local option, priced by the node's learnt step cost).
 INSTANTIATE_TEST_SUITE_P(Colocated, ConversationAffinityTest, ::testing::Values("colocated"));
 
-// Disaggregated: disabled. 30 to 32 of 32 second turns land on the holder (seven runs; every one
-// prefilled there locally), the misses among the first one or two: a decode node that has only
-// decoded learnt no per-token price (its steps' token counts barely vary), so a local prefill
-// looks free on either decode node, cached prefix or not, until one has prefilled. With 1,024-token
-// first turns 24 to 30 of 32 (14 and 19 at the default 2 s TTFT target), some through a prefill
-// node: the disaggregated option credits nothing for what the decode node holds (no transfer term
-// by default), and the prefill node holds the first turn's prompt too, so its TTFT is about the
-// local one's; the options are near-equal and one is drawn at random (the prefill node then sends
-// all the blocks to the other decode node, or only the new ones to the holder). Both are the cost
-// model's (router/placement*.cc): enable this once it prices a decode node's prefill when the node
-// has no prefill steps of its own and credits the decode node's cached prefix in the disaggregated
-// option (or prefers it among near-equal options).
-INSTANTIATE_TEST_SUITE_P(DISABLED_Disaggregated, ConversationAffinityTest,
+// Disaggregated: each second turn goes to the decode node holding its first turn, and prefills
+// there only the new part (the decode nodes have only decoded until then: the cost model prices
+// their prompt tokens at the prefill pool's rate, router/placement_cost.h LocalPromptTokenUs), or
+// through a prefill node that sends only the blocks the holder lacks.
+INSTANTIATE_TEST_SUITE_P(Disaggregated, ConversationAffinityTest,
                          ::testing::Values("disaggregated"));
 
 }  // namespace
