@@ -159,8 +159,10 @@ ReservationOutcome DecodeService::OutcomeOf(const DecodeStreamSummary& summary) 
 grpc::Status DecodeService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                    v1::CancelResponse* response) {
   const RouterRequestIds::CancelTarget target = router_ids_.ForCancel(request->request_id());
-  response->set_found(target.found);
+  bool found = target.found;
   if (target.id.has_value()) engine_->Cancel(*target.id);
+  if (options_.cancel_prefill) found |= options_.cancel_prefill(request->request_id());
+  response->set_found(found);
   return grpc::Status::OK;
 }
 

@@ -88,6 +88,11 @@ struct DecodeServiceOptions {
   // node, e.g. NcclKvTransport::AcceptConnection. Unset: ConnectKv answers UNIMPLEMENTED.
   std::function<absl::Status(std::string_view nccl_unique_id, uint64_t prefill_incarnation)>
       accept_kv_connection;
+  // A node that also serves PrefillNode on this engine (tandem-decode --serve-prefill): Cancel
+  // ends that service's Prefill call of the id too (PrefillService::CancelByRouterId; a router
+  // that uses every node for both roles sends its Cancels to DecodeNode), and is `found` when
+  // either had it. Unset: Cancel reaches this service's requests only.
+  std::function<bool(const std::string& router_request_id)> cancel_prefill;
   // Deadlines, waits and the handoff's issue time are read on it (borrowed). The node gives its
   // engine the same clock, so leases (engine nanos) and deadlines agree.
   Clock* clock = Clock::Real();

@@ -1,8 +1,10 @@
 // tandem-decode: owns a paged KV pool registered with UCX, reserves blocks for prompts that prefill
 // nodes compute, decodes with continuous batching and streams tokens (tandem.v1.DecodeNode).
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/metrics/metrics_server.h"
 #include "common/serving/grpc_server.h"
@@ -14,6 +16,8 @@
 #include "decode_node/decode_drain.h"
 #include "decode_node/decode_metrics.h"
 #include "decode_node/decode_service.h"
+#include "prefill_node/prefill_metrics.h"
+#include "prefill_node/prefill_service.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -22,7 +26,9 @@ constexpr char kIntro[] = R"(Usage: tandem-decode --model DIR [options]
 
 A decode node: reserves KV blocks for prompts that prefill nodes compute (they write the KV over
 UCX; UCX_TLS picks the transport: tcp, posix/sysv shared memory, ...), decodes with continuous
-batching, and can also prefill locally (colocated mode, short prompts).
+batching, and can also prefill locally (colocated mode, short prompts). With --serve-prefill it
+also serves tandem.v1.PrefillNode on the same port, engine and KV pool: it prefills prompts for
+other nodes and writes their KV into the blocks those reserved (tandem-router --mode auto).
 )";
 
 struct DecodeMainOptions {
@@ -35,6 +41,7 @@ struct DecodeMainOptions {
   int64_t max_waiting_reservations = 1024;
   bool kv_checksums = true;
   bool drain_live_migration = true;
+  bool serve_prefill = false;
 };
 
 }  // namespace
@@ -45,7 +52,8 @@ int main(int argc, char** argv) {
   DecodeMainOptions o;
   tandem::FlagSet flags;
   tandem::AddNodeEngineFlags(flags, &o.node);
-  o.kv.owner = true;  // before the flags: a prefill node also dials (--node-tls-*)
+  o.kv.owner = true;   // before the flags: a prefill node also dials (--node-tls-*)
+  o.kv.writer = true;  // --serve-prefill: this node dials too (--node-tls-*)
   tandem::AddNodeKvTransportFlags(flags, &o.kv);
   tandem::AddNodeServerFlags(flags, &o.server);
   flags.Section("Reservations");
@@ -64,6 +72,12 @@ int main(int argc, char** argv) {
                "admit imported KV without checking the prefill node's keyed block checksums "
                "(epochs are still checked); see README, KV integrity",
                false);
+  flags.Section("Prefill for other nodes");
+  flags.Switch("serve-prefill", &o.serve_prefill,
+               "also serve tandem.v1.PrefillNode on --listen, on this node's engine and KV pool: "
+               "prefill prompts for other decode nodes and write their KV into the blocks those "
+               "reserved (tandem-router --mode auto, where every node can do both); needs "
+               "--cluster-secret-file (or --insecure-no-handoff-auth)");
   flags.Section("Drain");
   flags.Switch("no-drain-live-migration", &o.drain_live_migration,
                "on SIGINT/SIGTERM, leave running requests decoding until --drain-timeout-ms (then "
@@ -94,13 +108,15 @@ int main(int argc, char** argv) {
 
   o.kv.name = "tandem-decode";
   o.kv.listen = o.server.listen;
-  auto handoff_auth = tandem::LoadHandoffAuth(o.kv, /*required=*/false);
+  auto handoff_auth = tandem::LoadHandoffAuth(o.kv, /*required=*/o.serve_prefill);
   if (!handoff_auth.ok()) {
-    std::fprintf(stderr, "tandem-decode: %s\n",
+    std::fprintf(stderr, "tandem-decode: %s%s\n",
+                 o.serve_prefill ? "--serve-prefill (prefill for other nodes): " : "",
                  std::string(handoff_auth.status().message()).c_str());
     return 2;
   }
   o.kv.owner = true;
+  o.kv.writer = o.serve_prefill;
   auto transport = tandem::CreateNodeKvTransport(o.node, o.kv);
   if (!transport.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", transport.status().ToString().c_str());
@@ -117,6 +133,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   metrics->SetEngine((*node)->engine());
+  // --serve-prefill: the PrefillNode service on the same engine and transport. Its metrics are
+  // tandem_prefill_*, without the engine's (tandem_decode_* has them once).
+  std::shared_ptr<tandem::PrefillMetrics> prefill_metrics;
+  std::unique_ptr<tandem::HandoffGate> handoff_gate;
+  std::unique_ptr<tandem::PrefillService> prefill_service;
+  if (o.serve_prefill) {
+    prefill_metrics = std::make_shared<tandem::PrefillMetrics>(/*engine_metrics=*/false);
+    prefill_metrics->SetEngine((*node)->engine());
+    handoff_gate = std::make_unique<tandem::HandoffGate>(*handoff_auth);
+    prefill_metrics->SetHandoffGate(handoff_gate.get());
+    prefill_service = std::make_unique<tandem::PrefillService>(
+        (*node)->engine(), kv_transport,
+        tandem::PrefillServiceOptions{.model_name = (*node)->model_name(),
+                                      .metrics = prefill_metrics.get(),
+                                      .handoff_gate = handoff_gate.get(),
+                                      .handoff_auth = *handoff_auth});
+  }
   tandem::DecodeService service(
       (*node)->engine(), kv_transport,
       {.model_name = (*node)->model_name(),
@@ -128,20 +161,30 @@ int main(int argc, char** argv) {
        .accept_reservations = *handoff_auth != nullptr || o.kv.insecure_no_handoff_auth,
        .metrics = metrics.get(),
        .kv_checksums = o.kv_checksums,
-       .accept_kv_connection = tandem::NcclAcceptor(kv_transport)});
+       .accept_kv_connection = tandem::NcclAcceptor(kv_transport),
+       // A router reaches a node of both roles as a decode node: its Cancel ends a Prefill call
+       // of the id here too.
+       .cancel_prefill = prefill_service == nullptr
+                             ? std::function<bool(const std::string&)>()
+                             : [prefill = prefill_service.get()](const std::string& id) {
+                                 return prefill->CancelByRouterId(id);
+                               }});
   if (*handoff_auth == nullptr && !o.kv.insecure_no_handoff_auth) {
     spdlog::warn(
         "tandem-decode: no --cluster-secret-file: Reserve is refused, this node serves colocated "
         "(Generate) requests only");
   }
-  auto server = tandem::StartGrpcServer(o.server.listen, {&service}, o.kv.tls);
+  std::vector<grpc::Service*> services = {&service};
+  if (prefill_service != nullptr) services.push_back(prefill_service.get());
+  auto server = tandem::StartGrpcServer(o.server.listen, services, o.kv.tls);
   if (!server.ok()) {
     std::fprintf(stderr, "tandem-decode: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  spdlog::info("tandem-decode: serving {} on {} ({} KV blocks of {} tokens)", (*node)->model_name(),
-               server->address, (*node)->engine()->kv_layout().num_blocks,
-               (*node)->engine()->kv_layout().block_size);
+  spdlog::info("tandem-decode: serving {} on {} ({} KV blocks of {} tokens){}",
+               (*node)->model_name(), server->address, (*node)->engine()->kv_layout().num_blocks,
+               (*node)->engine()->kv_layout().block_size,
+               o.serve_prefill ? "; prefills for other nodes too" : "");
   // Declared after the engine: destroyed first, so no scrape reads a stopped engine.
   std::unique_ptr<tandem::MetricsServer> metrics_server;
   if (!o.server.metrics_listen.empty()) {
@@ -152,6 +195,7 @@ int main(int argc, char** argv) {
     }
     metrics_server = *std::move(started);
     metrics_server->Register(metrics);
+    if (prefill_metrics != nullptr) metrics_server->Register(prefill_metrics);
     spdlog::info("tandem-decode: metrics on http://{}/metrics", metrics_server->address());
   }
   if (!o.server.ready_file.empty()) {
@@ -164,6 +208,9 @@ int main(int argc, char** argv) {
   }
   const int sig = tandem::WaitForTerminationSignal();
   spdlog::info("tandem-decode: signal {}, draining (up to {} ms)", sig, o.server.drain_timeout_ms);
+  // The routers' KV event streams of the prefill service end now (the decode service's end in
+  // the drain): they would hold the shutdown until the drain deadline.
+  if (prefill_service != nullptr) prefill_service->StopKvEvents();
   // Live KV migration first (decode_drain.h): every request pauses and the router moves each,
   // with its KV, to another decode node (or resumes it here when no node has room). Streams still
   // running at the drain timeout end ABORTED: the router migrates each one to another decode node

@@ -56,7 +56,8 @@ KvTransferFailure ClassifyTransferError(const absl::Status& status) {
   }
 }
 
-PrefillMetrics::PrefillMetrics() : engine_metrics_("tandem_prefill") {
+PrefillMetrics::PrefillMetrics(bool engine_metrics)
+    : engine_metrics_("tandem_prefill"), with_engine_metrics_(engine_metrics) {
   requests_ = AddCounter(registry_, "tandem_prefill_requests_total", "Prefill calls received.");
   auto& failures =
       prometheus::BuildCounter()
@@ -136,7 +137,8 @@ void PrefillMetrics::RequestFailed(KvTransferFailure reason) {
 }
 
 std::vector<prometheus::MetricFamily> PrefillMetrics::Collect() const {
-  std::vector<prometheus::MetricFamily> out = engine_metrics_.Collect();
+  std::vector<prometheus::MetricFamily> out;
+  if (with_engine_metrics_) out = engine_metrics_.Collect();
   std::vector<prometheus::MetricFamily> own = registry_.Collect();
   out.insert(out.end(), std::make_move_iterator(own.begin()), std::make_move_iterator(own.end()));
   absl::MutexLock lock(&mu_);

@@ -67,7 +67,10 @@ struct PrefillSuccess {
 
 class PrefillMetrics : public prometheus::Collectable {
  public:
-  PrefillMetrics();
+  // `engine_metrics` false: Collect() leaves out the engine's (NodeEngineMetrics) families, for a
+  // decode node that also prefills (--serve-prefill), whose tandem_decode_* ones already count
+  // its one engine.
+  explicit PrefillMetrics(bool engine_metrics = true);
 
   // Wire ObserveStep to EngineOptions::on_step.
   NodeEngineMetrics& engine_metrics() { return engine_metrics_; }
@@ -85,6 +88,7 @@ class PrefillMetrics : public prometheus::Collectable {
 
  private:
   NodeEngineMetrics engine_metrics_;
+  const bool with_engine_metrics_;
   prometheus::Registry registry_;
   prometheus::Counter* requests_;
   std::array<prometheus::Counter*, kNumKvTransferFailures> failures_;

@@ -175,10 +175,14 @@ void PrefillService::Respond(const PrefillFinished& finished, absl::Time receive
 
 grpc::Status PrefillService::Cancel(grpc::ServerContext*, const v1::CancelRequest* request,
                                     v1::CancelResponse* response) {
-  const RouterRequestIds::CancelTarget target = router_ids_.ForCancel(request->request_id());
-  response->set_found(target.found);
-  if (target.id.has_value()) engine_->Cancel(*target.id);
+  response->set_found(CancelByRouterId(request->request_id()));
   return grpc::Status::OK;
+}
+
+bool PrefillService::CancelByRouterId(const std::string& router_request_id) {
+  const RouterRequestIds::CancelTarget target = router_ids_.ForCancel(router_request_id);
+  if (target.id.has_value()) engine_->Cancel(*target.id);
+  return target.found;
 }
 
 grpc::ServerUnaryReactor* PrefillService::GetLoad(grpc::CallbackServerContext* context,

@@ -79,6 +79,11 @@ class PrefillService final
   grpc::Status WatchKvEvents(grpc::ServerContext* context, const v1::WatchKvEventsRequest* request,
                              grpc::ServerWriter<v1::KvEvents>* writer) override;
 
+  // The router's Cancel of `router_request_id` (what Cancel runs): ends this node's Prefill call
+  // of that id, if any; returns whether one was known (a decode node that also serves this
+  // service forwards its own Cancels here). Thread-safe.
+  bool CancelByRouterId(const std::string& router_request_id);
+
   // Thread-safe. The node drains: WatchKvEvents streams end (UNAVAILABLE) and new ones are
   // refused, so that they do not hold the server's shutdown until the drain deadline.
   void StopKvEvents() { kv_events_.Stop(); }

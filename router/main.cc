@@ -108,12 +108,15 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                 "they have failed this long with no progress on its streams (default 10000)"});
   flags.Section("Placement");
   flags.Custom("mode",
-               {"disaggregated|colocated",
+               {"disaggregated|colocated|auto",
                 "disaggregated (default): decode node reserves, prefill node prefills; "
-                "colocated: the decode node does both (no prefill nodes)"},
+                "colocated: the decode node does both (no prefill nodes); auto: every decode "
+                "node also prefills for the others (tandem-decode --serve-prefill, no prefill "
+                "nodes), and each request is prefilled on another node or on its decode node "
+                "by the policy's choice"},
                [o](std::string_view v) -> std::string {
                  auto mode = tandem::ParseServingMode(v);
-                 if (!mode.has_value()) return "expects disaggregated or colocated";
+                 if (!mode.has_value()) return "expects disaggregated, colocated or auto";
                  o->placement.mode = *mode;
                  return "";
                });
@@ -194,9 +197,14 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
     return "give the decode nodes: --decode HOST:PORT,... or --decode-dns NAME:PORT";
   }
   const bool has_prefill = !o.pool.prefill.addresses.empty() || !o.pool.prefill.dns_name.empty();
+  if (o.placement.mode == tandem::ServingMode::kAuto && has_prefill) {
+    return "--mode auto uses the decode nodes (tandem-decode --serve-prefill) as the prefill "
+           "nodes: drop --prefill/--prefill-dns";
+  }
   if (o.placement.mode == tandem::ServingMode::kDisaggregated && !has_prefill) {
     return "--mode disaggregated (the default) needs --prefill HOST:PORT,... or --prefill-dns "
-           "NAME:PORT; use --mode colocated to run without prefill nodes";
+           "NAME:PORT; use --mode colocated (or auto, on decode nodes that --serve-prefill) to run "
+           "without prefill nodes";
   }
   if (o.placement.mode == tandem::ServingMode::kColocated && has_prefill) {
     return "--mode colocated uses no prefill nodes: drop --prefill/--prefill-dns";

@@ -257,7 +257,13 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   };
   std::vector<std::shared_ptr<Node>> decode = usable(NodeRole::kDecode);
   std::vector<std::shared_ptr<Node>> prefill;
-  if (popts.mode == ServingMode::kDisaggregated) prefill = usable(NodeRole::kPrefill);
+  // Auto mode: the decode nodes are the prefill nodes too (the same Node objects, so that one
+  // in-flight ledger counts both roles' work on a node, as its one engine's receipts do).
+  if (popts.mode == ServingMode::kAuto) {
+    prefill = decode;
+  } else if (popts.mode == ServingMode::kDisaggregated) {
+    prefill = usable(NodeRole::kPrefill);
+  }
   if (decode.empty()) {
     const size_t known = pool_->Nodes(NodeRole::kDecode).size();
     return absl::UnavailableError(known == 0
@@ -270,7 +276,7 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   // (a local prefill there computes only the rest: a conversation's next turn).
   const bool use_prefix =
       popts.policy == PlacementPolicy::kPrefixAware || popts.policy == PlacementPolicy::kCost ||
-      (popts.mode == ServingMode::kDisaggregated && popts.local_prefill_threshold > 0);
+      (popts.mode != ServingMode::kColocated && popts.local_prefill_threshold > 0);
   const bool use_decode_prefix = popts.policy == PlacementPolicy::kCost;
   // The prompt's block hashes, computed once per block size whatever the number of nodes: the
   // full blocks before its last token, the ones a node can reuse (the last token is always

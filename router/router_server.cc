@@ -38,13 +38,20 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(
 
   NodePoolOptions pool_options = options.pool;
   const PlacementOptions& placement = options.placement;
-  pool_options.watch_prefill_kv_events =
-      placement.mode == ServingMode::kDisaggregated &&
+  const bool auto_mode = placement.mode == ServingMode::kAuto;
+  const bool prefill_prefixes =
+      placement.mode != ServingMode::kColocated &&
       (placement.policy == PlacementPolicy::kPrefixAware ||
        placement.policy == PlacementPolicy::kCost || placement.local_prefill_threshold > 0);
-  // Only the cost model weighs what a decode node holds (a local prefill there computes the rest).
-  pool_options.watch_decode_kv_events = placement.policy == PlacementPolicy::kCost;
-  if (placement.mode == ServingMode::kColocated) pool_options.prefill = NodeSource();
+  pool_options.watch_prefill_kv_events = prefill_prefixes && !auto_mode;
+  // Only the cost model weighs what a decode node holds (a local prefill there computes the rest);
+  // in auto mode the decode nodes are the prefill nodes, whose prefixes placement reads.
+  pool_options.watch_decode_kv_events =
+      placement.policy == PlacementPolicy::kCost || (auto_mode && prefill_prefixes);
+  // Colocated: no prefill nodes; auto: the decode nodes are the prefill nodes too.
+  if (placement.mode == ServingMode::kColocated || auto_mode) {
+    pool_options.prefill = NodeSource();
+  }
   router->pool_ = std::make_unique<NodePool>(std::move(pool_options), std::move(resolver));
   RETURN_IF_ERROR(router->pool_->Start());
 
@@ -162,7 +169,7 @@ Readiness RouterServer::Ready() const {
   }
   // A colocated router prefills on its decode nodes. A disaggregated one could fall back to
   // local prefill without prefill nodes, but that is not the cluster it was deployed as: it is
-  // ready only with a prefill node up.
+  // ready only with a prefill node up. An auto one prefills on its decode nodes.
   if (placement_.mode == ServingMode::kDisaggregated &&
       pool_->UpNodes(NodeRole::kPrefill).empty()) {
     return absl::UnavailableError(absl::StrCat("no prefill node is up (",

@@ -67,8 +67,10 @@ void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options) {
                "where KV is written); experiments only");
   flags.Section("TLS (this node's gRPC server)");
   AddTlsServerFlags(flags, &options->tls);
-  if (!options->owner) {
-    flags.Section("TLS towards decode nodes (ConnectKv of --kv-transport nccl)");
+  if (!options->owner || options->writer) {
+    flags.Section(options->owner ? "TLS towards other decode nodes (--serve-prefill: ConnectKv of "
+                                   "--kv-transport nccl)"
+                                 : "TLS towards decode nodes (ConnectKv of --kv-transport nccl)");
     AddTlsClientFlags(flags, &options->node_tls);
   }
 }
@@ -191,7 +193,10 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateNodeKvTransport(
           "address as prefill nodes reach it)");
     }
     nccl.address = options.advertise;
-  } else {
+  }
+  // A writer dials the owners' ConnectKv; one transport can be both (NcclKvTransport keeps a
+  // writer and an owner side), e.g. a decode node that prefills for others (--serve-prefill).
+  if (!options.owner || options.writer) {
     grpc::ChannelArguments args;
     ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                      GrpcChannelCredentials(options.node_tls, &args));

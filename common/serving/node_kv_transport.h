@@ -27,6 +27,12 @@ struct NodeKvTransportOptions {
   std::string advertise;      // --kv-advertise: nccl on a decode node
   bool owner = false;         // a decode node (receives KV) rather than a prefill node
   std::string name;           // shows up in UCX logs ("tandem-decode")
+  // An owner that also writes into other nodes' pools (tandem-decode --serve-prefill): the nccl
+  // transport gets both the owner's address and the writer's connect hook. Set before
+  // AddNodeKvTransportFlags on a binary that may write, so that --node-tls-* exist. (ucx and
+  // cuda transports are owner and writer in one process whatever the flag: a decode node already
+  // writes when it moves a sequence's KV to another node.)
+  bool writer = false;
   // --kv-interface: the network interfaces UCX may use (UCX_NET_DEVICES, e.g. "eth0" or
   // "mlx5_0:1,eth0"). "": the interface that owns --listen's address when that is not a
   // wildcard (so UCX listens nowhere else), else UCX's own choice (UCX_NET_DEVICES, or all).
@@ -49,7 +55,7 @@ struct NodeKvTransportOptions {
 
 // Declares --kv-transport, --kv-advertise, --kv-interface, --kv-port-range,
 // --cluster-secret-file and --insecure-no-handoff-auth, then the --tls-* flags (and --node-tls-*
-// unless `owner`), each in its own --help section.
+// unless an `owner` that is not a `writer`), each in its own --help section.
 void AddNodeKvTransportFlags(FlagSet& flags, NodeKvTransportOptions* options);
 
 // The handoff authenticator from --cluster-secret-file; null with --insecure-no-handoff-auth

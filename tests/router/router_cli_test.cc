@@ -133,6 +133,8 @@ TEST(RouterCliTest, FlagErrorsExitTwoNamingTheProblem) {
       {{"--model", model, "--decode", "127.0.0.1:1", "--mode", "colocated", "--prefill",
         "127.0.0.1:2"},
        "colocated"},
+      {{"--model", model, "--decode", "127.0.0.1:1", "--mode", "auto", "--prefill", "127.0.0.1:2"},
+       "--mode auto uses the decode nodes"},
       {{"--model", model, "--decode", "127.0.0.1:1", "--mode", "both"}, "--mode"},
       {{"--model", model, "--decode", "127.0.0.1:1", "--prefill", "127.0.0.1:2", "--policy",
         "random"},
