@@ -11,11 +11,12 @@ namespace tandem {
 
 struct ClusterOptions {
   std::string model_dir;
-  // Unset: 2 in disaggregated mode, 0 in colocated mode.
+  // Unset: 2 in disaggregated mode, 0 in colocated and auto mode.
   std::optional<int> num_prefill;
   int num_decode = 2;
-  std::string mode = "disaggregated";  // or "colocated"
-  std::optional<std::string> policy;   // round_robin | least_loaded | prefix_aware
+  // Or "colocated", or "auto" (decode nodes that also prefill for each other: --serve-prefill).
+  std::string mode = "disaggregated";
+  std::optional<std::string> policy;  // round_robin | least_loaded | prefix_aware | cost
   std::string router_listen = "127.0.0.1:0";
   // UCX_TLS for the children. Unset: they inherit the launcher's environment.
   std::optional<std::string> ucx_tls;

@@ -43,15 +43,18 @@ ProcessPlan PlanNode(const ClusterOptions& options, const ClusterDirs& dirs, Clu
   AddOptional(&args, "--max-num-batched-tokens", options.max_num_batched_tokens);
   AddOptional(&args, "--max-num-seqs", options.max_num_seqs);
   if (role == ClusterRole::kDecode) AddOptional(&args, "--lease-ms", options.lease_ms);
+  // Auto mode: every decode node also prefills for the others.
+  const bool serve_prefill = role == ClusterRole::kDecode && options.mode == "auto";
+  if (serve_prefill) args.push_back("--serve-prefill");
   if (!dirs.secret_file.empty()) {
     args.insert(args.end(), {"--cluster-secret-file", dirs.secret_file});
   }
   if (!dirs.tls.ca_cert.empty()) {
-    // Nodes serve mTLS with the shared node certificate; a prefill node also dials decode nodes
-    // (ConnectKv) with it.
+    // Nodes serve mTLS with the shared node certificate; a prefill node (or a decode node that
+    // prefills for others) also dials decode nodes (ConnectKv) with it.
     args.insert(args.end(), {"--tls-cert", dirs.tls.node_cert, "--tls-key", dirs.tls.node_key,
                              "--tls-client-ca", dirs.tls.ca_cert});
-    if (role == ClusterRole::kPrefill) {
+    if (role == ClusterRole::kPrefill || serve_prefill) {
       args.insert(args.end(), {"--node-tls-ca", dirs.tls.ca_cert, "--node-tls-cert",
                                dirs.tls.node_cert, "--node-tls-key", dirs.tls.node_key});
     }
@@ -98,18 +101,19 @@ const char* RoleBinary(ClusterRole role) {
 
 int NumPrefillNodes(const ClusterOptions& options) {
   if (options.num_prefill.has_value()) return *options.num_prefill;
-  return options.mode == "colocated" ? 0 : 2;
+  return options.mode == "disaggregated" ? 2 : 0;
 }
 
 std::string ValidateClusterOptions(const ClusterOptions& options) {
   constexpr int kMaxNodes = 64;
   if (options.model_dir.empty()) return "--model DIR is required";
-  if (!OneOf(options.mode, {"disaggregated", "colocated"})) {
-    return absl::StrCat("--mode expects disaggregated or colocated, got '", options.mode, "'");
+  if (!OneOf(options.mode, {"disaggregated", "colocated", "auto"})) {
+    return absl::StrCat("--mode expects disaggregated, colocated or auto, got '", options.mode,
+                        "'");
   }
   if (options.policy.has_value() &&
-      !OneOf(*options.policy, {"round_robin", "least_loaded", "prefix_aware"})) {
-    return absl::StrCat("--policy expects round_robin, least_loaded or prefix_aware, got '",
+      !OneOf(*options.policy, {"round_robin", "least_loaded", "prefix_aware", "cost"})) {
+    return absl::StrCat("--policy expects round_robin, least_loaded, prefix_aware or cost, got '",
                         *options.policy, "'");
   }
   int prefill = NumPrefillNodes(options);
@@ -118,6 +122,10 @@ std::string ValidateClusterOptions(const ClusterOptions& options) {
   }
   if (options.num_decode < 1 || options.num_decode > kMaxNodes) {
     return absl::StrCat("--decode must be between 1 and ", kMaxNodes);
+  }
+  if (options.mode == "auto" && prefill > 0) {
+    return "--mode auto runs no prefill nodes (every decode node prefills for the others): drop "
+           "--prefill";
   }
   if (options.mode == "disaggregated" && prefill < 1) {
     return "--mode disaggregated needs at least one prefill node (--prefill N, N >= 1)";

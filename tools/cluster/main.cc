@@ -27,11 +27,16 @@ stops the rest, exit 1). Children die with tandem-cluster even if it is killed w
 void AddClusterFlags(tandem::FlagSet& flags, ClusterOptions* o) {
   flags.Section("Cluster");
   flags.String("model", &o->model_dir, {"DIR", "Hugging Face model directory (required)"});
-  flags.Number("prefill", &o->num_prefill, {"N", "prefill nodes (default 2; 0 in colocated mode)"});
+  flags.Number("prefill", &o->num_prefill,
+               {"N", "prefill nodes (default 2; 0 in colocated and auto mode)"});
   flags.Number("decode", &o->num_decode, {"N", "decode nodes (default 2)"});
-  flags.String("mode", &o->mode, {"M", "disaggregated (default) | colocated"});
+  flags.String("mode", &o->mode,
+               {"M",
+                "disaggregated (default) | colocated | auto (no prefill nodes: every decode node "
+                "also prefills for the others, tandem-decode --serve-prefill, and the router "
+                "chooses per request)"});
   flags.String("policy", &o->policy,
-               {"P", "router placement: round_robin | least_loaded | prefix_aware"});
+               {"P", "router placement: round_robin | least_loaded | prefix_aware | cost"});
   flags.String("listen", &o->router_listen,
                {"HOST:PORT", "the router's gRPC address (default 127.0.0.1:0 = any free port)"});
   flags.String("ucx-tls", &o->ucx_tls,

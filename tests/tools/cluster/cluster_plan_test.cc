@@ -162,6 +162,38 @@ TEST(ClusterPlanTest, ColocatedDefaultsToNoPrefillNodes) {
   EXPECT_EQ(PlanNodes(o, Dirs()).size(), 2u);
 }
 
+TEST(ClusterPlanTest, AutoModeRunsDecodeNodesThatPrefillForEachOther) {
+  ClusterOptions o = Basic();
+  o.mode = "auto";
+  o.num_decode = 3;
+  EXPECT_EQ(ValidateClusterOptions(o), "");
+  EXPECT_EQ(NumPrefillNodes(o), 0);
+  ClusterDirs dirs = Dirs();
+  dirs.tls = {.ca_cert = "/t/ca.pem", .node_cert = "/t/node.pem", .node_key = "/t/node.key"};
+  std::vector<ProcessPlan> nodes = PlanNodes(o, dirs);
+  ASSERT_EQ(nodes.size(), 3u);
+  for (const ProcessPlan& node : nodes) {
+    EXPECT_EQ(node.role, ClusterRole::kDecode);
+    EXPECT_EQ(node.spec.binary, "/opt/bin/tandem-decode");
+    EXPECT_THAT(node.spec.args, ::testing::Contains("--serve-prefill"));
+    // Each dials the others' ConnectKv as a prefill node does.
+    EXPECT_THAT(node.spec.args, ::testing::Contains("--node-tls-ca"));
+  }
+  ProcessPlan router = PlanRouter(o, dirs, {}, {"127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"});
+  EXPECT_THAT(router.spec.args, ::testing::Not(::testing::Contains("--prefill")));
+  const auto mode = std::find(router.spec.args.begin(), router.spec.args.end(), "--mode");
+  ASSERT_NE(mode, router.spec.args.end());
+  EXPECT_EQ(*(mode + 1), "auto");
+  // Other modes' decode nodes do not prefill for others.
+  o.mode = "colocated";
+  EXPECT_THAT(PlanNodes(o, Dirs())[0].spec.args,
+              ::testing::Not(::testing::Contains("--serve-prefill")));
+  // Auto mode runs no prefill nodes.
+  o.mode = "auto";
+  o.num_prefill = 1;
+  EXPECT_THAT(ValidateClusterOptions(o), HasSubstr("--mode auto runs no prefill nodes"));
+}
+
 TEST(ClusterPlanTest, RoleNames) {
   EXPECT_STREQ(RoleName(ClusterRole::kPrefill), "prefill");
   EXPECT_STREQ(RoleName(ClusterRole::kDecode), "decode");
