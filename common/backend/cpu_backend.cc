@@ -23,6 +23,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelWeight
   if (options.num_kv_blocks < 0 || options.max_batch_tokens < 0) {
     return absl::InvalidArgumentError("num_kv_blocks and max_batch_tokens must not be negative");
   }
+  if (options.kv_dtype == DType::kF16) {
+    return absl::InvalidArgumentError(
+        "the cpu backend stores KV as f32, bf16 or fp8_e4m3, not f16");
+  }
   if (options.num_kv_blocks == 0 && options.kv_cache_bytes == 0) {
     return absl::InvalidArgumentError("KV pool has no blocks: set num_kv_blocks or kv_cache_bytes");
   }
@@ -31,7 +35,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelWeight
 
   const ModelConfig& config = weights.config;
   KvLayout layout;
-  layout.dtype = DType::kF32;
+  layout.dtype = options.kv_dtype;
   layout.num_layers = config.num_layers;
   layout.num_kv_heads = config.num_kv_heads;
   layout.head_dim = config.head_dim;
@@ -57,9 +61,9 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelWeight
     if (pool == nullptr || reinterpret_cast<uintptr_t>(pool) % 64 != 0) {
       return absl::InternalError("the KV pool allocator returned null or unaligned memory");
     }
-    backend->kv_data_ = static_cast<float*>(pool);
+    backend->kv_data_ = pool;
   } else {
-    if (!backend->kv_.Reset(backend->kv_elements_)) {
+    if (!backend->kv_.Reset((layout.total_bytes() + sizeof(float) - 1) / sizeof(float))) {
       return absl::ResourceExhaustedError(
           absl::StrCat("cannot allocate the KV pool: ", layout.total_bytes(), " bytes"));
     }
@@ -67,6 +71,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const ModelWeight
   }
   RETURN_IF_ERROR(backend->EnsureCapacity(std::max(1, options.max_batch_tokens),
                                           std::min(config.max_position_embeddings, 4096)));
+  if (layout.dtype == DType::kFP8E4M3) RETURN_IF_ERROR(backend->CalibrateFp8Scales());
   return backend;
 }
 
@@ -84,12 +89,13 @@ absl::Status CpuBackend::CopyBlock(int32_t src, int32_t dst) {
         "CopyBlock(", src, ", ", dst, ") outside the pool of ", layout_.num_blocks, " blocks"));
   }
   if (src == dst) return absl::OkStatus();
-  const size_t bytes = static_cast<size_t>(layout_.block_stride()) * sizeof(float);
-  float* pool = kv_data_;
+  const size_t elem = DTypeSize(layout_.dtype);
+  const size_t bytes = static_cast<size_t>(layout_.block_stride()) * elem;
+  uint8_t* pool = static_cast<uint8_t*>(kv_data_);
   for (int l = 0; l < layout_.num_layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
-      std::memcpy(pool + layout_.Offset(l, kv, dst, 0, 0), pool + layout_.Offset(l, kv, src, 0, 0),
-                  bytes);
+      std::memcpy(pool + layout_.Offset(l, kv, dst, 0, 0) * elem,
+                  pool + layout_.Offset(l, kv, src, 0, 0) * elem, bytes);
     }
   }
   return absl::OkStatus();

@@ -1,4 +1,6 @@
-// The reference Backend: f32 math on the CPU over a paged f32 KV pool it owns. Every linear layer
+// The reference Backend: f32 math on the CPU over a paged KV pool it owns, whose elements are
+// f32 (the default), bf16 or fp8 E4M3 with a scale per (layer, K|V, kv head) calibrated at load
+// (common/kv/kv_scales.h); attention widens them to f32 as it reads them. Every linear layer
 // runs as one GEMM over all tokens of the batch (prefill chunks and decode steps flattened into
 // one [tokens, hidden] matrix), attention runs per token over the item's block table, and each
 // token's result does not depend on what else is in the batch: the same sequence gives bit-equal
@@ -19,6 +21,7 @@
 #include "common/backend/aligned_buffer.h"
 #include "common/backend/backend.h"
 #include "common/backend/cpu_weights.h"
+#include "common/kv/kv_scales.h"
 #include "common/model/model_weights.h"
 #include "common/util/thread_pool.h"
 
@@ -27,6 +30,8 @@ namespace tandem {
 struct CpuBackendOptions {
   int num_threads = 0;  // threads for every parallel loop, the caller included; 0: all cores
   int block_size = 16;  // tokens per KV block
+  // What the pool stores: kF32, kBF16 or kFP8E4M3 (kF16 is refused).
+  DType kv_dtype = DType::kF32;
   // KV pool size: num_kv_blocks when > 0, else as many blocks as fit in kv_cache_bytes.
   int num_kv_blocks = 0;
   size_t kv_cache_bytes = 0;
@@ -50,9 +55,16 @@ class CpuBackend : public Backend {
   // Not reentrant: one caller (the engine thread) at a time.
   absl::Status Forward(const ForwardBatch& batch, LogitsOutput out) override;
 
-  // The whole pool, indexed as kv_layout() describes (for transports and tests).
-  std::span<float> kv_pool() { return {kv_data_, kv_elements_}; }
-  std::span<const float> kv_pool() const { return {kv_data_, kv_elements_}; }
+  // The whole pool of an f32 backend, indexed as kv_layout() describes (for tests); empty when
+  // the pool stores another dtype.
+  std::span<float> kv_pool() { return {f32_pool(), f32_pool() ? kv_elements_ : 0}; }
+  std::span<const float> kv_pool() const { return {f32_pool(), f32_pool() ? kv_elements_ : 0}; }
+  // The whole pool's bytes, whatever its dtype.
+  std::span<const uint8_t> kv_pool_bytes() const {
+    return {static_cast<const uint8_t*>(kv_data_), kv_elements_ * DTypeSize(layout_.dtype)};
+  }
+  // An fp8 pool's scales (empty for f32 and bf16); kv_layout().scale_fingerprint names them.
+  const KvScales& kv_scales() const { return kv_scales_; }
   // Copies block `src`'s K and V of every layer into block `dst` (copy-on-write).
   absl::Status CopyBlock(int32_t src, int32_t dst);
 
@@ -83,14 +95,24 @@ class CpuBackend : public Backend {
   void QkvPostprocess(int l, const ForwardBatch& batch, int tokens);
   void Attention(int l, const ForwardBatch& batch, std::span<const int32_t> rows);
   void NormRows(const float* w, const float* in, float* out, int rows);
+  // Writes row t's K and V (after RoPE) into its slot of layer l, in the pool's dtype.
+  void WriteKv(int l, const ForwardBatch& batch, int64_t t, const float* k, const float* v);
+  // fp8: runs the calibration prefill (kv_scales.h) over a temporary f32 pool and sets
+  // kv_scales_ and layout_.scale_fingerprint.
+  absl::Status CalibrateFp8Scales();
+  float* f32_pool() const {
+    return layout_.dtype == DType::kF32 ? static_cast<float*>(kv_data_) : nullptr;
+  }
 
   ModelConfig config_;
   CpuWeights weights_;
   KvLayout layout_;
   std::unique_ptr<ThreadPool> threads_;
-  AlignedFloats kv_;  // the pool, unless an allocator provided it
-  float* kv_data_ = nullptr;
-  size_t kv_elements_ = 0;
+  AlignedFloats kv_;  // the pool (rounded up to whole floats), unless an allocator provided it
+  void* kv_data_ = nullptr;
+  size_t kv_elements_ = 0;  // of layout_.dtype
+  KvScales kv_scales_;
+  std::vector<float> kv_inv_scales_;  // 1 / kv_scales_, same indexing
   std::vector<float> inv_freq_;
   Scratch scratch_;
 };

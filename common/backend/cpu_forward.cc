@@ -6,6 +6,7 @@
 #include "common/backend/batch_validation.h"
 #include "common/backend/cpu_backend.h"
 #include "common/backend/cpu_gemm.h"
+#include "common/backend/kv_row_ops.h"
 #include "common/backend/paged_attention.h"
 #include "common/backend/rope.h"
 #include "common/backend/row_ops.h"
@@ -198,8 +199,6 @@ void CpuBackend::QkvPostprocess(int l, const ForwardBatch& batch, int tokens) {
   const int kv_size = config_.kv_size();
   const int qkv_size = q_size + 2 * kv_size;
   const float eps = config_.rms_norm_eps;
-  const int bs = layout_.block_size;
-  float* pool = kv_data_;
   threads_->ParallelFor(
       tokens,
       [&](int64_t begin, int64_t end) {
@@ -215,18 +214,42 @@ void CpuBackend::QkvPostprocess(int l, const ForwardBatch& batch, int tokens) {
           const float* sin = s.rope_sin.data() + t * half;
           for (int h = 0; h < heads; ++h) ApplyRope(q + h * hd, cos, sin, half);
           for (int h = 0; h < kv_heads; ++h) ApplyRope(k + h * hd, cos, sin, half);
-          const int pos = s.token_pos[t];
-          const int block = batch.items[s.token_item[t]].block_table[pos / bs];
-          const int slot = pos % bs;
-          for (int h = 0; h < kv_heads; ++h) {
-            std::memcpy(pool + layout_.Offset(l, 0, block, h, slot), k + h * hd,
-                        sizeof(float) * hd);
-            std::memcpy(pool + layout_.Offset(l, 1, block, h, slot), v + h * hd,
-                        sizeof(float) * hd);
-          }
+          WriteKv(l, batch, t, k, v);
         }
       },
       kRowGrain);
+}
+
+void CpuBackend::WriteKv(int l, const ForwardBatch& batch, int64_t t, const float* k,
+                         const float* v) {
+  const Scratch& s = scratch_;
+  const int hd = config_.head_dim;
+  const int kv_heads = config_.num_kv_heads;
+  const int bs = layout_.block_size;
+  const int pos = s.token_pos[t];
+  const int block = batch.items[s.token_item[t]].block_table[pos / bs];
+  const int slot = pos % bs;
+  auto write = [&](auto* pool) {
+    for (int h = 0; h < kv_heads; ++h) {
+      const float inv_k = kv_inv_scales_.empty() ? 1.0f : kv_inv_scales_[(l * 2) * kv_heads + h];
+      const float inv_v =
+          kv_inv_scales_.empty() ? 1.0f : kv_inv_scales_[(l * 2 + 1) * kv_heads + h];
+      kvrow::Store(k + h * hd, hd, pool + layout_.Offset(l, 0, block, h, slot), inv_k);
+      kvrow::Store(v + h * hd, hd, pool + layout_.Offset(l, 1, block, h, slot), inv_v);
+    }
+  };
+  switch (layout_.dtype) {
+    case DType::kBF16:
+      write(static_cast<kvrow::Bf16*>(kv_data_));
+      return;
+    case DType::kFP8E4M3:
+      write(static_cast<kvrow::Fp8*>(kv_data_));
+      return;
+    case DType::kF32:
+    case DType::kF16:  // refused by Create
+      write(static_cast<float*>(kv_data_));
+      return;
+  }
 }
 
 void CpuBackend::Attention(int l, const ForwardBatch& batch, std::span<const int32_t> rows) {
@@ -255,8 +278,11 @@ void CpuBackend::Attention(int l, const ForwardBatch& batch, std::span<const int
         query.kv_head = g;
         query.position = s.token_pos[t];
         query.block_table = item.block_table;
+        const KvHeadScales head_scales =
+            kv_scales_.empty() ? KvHeadScales{}
+                               : KvHeadScales{kv_scales_.at(l, 0, g), kv_scales_.at(l, 1, g)};
         PagedAttention(layout_, kv_data_, l, query, config_.sliding_window, scale, scores,
-                       s.attn.data() + int64_t{r} * q_size + int64_t{g} * group * hd);
+                       s.attn.data() + int64_t{r} * q_size + int64_t{g} * group * hd, head_scales);
       }
     }
   });

@@ -2,39 +2,43 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
-#include "common/backend/simd.h"
+#include "common/backend/kv_row_ops.h"
 
 namespace tandem {
+namespace {
 
-void PagedAttention(const KvLayout& layout, const float* pool, int layer,
-                    const AttentionQuery& query, int sliding_window, float scale, float* scores,
-                    float* out) {
+template <typename T>
+void PagedAttentionOf(const KvLayout& layout, const T* pool, int layer, const AttentionQuery& query,
+                      int sliding_window, float scale, float* scores, float* out,
+                      KvHeadScales kv_scales) {
   const int hd = layout.head_dim;
   const int bs = layout.block_size;
   const int group = query.group;
   const int first = AttentionStart(query.position, sliding_window);
   const int n = query.position - first + 1;
   const int64_t head_offset = query.kv_head * layout.head_stride();
-  const float* k_layer = pool + layout.Offset(layer, 0, 0, 0, 0) + head_offset;
-  const float* v_layer = pool + layout.Offset(layer, 1, 0, 0, 0) + head_offset;
+  const T* k_layer = pool + layout.Offset(layer, 0, 0, 0, 0) + head_offset;
+  const T* v_layer = pool + layout.Offset(layer, 1, 0, 0, 0) + head_offset;
+  // f32 and bf16 pools have scale 1: the product below is then exactly `scale`.
+  const float score_scale = scale * kv_scales.k;
 
   // Pass 1: scores, walking the block table one block at a time.
   for (int pos = first; pos <= query.position;) {
     const int slot = pos % bs;
     const int count = std::min(bs - slot, query.position - pos + 1);
-    const float* k =
-        k_layer + query.block_table[pos / bs] * layout.block_stride() + int64_t{slot} * hd;
+    const T* k = k_layer + query.block_table[pos / bs] * layout.block_stride() + int64_t{slot} * hd;
     for (int s = 0; s < count; ++s, k += hd) {
       const int j = pos - first + s;
       for (int g = 0; g < group; ++g)
-        scores[g * n + j] = simd::Dot(query.q + g * hd, k, hd) * scale;
+        scores[g * n + j] = kvrow::Dot(query.q + g * hd, k, hd) * score_scale;
     }
     pos += count;
   }
 
-  // Pass 2: softmax per head, in place.
+  // Pass 2: softmax per head, in place (V's scale folded into the normalization).
   for (int g = 0; g < group; ++g) {
     float* s = scores + g * n;
     float max = -std::numeric_limits<float>::infinity();
@@ -46,6 +50,9 @@ void PagedAttention(const KvLayout& layout, const float* pool, int layer,
     }
     const float inv = 1.0f / sum;
     for (int j = 0; j < n; ++j) s[j] *= inv;
+    if (kv_scales.v != 1.0f) {
+      for (int j = 0; j < n; ++j) s[j] *= kv_scales.v;
+    }
   }
 
   // Pass 3: probability-weighted sum of V rows.
@@ -53,13 +60,34 @@ void PagedAttention(const KvLayout& layout, const float* pool, int layer,
   for (int pos = first; pos <= query.position;) {
     const int slot = pos % bs;
     const int count = std::min(bs - slot, query.position - pos + 1);
-    const float* v =
-        v_layer + query.block_table[pos / bs] * layout.block_stride() + int64_t{slot} * hd;
+    const T* v = v_layer + query.block_table[pos / bs] * layout.block_stride() + int64_t{slot} * hd;
     for (int s = 0; s < count; ++s, v += hd) {
       const int j = pos - first + s;
-      for (int g = 0; g < group; ++g) simd::Axpy(scores[g * n + j], v, out + g * hd, hd);
+      for (int g = 0; g < group; ++g) kvrow::Axpy(scores[g * n + j], v, out + g * hd, hd);
     }
     pos += count;
+  }
+}
+
+}  // namespace
+
+void PagedAttention(const KvLayout& layout, const void* pool, int layer,
+                    const AttentionQuery& query, int sliding_window, float scale, float* scores,
+                    float* out, KvHeadScales kv_scales) {
+  switch (layout.dtype) {
+    case DType::kBF16:
+      PagedAttentionOf(layout, static_cast<const kvrow::Bf16*>(pool), layer, query, sliding_window,
+                       scale, scores, out, kv_scales);
+      return;
+    case DType::kFP8E4M3:
+      PagedAttentionOf(layout, static_cast<const kvrow::Fp8*>(pool), layer, query, sliding_window,
+                       scale, scores, out, kv_scales);
+      return;
+    case DType::kF32:
+    case DType::kF16:  // the cpu backend never makes an f16 pool (CpuBackend::Create)
+      PagedAttentionOf(layout, static_cast<const float*>(pool), layer, query, sliding_window, scale,
+                       scores, out, kv_scales);
+      return;
   }
 }
 

@@ -24,11 +24,20 @@ inline int AttentionStart(int position, int sliding_window) {
   return sliding_window > 0 && position >= sliding_window ? position - sliding_window + 1 : 0;
 }
 
+// What one (layer, kv head)'s stored K and V rows must be multiplied by: an fp8 pool's scales
+// (common/kv/kv_scales.h); 1 for f32 and bf16 pools.
+struct KvHeadScales {
+  float k = 1.0f;
+  float v = 1.0f;
+};
+
 // out[g] = softmax(scale * q[g]·K) · V over the visible positions, f32 softmax with max
-// subtraction. `scores` must hold group * (visible positions) floats; `out` holds group*head_dim.
-void PagedAttention(const KvLayout& layout, const float* pool, int layer,
+// subtraction. `pool` holds layout.dtype elements (f32, bf16 or fp8 E4M3), widened to f32 as they
+// are read; K's scale multiplies each score, V's each probability. `scores` must hold
+// group * (visible positions) floats; `out` holds group*head_dim.
+void PagedAttention(const KvLayout& layout, const void* pool, int layer,
                     const AttentionQuery& query, int sliding_window, float scale, float* scores,
-                    float* out);
+                    float* out, KvHeadScales kv_scales = {});
 
 }  // namespace tandem
 

@@ -7,18 +7,6 @@
 
 namespace tandem {
 
-const char* KvDTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-  }
-  return "?";
-}
-
 tandem::v1::KvLayoutDescriptor KvLayoutToProto(const KvLayout& layout) {
   tandem::v1::KvLayoutDescriptor proto;
   proto.set_dtype(std::string(KvDTypeName(layout.dtype)));
@@ -27,11 +15,12 @@ tandem::v1::KvLayoutDescriptor KvLayoutToProto(const KvLayout& layout) {
   proto.set_head_dim(layout.head_dim);
   proto.set_block_size(layout.block_size);
   proto.set_num_blocks(layout.num_blocks);
+  proto.set_scale_fingerprint(layout.scale_fingerprint);
   return proto;
 }
 
 absl::StatusOr<KvLayout> KvLayoutFromProto(const tandem::v1::KvLayoutDescriptor& proto) {
-  std::optional<DType> dtype = ParseDType(proto.dtype());
+  std::optional<DType> dtype = ParseKvDType(proto.dtype());
   if (!dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV layout: unknown dtype '", proto.dtype(), "'"));
@@ -43,6 +32,12 @@ absl::StatusOr<KvLayout> KvLayoutFromProto(const tandem::v1::KvLayoutDescriptor&
   layout.head_dim = proto.head_dim();
   layout.block_size = proto.block_size();
   layout.num_blocks = proto.num_blocks();
+  layout.scale_fingerprint = proto.scale_fingerprint();
+  if ((layout.dtype == DType::kFP8E4M3) != (layout.scale_fingerprint != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV layout: scale_fingerprint must be set for fp8_e4m3 and only for it (dtype ",
+        KvDTypeName(layout.dtype), ", scale_fingerprint ", layout.scale_fingerprint, ")"));
+  }
   const std::pair<const char*, int32_t> dims[] = {{"num_layers", layout.num_layers},
                                                   {"num_kv_heads", layout.num_kv_heads},
                                                   {"head_dim", layout.head_dim},
@@ -62,6 +57,12 @@ absl::Status CheckLayoutsCompatible(const KvLayout& local, const KvLayout& remot
     return absl::InvalidArgumentError(absl::StrCat("KV layout mismatch: dtype is ",
                                                    KvDTypeName(local.dtype), " here but ",
                                                    KvDTypeName(remote.dtype), " at the target"));
+  }
+  if (local.scale_fingerprint != remote.scale_fingerprint) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV layout mismatch: scale_fingerprint (the fp8 KV scales per layer and KV head) is ",
+        absl::Hex(local.scale_fingerprint), " here but ", absl::Hex(remote.scale_fingerprint),
+        " at the target: the nodes calibrated different scales (different models or builds)"));
   }
   const std::tuple<const char*, int32_t, int32_t> fields[] = {
       {"num_layers", local.num_layers, remote.num_layers},

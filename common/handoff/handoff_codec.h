@@ -14,21 +14,20 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/engine/request.h"
+#include "common/kv/kv_dtype.h"
 #include "common/kv/kv_layout.h"
 #include "common/transport/kv_transport.h"
 #include "tandem/v1/node.pb.h"
 
 namespace tandem {
 
-// "f32", "f16", "bf16" (the descriptor's spelling).
-const char* KvDTypeName(DType dtype);
-
 tandem::v1::KvLayoutDescriptor KvLayoutToProto(const KvLayout& layout);
 // InvalidArgument for an unknown dtype or a non-positive dimension.
 absl::StatusOr<KvLayout> KvLayoutFromProto(const tandem::v1::KvLayoutDescriptor& proto);
 
 // OK when KV written with `local`'s geometry can be read with `remote`'s: everything but
-// num_blocks equal. Otherwise InvalidArgument naming the first field that differs and both values.
+// num_blocks equal (dtype and, for fp8, the scales' fingerprint included). Otherwise
+// InvalidArgument naming the first field that differs and both values.
 absl::Status CheckLayoutsCompatible(const KvLayout& local, const KvLayout& remote);
 
 // Where and what one request's KV goes to: a handoff, decoded.

@@ -20,6 +20,9 @@ struct KvLayout {
   int32_t head_dim = 0;
   int32_t block_size = 16;  // tokens per block
   int32_t num_blocks = 0;
+  // kFP8E4M3 only: the fingerprint of the per-(layer, K|V, kv head) scales the codes are stored
+  // against (common/kv/kv_scales.h), so that two pools agree on what a byte means; 0 otherwise.
+  uint64_t scale_fingerprint = 0;
 
   // Strides in elements.
   int64_t slot_stride() const { return head_dim; }

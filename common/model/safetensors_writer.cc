@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/model/safetensors.h"
+#include "common/util/fp8.h"
 #include "common/util/half.h"
 #include "common/util/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -94,6 +95,9 @@ std::vector<uint8_t> EncodeF32(DType dtype, std::span<const float> values) {
         uint16_t v = F32ToF16(values[i]);
         std::memcpy(out.data() + 2 * i, &v, 2);
       }
+      break;
+    case DType::kFP8E4M3:
+      for (size_t i = 0; i < values.size(); ++i) out[i] = F32ToFp8E4M3(values[i]);
       break;
   }
   return out;

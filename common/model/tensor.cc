@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/util/fp8.h"
 #include "common/util/half.h"
 
 namespace tandem {
@@ -26,6 +27,9 @@ void ConvertToF32(const TensorView& t, float* dst) {
         std::memcpy(&v, t.data + 2 * i, sizeof(v));
         dst[i] = F16ToF32(v);
       }
+      return;
+    case DType::kFP8E4M3:
+      for (size_t i = 0; i < n; ++i) dst[i] = Fp8E4M3ToF32(t.data[i]);
       return;
   }
 }

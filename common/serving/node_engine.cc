@@ -62,6 +62,17 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
                {"F", "--backend sim: steps take F times the modelled time (default 1)"});
   flags.Section("Engine");
   flags.Number("kv-cache-mb", &o->kv_cache_mib, {"N", "KV pool size in MiB (default 256)"});
+  flags.Custom("kv-cache-dtype",
+               {std::string(kKvCacheDTypeChoices),
+                "what the KV cache stores (default auto: f32 on cpu, bf16 on cuda and sim; cpu "
+                "also stores bf16 and fp8_e4m3, with fp8 scales per layer and KV head calibrated "
+                "at load; the sim prices any; prefill and decode nodes must match)"},
+               [o](std::string_view value) -> std::string {
+                 std::optional<KvCacheDType> dtype = ParseKvCacheDType(value);
+                 if (!dtype.has_value()) return "expects auto, f32, bf16 or fp8_e4m3";
+                 o->kv_cache_dtype = *dtype;
+                 return "";
+               });
   flags.Number("block-size", &o->block_size,
                {"N", "tokens per KV block (default 16; prefill and decode nodes must match)"});
   flags.Number(
@@ -118,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const NodeEngineOption
   o.gpu = sim.gpu;
   o.tensor_parallel = sim.tensor_parallel;
   o.block_size = options.block_size;
+  o.kv_dtype = options.kv_cache_dtype.Or(DType::kBF16);
   o.memory_utilization = sim.memory_utilization;
   o.num_kv_blocks = sim.kv_blocks;
   o.kv_scale = sim.kv_scale;
@@ -128,12 +140,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateSimBackend(const NodeEngineOption
   const double real_gib = static_cast<double>(backend->real_kv_bytes_per_token()) *
                           layout.block_size * layout.num_blocks / (1 << 30);
   spdlog::info(
-      "sim: {} x{} {} ({} layers, hidden {}), {:.1f} GiB weights; KV {} blocks of {} tokens = "
+      "sim: {} x{} {} ({} layers, hidden {}), {:.1f} GiB weights; KV {} {} blocks of {} tokens = "
       "{:.1f} GiB real, {} MiB held (kv scale 1/{}); time scale {}",
       sim.gpu, sim.tensor_parallel, sim.model.empty() ? std::string("config.json") : sim.model,
       config.num_layers, config.hidden_size,
-      static_cast<double>(backend->time_model().WeightBytes()) / (1 << 30), layout.num_blocks,
-      layout.block_size, real_gib, backend->pool_bytes() >> 20, sim.kv_scale, sim.time_scale);
+      static_cast<double>(backend->time_model().WeightBytes()) / (1 << 30),
+      KvDTypeName(layout.dtype), layout.num_blocks, layout.block_size, real_gib,
+      backend->pool_bytes() >> 20, sim.kv_scale, sim.time_scale);
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
@@ -145,14 +158,27 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const NodeEngineOption
   o.block_size = options.block_size;
   o.kv_cache_bytes = size_t{static_cast<size_t>(options.kv_cache_mib)} << 20;
   o.max_batch_tokens = options.max_num_batched_tokens;
+  o.kv_dtype = options.kv_cache_dtype.Or(DType::kF32);
   o.kv_pool_allocator = std::move(hooks.allocate_host_pool);
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend, CpuBackend::Create(weights, o));
+  const KvLayout& layout = backend->kv_layout();
+  spdlog::info("cpu: KV {} blocks of {} tokens, {} ({} bytes per token){}", layout.num_blocks,
+               layout.block_size, KvDTypeName(layout.dtype), layout.bytes_per_token(),
+               layout.scale_fingerprint == 0
+                   ? std::string()
+                   : absl::StrCat("; fp8 scales calibrated at load, fingerprint ",
+                                  absl::Hex(layout.scale_fingerprint)));
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const NodeEngineOptions& options,
                                                            const ModelWeights& weights,
                                                            KvPoolHooks& hooks) {
+  if (options.kv_cache_dtype.Or(DType::kBF16) != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-dtype ", KvDTypeName(*options.kv_cache_dtype.dtype),
+                     ": the cuda backend stores KV as bf16 only (use auto or bf16)"));
+  }
 #if TANDEM_HAVE_CUDA
   CudaBackendOptions o;
   o.device = options.cuda.device;

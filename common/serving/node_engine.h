@@ -13,6 +13,7 @@
 #include "common/backend/backend.h"
 #include "common/backend/backend_kind.h"
 #include "common/engine/engine.h"
+#include "common/kv/kv_dtype.h"
 #include "common/util/cli_flags.h"
 
 namespace tandem {
@@ -53,6 +54,9 @@ struct NodeEngineOptions {
   // kv_blocks, not kv_cache_mib).
   int block_size = 16;
   int kv_cache_mib = 256;
+  // --kv-cache-dtype: auto (f32 on cpu, bf16 on cuda and sim), f32, bf16 or fp8_e4m3; prefill and
+  // decode nodes must match.
+  KvCacheDType kv_cache_dtype;
   int max_num_batched_tokens = 512;
   int max_num_seqs = 64;
   bool enable_prefix_caching = true;
@@ -61,7 +65,8 @@ struct NodeEngineOptions {
 };
 
 // Declares the flags of every field above (--model, --backend, --cuda-*, --sim-*, --threads,
-// --kv-cache-mb, ...) with their --help lines, under the sections "Node", "Backend" and "Engine".
+// --kv-cache-mb, --kv-cache-dtype, ...) with their --help lines, under the sections "Node",
+// "Backend" and "Engine".
 void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* options);
 
 // Where a node binary serves, besides its engine. The values set before AddNodeServerFlags are the

@@ -16,6 +16,11 @@ bool GenerateHasCuda() { return TANDEM_HAVE_CUDA != 0; }
 
 absl::Status CheckGenerateBackend(const GenerateOptions& options) {
   if (options.backend == BackendKind::kCpu) return absl::OkStatus();
+  if (options.kv_cache_dtype.Or(DType::kBF16) != DType::kBF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kv-cache-dtype ", KvDTypeName(*options.kv_cache_dtype.dtype),
+                     ": the cuda backend stores KV as bf16 only (use auto or bf16)"));
+  }
   if (options.backend != BackendKind::kCuda) {
     return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu or cuda, not '",
                                                    std::string(BackendKindName(options.backend)),
@@ -58,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateGenerateBackend(const GenerateOpt
   o.num_kv_blocks = options.num_kv_blocks;
   o.kv_cache_bytes = kv_cache_bytes;
   o.max_batch_tokens = options.max_num_batched_tokens;
+  o.kv_dtype = options.kv_cache_dtype.Or(DType::kF32);
   ASSIGN_OR_RETURN(std::unique_ptr<CpuBackend> backend, CpuBackend::Create(weights, o));
   return std::unique_ptr<Backend>(std::move(backend));
 }

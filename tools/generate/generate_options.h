@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/backend/backend_kind.h"
+#include "common/kv/kv_dtype.h"
 #include "common/sampling/sampling_params.h"
 
 namespace tandem {
@@ -30,6 +31,8 @@ struct GenerateOptions {
   int block_size = 16;
   int num_kv_blocks = 0;  // 0: from kv_cache_mib
   int kv_cache_mib = 256;
+  // auto: f32 on cpu, bf16 on cuda; cpu also stores bf16 and fp8_e4m3 (common/kv/kv_dtype.h).
+  KvCacheDType kv_cache_dtype;
   int max_num_batched_tokens = 512;
   int max_num_seqs = 64;
   bool enable_prefix_caching = true;

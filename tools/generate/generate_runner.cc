@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/engine/engine.h"
 #include "common/engine/request_stream.h"
+#include "common/kv/kv_dtype.h"
 #include "common/model/model_weights.h"
 #include "common/tokenizer/chat_template.h"
 #include "common/tokenizer/tokenizer.h"
@@ -140,10 +141,10 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   weights = ModelWeights();  // the backend holds its own copy; unmap the files
   spdlog::info(
       "model {} on the {} backend: {} layers, hidden {}, vocab {}; KV pool {} blocks of {} "
-      "tokens",
+      "tokens, {}",
       options.model_dir, backend->name(), backend->config().num_layers,
       backend->config().hidden_size, backend->config().vocab_size, backend->kv_layout().num_blocks,
-      backend->kv_layout().block_size);
+      backend->kv_layout().block_size, KvDTypeName(backend->kv_layout().dtype));
 
   EngineOptions engine_options;
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;

@@ -99,6 +99,16 @@ void AddGenerateFlags(tandem::FlagSet& flags, GenerateOptions* o, std::string* b
   flags.Number("threads", &o->num_threads,
                {"N", "CPU threads for --backend cpu (default: all cores)"});
   flags.Number("kv-cache-mib", &o->kv_cache_mib, {"M", "KV pool size (default 256)"});
+  flags.Custom("kv-cache-dtype",
+               {std::string(tandem::kKvCacheDTypeChoices),
+                "what the KV cache stores (default auto: f32 on cpu, bf16 on cuda; the cpu "
+                "backend also stores bf16 and fp8_e4m3)"},
+               [o](std::string_view value) -> std::string {
+                 std::optional<tandem::KvCacheDType> dtype = tandem::ParseKvCacheDType(value);
+                 if (!dtype.has_value()) return "expects auto, f32, bf16 or fp8_e4m3";
+                 o->kv_cache_dtype = *dtype;
+                 return "";
+               });
   flags.Number("kv-blocks", &o->num_kv_blocks,
                {"N", "exact KV block count, instead of --kv-cache-mib"});
   flags.Number("block-size", &o->block_size, {"N", "tokens per KV block (default 16)"});

@@ -3,11 +3,13 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/backend/batch_validation.h"
 #include "common/backend/sim/gpu_spec.h"
+#include "common/kv/kv_scales.h"
 #include "common/util/status_macros.h"
 
 namespace tandem {
@@ -52,7 +54,7 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const ModelConfig
                                                                const SimBackendOptions& options) {
   ASSIGN_OR_RETURN(GpuSpec gpu, FindGpuSpec(options.gpu));
   ASSIGN_OR_RETURN(StepTimeModel model,
-                   StepTimeModel::Create(gpu, config, options.tensor_parallel));
+                   StepTimeModel::Create(gpu, config, options.tensor_parallel, options.kv_dtype));
   if (options.block_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--block-size must be at least 1, not ", options.block_size));
@@ -67,7 +69,10 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const ModelConfig
         absl::StrCat("--sim-time-scale must be positive, not ", options.time_scale));
   }
   KvLayout layout;
-  layout.dtype = DType::kBF16;
+  layout.dtype = options.kv_dtype;
+  if (layout.dtype == DType::kF16) {
+    return absl::InvalidArgumentError("sim: the KV cache stores bf16, fp8_e4m3 or f32, not f16");
+  }
   layout.num_layers = config.num_layers;
   layout.num_kv_heads = config.num_kv_heads;
   layout.head_dim = config.head_dim / options.kv_scale;
@@ -83,18 +88,27 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(const ModelConfig
     }
     layout.num_blocks = static_cast<int32_t>(blocks);
   }
+  if (layout.dtype == DType::kFP8E4M3) {
+    // The sim computes nothing, so it has no calibration: its fp8 pool is read against unit
+    // scales, named like any other (sim nodes pair with sim nodes).
+    KvScales unit;
+    unit.num_layers = layout.num_layers;
+    unit.num_kv_heads = layout.num_kv_heads;
+    unit.values.assign(static_cast<size_t>(layout.num_layers) * 2 * layout.num_kv_heads, 1.0f);
+    layout.scale_fingerprint = KvScalesFingerprint(unit);
+  }
   auto backend = std::unique_ptr<SimBackend>(new SimBackend(config, layout, model, options));
   const size_t bytes = layout.total_bytes();
   if (options.kv_pool_allocator) {
     ASSIGN_OR_RETURN(void* pool, options.kv_pool_allocator(bytes));
-    backend->pool_ = static_cast<uint16_t*>(pool);
+    backend->pool_ = static_cast<uint8_t*>(pool);
   } else {
     void* pool = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (pool == MAP_FAILED) {
       return absl::ResourceExhaustedError(
           absl::StrCat("sim: cannot map a KV pool of ", bytes >> 20, " MiB"));
     }
-    backend->pool_ = static_cast<uint16_t*>(pool);
+    backend->pool_ = static_cast<uint8_t*>(pool);
     backend->owns_pool_ = true;
   }
   return backend;
@@ -119,6 +133,7 @@ SimBackendStats SimBackend::stats() const {
 
 void SimBackend::WriteKvPattern(const ForwardItem& item) {
   const int64_t n = static_cast<int64_t>(item.tokens.size());
+  const size_t elem = DTypeSize(layout_.dtype);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = item.start_pos + i;
     const int block = item.block_table[pos / layout_.block_size];
@@ -126,8 +141,16 @@ void SimBackend::WriteKvPattern(const ForwardItem& item) {
     for (int l = 0; l < layout_.num_layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
         for (int h = 0; h < layout_.num_kv_heads; ++h) {
-          std::fill_n(pool_ + layout_.Offset(l, kv, block, h, slot), layout_.head_dim,
-                      KvPatternWord(item.tokens[i], pos, l, kv, h));
+          const uint16_t word = KvPatternWord(item.tokens[i], pos, l, kv, h);
+          uint8_t* row = pool_ + layout_.Offset(l, kv, block, h, slot) * elem;
+          for (int e = 0; e < layout_.head_dim; ++e, row += elem) {
+            if (elem == 1) {
+              row[0] = static_cast<uint8_t>(word);
+            } else {
+              std::memcpy(row, &word, 2);
+              if (elem == 4) std::memcpy(row + 2, &word, 2);
+            }
+          }
         }
       }
     }

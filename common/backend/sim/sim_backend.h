@@ -1,8 +1,9 @@
 // The sim Backend: no math. Each Forward takes as long as the roofline model (StepTimeModel) of a
 // named GPU says the step would, writes a deterministic pattern into the KV blocks it was given
 // (so transfers move real bytes that can be checked), and emits deterministic pseudo-random
-// tokens. The KV pool has the block count the GPU's memory holds for the real model; each token's
-// slot in it holds 1/kv_scale of the real bytes (head_dim / kv_scale elements per head), and the
+// tokens. The KV pool has the block count the GPU's memory holds for the real model in the KV
+// dtype (bf16 unless --kv-cache-dtype says otherwise); each token's slot in it holds 1/kv_scale of
+// the real bytes (head_dim / kv_scale elements per head), and the
 // pool lives in host memory so the real UCX transport moves it. Router, scheduler, block manager,
 // transport and gRPC around it are the real code: a cluster on a CPU box runs at GPU timescales.
 #ifndef TANDEM_COMMON_BACKEND_SIM_SIM_BACKEND_H_
@@ -30,6 +31,9 @@ struct SimBackendOptions {
   std::string gpu = "h100";
   int tensor_parallel = 1;
   int block_size = 16;
+  // What a GPU's KV cache would store (bf16, fp8 E4M3 or f32): the block count, each step's KV
+  // read and write time and the pool's bytes (so each transfer's) follow its size.
+  DType kv_dtype = DType::kBF16;
   double memory_utilization = 0.9;
   // > 0: this many KV blocks instead of what the GPU's memory holds (tests).
   int num_kv_blocks = 0;
@@ -82,7 +86,8 @@ class SimBackend : public Backend {
   // The token the sim emits after `last_token` at `position` (the position of the new token),
   // uniform over [0, token_limit): the same context gives the same token on every node.
   static TokenId NextToken(TokenId last_token, int64_t position, int32_t token_limit);
-  // The 16-bit word every element of (layer, kv, head) of the token at `position` holds.
+  // The 16-bit word whose low DTypeSize bytes (repeated for f32) every element of (layer, kv,
+  // head) of the token at `position` holds.
   static uint16_t KvPatternWord(TokenId token, int64_t position, int layer, int kv, int head);
   // Ordinary token ids are below this: the vocabulary minus trailing special tokens (BOS/EOS in
   // its upper half), so the sim never emits EOS or a special token.
@@ -103,7 +108,7 @@ class SimBackend : public Backend {
   const StepTimeModel model_;
   const SimBackendOptions options_;
   int32_t token_limit_ = 0;
-  uint16_t* pool_ = nullptr;
+  uint8_t* pool_ = nullptr;
   bool owns_pool_ = false;
 
   mutable absl::Mutex mu_;

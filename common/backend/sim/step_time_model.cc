@@ -25,7 +25,7 @@ double AttendedKeys(int64_t c, int64_t n, int64_t w) {
 }  // namespace
 
 absl::StatusOr<StepTimeModel> StepTimeModel::Create(const GpuSpec& gpu, const ModelConfig& model,
-                                                    int tensor_parallel) {
+                                                    int tensor_parallel, DType kv_dtype) {
   if (model.hidden_size < 1 || model.num_layers < 1 || model.num_heads < 1 ||
       model.num_kv_heads < 1 || model.head_dim < 1 || model.intermediate_size < 1 ||
       model.vocab_size < 1) {
@@ -43,7 +43,7 @@ absl::StatusOr<StepTimeModel> StepTimeModel::Create(const GpuSpec& gpu, const Mo
   if (gpu.peak_bf16_flops <= 0 || gpu.hbm_bytes_per_s <= 0 || gpu.memory_bytes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("sim: GPU '", gpu.name, "' has no peaks"));
   }
-  return StepTimeModel(gpu, model, tensor_parallel);
+  return StepTimeModel(gpu, model, tensor_parallel, kv_dtype);
 }
 
 int64_t StepTimeModel::LayerLinearParameters() const {
@@ -57,7 +57,7 @@ int64_t StepTimeModel::WeightBytes() const {
 
 int64_t StepTimeModel::KvBytesPerToken() const {
   return int64_t{2} * model_.num_layers * model_.num_kv_heads * model_.head_dim *
-         static_cast<int64_t>(kBf16Bytes);
+         static_cast<int64_t>(DTypeSize(kv_dtype_));
 }
 
 absl::StatusOr<int64_t> StepTimeModel::KvCacheBytes(double memory_utilization) const {

@@ -13,7 +13,8 @@
 //   kv_read      = kv_bytes_per_token * sum_items min(c + n, W + n - 1)
 //   kv_write     = kv_bytes_per_token * tokens
 //   P_layer      = hidden * (q + 2 kv) + q * hidden + 3 * hidden * intermediate   (linear weights)
-//   kv_bytes_per_token = 2 (K, V) * layers * kv_heads * head_dim * 2 B
+//   kv_bytes_per_token = 2 (K, V) * layers * kv_heads * head_dim * kv_dtype bytes (bf16: 2 B,
+//                        fp8: 1 B, f32: 4 B; --kv-cache-dtype)
 // A prefill is compute-bound in both terms, a decode step memory-bound in both: the formula is
 // the roofline of each kernel class, so mixed (chunked-prefill) steps are priced consistently.
 // README.md beside this file derives the constants.
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "common/backend/sim/gpu_spec.h"
 #include "common/model/model_config.h"
+#include "common/types/dtype.h"
 
 namespace tandem {
 
@@ -71,8 +73,10 @@ class StepTimeModel {
  public:
   // InvalidArgument when the shape is incomplete, tensor_parallel < 1, or the KV heads do not
   // split evenly over the tensor-parallel GPUs.
+  // `kv_dtype`: what the KV cache stores (bf16, or fp8 / f32 under --kv-cache-dtype); weights
+  // and activations stay bf16.
   static absl::StatusOr<StepTimeModel> Create(const GpuSpec& gpu, const ModelConfig& model,
-                                              int tensor_parallel);
+                                              int tensor_parallel, DType kv_dtype = DType::kBF16);
 
   StepTotals Totals(std::span<const SimStepItem> items) const;
   StepWork Cost(std::span<const SimStepItem> items) const { return CostFromTotals(Totals(items)); }
@@ -84,7 +88,7 @@ class StepTimeModel {
   int64_t LayerLinearParameters() const;
   // Whole model in bf16 (embeddings and LM head included), across the tensor-parallel group.
   int64_t WeightBytes() const;
-  // K and V of one token, all layers, bf16.
+  // K and V of one token, all layers, in kv_dtype.
   int64_t KvBytesPerToken() const;
   // What the group's memory holds for the KV cache when each GPU gives the serving process
   // `memory_utilization` of its memory: tp * (memory * utilization - reserved) - weights.
@@ -94,13 +98,15 @@ class StepTimeModel {
   const GpuSpec& gpu() const { return gpu_; }
   const ModelConfig& model() const { return model_; }
   int tensor_parallel() const { return tp_; }
+  DType kv_dtype() const { return kv_dtype_; }
 
  private:
-  StepTimeModel(const GpuSpec& gpu, const ModelConfig& model, int tp)
-      : gpu_(gpu), model_(model), tp_(tp) {}
+  StepTimeModel(const GpuSpec& gpu, const ModelConfig& model, int tp, DType kv_dtype)
+      : gpu_(gpu), model_(model), tp_(tp), kv_dtype_(kv_dtype) {}
   GpuSpec gpu_;
   ModelConfig model_;
   int tp_ = 1;
+  DType kv_dtype_ = DType::kBF16;
 };
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/util/fp8.h"
 #include "common/util/half.h"
 
 namespace tandem::testing {
@@ -76,6 +77,9 @@ TensorView TestModel::Make(const std::string& name, std::vector<int64_t> shape, 
         std::memcpy(bytes.data() + i * 2, &b, 2);
         break;
       }
+      case DType::kFP8E4M3:  // not a weight dtype
+        bytes[i] = F32ToFp8E4M3(v);
+        break;
     }
   }
   t.data = bytes.data();

@@ -33,6 +33,42 @@ TEST(HandoffCodecTest, LayoutRoundTrips) {
     EXPECT_EQ(*back, l);
   }
   EXPECT_EQ(KvLayoutToProto(Layout()).dtype(), "bf16");
+  KvLayout fp8 = Layout();
+  fp8.dtype = DType::kFP8E4M3;
+  fp8.scale_fingerprint = 0x0123456789abcdefull;
+  const tandem::v1::KvLayoutDescriptor proto = KvLayoutToProto(fp8);
+  EXPECT_EQ(proto.dtype(), "fp8_e4m3");
+  EXPECT_EQ(proto.scale_fingerprint(), 0x0123456789abcdefull);
+  auto back = KvLayoutFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, fp8);
+}
+
+TEST(HandoffCodecTest, LayoutWantsAScaleFingerprintForFp8AndOnlyForIt) {
+  KvLayout fp8 = Layout();
+  fp8.dtype = DType::kFP8E4M3;
+  fp8.scale_fingerprint = 0;
+  EXPECT_THAT(std::string(KvLayoutFromProto(KvLayoutToProto(fp8)).status().message()),
+              HasSubstr("scale_fingerprint"));
+  KvLayout bf16 = Layout();
+  bf16.scale_fingerprint = 5;
+  EXPECT_THAT(std::string(KvLayoutFromProto(KvLayoutToProto(bf16)).status().message()),
+              HasSubstr("scale_fingerprint"));
+}
+
+TEST(HandoffCodecTest, KvCacheDTypeFlagValues) {
+  EXPECT_EQ(ParseKvCacheDType("auto"), KvCacheDType{});
+  EXPECT_EQ(ParseKvCacheDType("auto")->Or(DType::kF32), DType::kF32);
+  EXPECT_EQ(ParseKvCacheDType("f32")->Or(DType::kBF16), DType::kF32);
+  EXPECT_EQ(ParseKvCacheDType("bf16")->Or(DType::kF32), DType::kBF16);
+  EXPECT_EQ(ParseKvCacheDType("fp8_e4m3")->Or(DType::kF32), DType::kFP8E4M3);
+  EXPECT_EQ(ParseKvCacheDType("fp8")->Or(DType::kF32), DType::kFP8E4M3);
+  EXPECT_FALSE(ParseKvCacheDType("f16").has_value());
+  EXPECT_FALSE(ParseKvCacheDType("int8").has_value());
+  EXPECT_FALSE(ParseKvCacheDType("").has_value());
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kFP8E4M3}) {
+    EXPECT_EQ(ParseKvDType(KvDTypeName(d)), d);
+  }
 }
 
 TEST(HandoffCodecTest, LayoutRejectsUnknownDtypeAndEmptyDimensions) {
@@ -55,6 +91,12 @@ TEST(HandoffCodecTest, CompatibilityNamesTheMismatchingField) {
   };
   const Case cases[] = {
       {"dtype", [](KvLayout* l) { l->dtype = DType::kF32; }},
+      {"dtype",
+       [](KvLayout* l) {
+         l->dtype = DType::kFP8E4M3;
+         l->scale_fingerprint = 9;
+       }},
+      {"scale_fingerprint", [](KvLayout* l) { l->scale_fingerprint = 9; }},
       {"num_layers", [](KvLayout* l) { l->num_layers = 5; }},
       {"num_kv_heads", [](KvLayout* l) { l->num_kv_heads = 8; }},
       {"head_dim", [](KvLayout* l) { l->head_dim = 128; }},

@@ -1,6 +1,7 @@
 #include "common/backend/sim/sim_backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "common/backend/sim/sim_model_presets.h"
@@ -42,6 +43,74 @@ TEST(SimBackendTest, PoolHasTheBlocksTheGpuMemoryHolds) {
   EXPECT_EQ((*b)->real_kv_bytes_per_token(), 131072);
   EXPECT_EQ(layout.bytes_per_token(), 131072u / 128);
   EXPECT_EQ((*b)->pool_bytes(), layout.total_bytes());
+}
+
+TEST(SimBackendTest, KvDTypeSetsBlocksStepTimeAndPoolBytes) {
+  // What a GPU's memory holds, and a decode step at a 4k context, per KV dtype: fp8 holds twice
+  // bf16's blocks, reads half its KV bytes per step, and its pool (what transfers move) is half.
+  std::vector<int> blocks;
+  std::vector<double> step_s;
+  std::vector<size_t> pool_bytes_per_token;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kFP8E4M3}) {
+    SimBackendOptions o;
+    o.kv_scale = 128;
+    o.kv_dtype = dtype;
+    auto b = SimBackend::Create(Llama8b(), o);
+    ASSERT_TRUE(b.ok()) << b.status();
+    const KvLayout& layout = (*b)->kv_layout();
+    EXPECT_EQ(layout.dtype, dtype);
+    EXPECT_EQ((*b)->real_kv_bytes_per_token(), 65536 * static_cast<int64_t>(DTypeSize(dtype)));
+    EXPECT_EQ(layout.scale_fingerprint != 0, dtype == DType::kFP8E4M3);
+    blocks.push_back(layout.num_blocks);
+    pool_bytes_per_token.push_back(layout.bytes_per_token());
+    const std::vector<SimStepItem> decode(32, SimStepItem{1, 4095, true});
+    step_s.push_back((*b)->time_model().Time(decode).total_s());
+  }
+  const double kv = 0.9 * 81559.0 * 1048576.0 - 2147483648.0 - 16060522496.0;
+  EXPECT_EQ(blocks[0], static_cast<int>(kv / (16 * 262144.0)));
+  EXPECT_EQ(blocks[1], static_cast<int>(kv / (16 * 131072.0)));
+  EXPECT_EQ(blocks[2], static_cast<int>(kv / (16 * 65536.0)));
+  EXPECT_EQ(pool_bytes_per_token, (std::vector<size_t>{2048, 1024, 512}));
+  EXPECT_GT(step_s[0], step_s[1]);
+  EXPECT_GT(step_s[1], step_s[2]);
+  // The KV part of a decode step (32 x 4k tokens: 16 GiB in bf16) dominates: fp8 saves most of
+  // half of it.
+  EXPECT_LT(step_s[2], 0.75 * step_s[1]);
+}
+
+TEST(SimBackendTest, WritesTheKvPatternInEachDType) {
+  for (DType dtype : {DType::kF32, DType::kFP8E4M3}) {
+    Recorded rec;
+    SimBackendOptions o = SmallPool(&rec, /*kv_scale=*/32);
+    o.kv_dtype = dtype;
+    auto made = SimBackend::Create(Llama8b(), o);
+    ASSERT_TRUE(made.ok()) << made.status();
+    SimBackend& b = **made;
+    const KvLayout& layout = b.kv_layout();
+    std::vector<TokenId> prompt = {5, 6, 7};
+    std::vector<int32_t> table = {9};
+    ForwardItem prefill{prompt, 0, table, true};
+    std::vector<DeviceSampling> rows(1);
+    std::vector<TokenId> next(1);
+    ASSERT_TRUE(b.ForwardAndSample(ForwardBatch{{&prefill, 1}}, rows, next).ok());
+    const uint8_t* pool = static_cast<const uint8_t*>(b.kv_pool());
+    const size_t elem = DTypeSize(dtype);
+    for (int pos = 0; pos < 3; ++pos) {
+      const uint16_t word = SimBackend::KvPatternWord(prompt[pos], pos, 3, 1, 2);
+      const uint8_t* row = pool + layout.Offset(3, 1, 9, 2, pos) * elem;
+      for (int d = 0; d < layout.head_dim; ++d) {
+        if (elem == 1) {
+          EXPECT_EQ(row[d], static_cast<uint8_t>(word));
+        } else {
+          uint16_t lo, hi;
+          std::memcpy(&lo, row + d * elem, 2);
+          std::memcpy(&hi, row + d * elem + 2, 2);
+          EXPECT_EQ(lo, word);
+          EXPECT_EQ(hi, word);
+        }
+      }
+    }
+  }
 }
 
 TEST(SimBackendTest, StepTakesTheModelledTime) {
