@@ -25,6 +25,7 @@ struct ClusterOptions {
   std::optional<int> threads_per_node;
   std::optional<int> kv_cache_mb;
   std::optional<int> block_size;
+  std::optional<std::string> kv_cache_dtype;  // auto | f32 | bf16 | fp8_e4m3, every node
   std::optional<int> max_num_batched_tokens;
   std::optional<int> max_num_seqs;
   std::optional<int> lease_ms;  // decode nodes and router

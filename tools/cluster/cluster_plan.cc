@@ -40,6 +40,9 @@ ProcessPlan PlanNode(const ClusterOptions& options, const ClusterDirs& dirs, Clu
   AddOptional(&args, "--threads", options.threads_per_node);
   AddOptional(&args, "--kv-cache-mb", options.kv_cache_mb);
   AddOptional(&args, "--block-size", options.block_size);
+  if (options.kv_cache_dtype.has_value()) {
+    args.insert(args.end(), {"--kv-cache-dtype", *options.kv_cache_dtype});
+  }
   AddOptional(&args, "--max-num-batched-tokens", options.max_num_batched_tokens);
   AddOptional(&args, "--max-num-seqs", options.max_num_seqs);
   if (role == ClusterRole::kDecode) AddOptional(&args, "--lease-ms", options.lease_ms);

@@ -47,6 +47,8 @@ void AddClusterFlags(tandem::FlagSet& flags, ClusterOptions* o) {
   flags.Number("threads-per-node", &o->threads_per_node, {"N", "CPU threads per node"});
   flags.Number("kv-cache-mb", &o->kv_cache_mb, {"N", "KV pool per node"});
   flags.Number("block-size", &o->block_size, {"N", "tokens per KV block"});
+  flags.String("kv-cache-dtype", &o->kv_cache_dtype,
+               {"auto|f32|bf16|fp8_e4m3", "what every node's KV cache stores"});
   flags.Number("max-num-batched-tokens", &o->max_num_batched_tokens,
                {"N", "token budget per engine step"});
   flags.Number("max-num-seqs", &o->max_num_seqs, {"N", "sequences running at once per node"});

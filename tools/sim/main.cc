@@ -12,6 +12,7 @@
 #include "bench/serve/bench_report.h"
 #include "bench/serve/bench_sweep.h"
 #include "bench/serve/workload_flags.h"
+#include "common/kv/kv_dtype.h"
 #include "common/util/atomic_file.h"
 #include "common/util/cli_flags.h"
 #include "nlohmann/json.hpp"
@@ -62,6 +63,16 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
                {"F", "share of each GPU's memory for weights + KV cache (default 0.9)"});
   flags.Number("kv-blocks", &c.num_kv_blocks,
                {"N", "KV blocks per node instead of what fits (default 0)"});
+  flags.Custom("kv-cache-dtype",
+               {"auto|bf16|fp8_e4m3|f32",
+                "what the KV cache stores (default auto = bf16): sets KV blocks, decode KV reads "
+                "and handoff bytes"},
+               [&c](std::string_view value) -> std::string {
+                 std::optional<tandem::KvCacheDType> d = tandem::ParseKvCacheDType(value);
+                 if (!d.has_value()) return "expects auto, bf16, fp8_e4m3 or f32";
+                 c.kv_dtype = d->Or(tandem::DType::kBF16);
+                 return "";
+               });
   flags.Section("Cluster");
   flags.String("mode", &o->mode, {"MODE", "colocated | disaggregated (default colocated)"});
   flags.Number("prefill", &c.num_prefill, {"N", "disaggregated: prefill nodes (default 0)"});
@@ -255,6 +266,7 @@ int Run(const Options& o) {
       {"gpu", c.gpu},
       {"model", c.model},
       {"tp", c.tensor_parallel},
+      {"kv_cache_dtype", tandem::KvDTypeName(c.kv_dtype)},
       {"prefill_tp", c.prefill_tensor_parallel > 0 ? c.prefill_tensor_parallel : c.tensor_parallel},
       {"decode_tp", c.decode_tensor_parallel > 0 ? c.decode_tensor_parallel : c.tensor_parallel},
       {"mode", o.mode},

@@ -567,7 +567,8 @@ absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options
   ASSIGN_OR_RETURN(GpuSpec gpu, FindGpuSpec(options.gpu));
   ASSIGN_OR_RETURN(ModelConfig model, ModelShape(options.model));
   return StepTimeModel::Create(gpu, model,
-                               tensor_parallel > 0 ? tensor_parallel : options.tensor_parallel);
+                               tensor_parallel > 0 ? tensor_parallel : options.tensor_parallel,
+                               options.kv_dtype);
 }
 
 absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,

@@ -41,6 +41,9 @@ struct SimClusterOptions {
   int decode_tensor_parallel = 0;
   double memory_utilization = 0.9;
   int32_t num_kv_blocks = 0;  // > 0: this many per node instead of what fits
+  // What the KV cache stores: its bytes per token set the block count, the decode steps' KV reads
+  // and the bytes each handoff moves.
+  DType kv_dtype = DType::kBF16;
   // The cluster.
   ServingMode mode = ServingMode::kColocated;
   int num_prefill = 0;  // disaggregated: prefill nodes

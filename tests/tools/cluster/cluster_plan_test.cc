@@ -91,6 +91,7 @@ TEST(ClusterPlanTest, NodeSettingsAndPassThroughArguments) {
   o.threads_per_node = 2;
   o.kv_cache_mb = 64;
   o.block_size = 16;
+  o.kv_cache_dtype = "fp8_e4m3";
   o.max_num_batched_tokens = 256;
   o.max_num_seqs = 8;
   o.lease_ms = 5000;
@@ -105,6 +106,8 @@ TEST(ClusterPlanTest, NodeSettingsAndPassThroughArguments) {
                                      "64",
                                      "--block-size",
                                      "16",
+                                     "--kv-cache-dtype",
+                                     "fp8_e4m3",
                                      "--max-num-batched-tokens",
                                      "256",
                                      "--max-num-seqs",
