@@ -74,7 +74,10 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
                  return "";
                });
   flags.Section("Cluster");
-  flags.String("mode", &o->mode, {"MODE", "colocated | disaggregated (default colocated)"});
+  flags.String("mode", &o->mode,
+               {"MODE",
+                "colocated | disaggregated | auto (default colocated; auto: --decode nodes "
+                "that each prefill for the others, or for themselves, by the policy's choice)"});
   flags.Number("prefill", &c.num_prefill, {"N", "disaggregated: prefill nodes (default 0)"});
   flags.Number("decode", &c.num_decode,
                {"N", "nodes that decode (colocated: all nodes; default 1)"});
@@ -136,7 +139,7 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
 
 std::string CompleteOptions(Options* o) {
   std::optional<tandem::ServingMode> mode = tandem::ParseServingMode(o->mode);
-  if (!mode.has_value()) return "--mode must be colocated or disaggregated";
+  if (!mode.has_value()) return "--mode must be colocated, disaggregated or auto";
   o->cluster.mode = *mode;
   std::optional<tandem::PlacementPolicy> policy = tandem::ParsePlacementPolicy(o->policy);
   if (!policy.has_value()) {

@@ -45,6 +45,7 @@ class Cluster {
       : options_(options),
         prefill_model_(prefill_model),
         decode_model_(decode_model),
+        auto_(options.mode == ServingMode::kAuto),
         loop_(&clock_),
         router_half_(MicrosToNanos(options.router_overhead_us) / 2),
         hop_(MicrosToNanos(options.hop_latency_us)),
@@ -57,6 +58,10 @@ class Cluster {
     if (options_.mode == ServingMode::kDisaggregated && options_.num_prefill < 1) {
       return absl::InvalidArgumentError("--mode disaggregated needs --prefill >= 1");
     }
+    if (auto_ && options_.num_prefill > 0) {
+      return absl::InvalidArgumentError(
+          "--mode auto runs no prefill nodes (every node prefills for the others): drop --prefill");
+    }
     const int num_prefill = options_.mode == ServingMode::kDisaggregated ? options_.num_prefill : 0;
     if (num_prefill > 0) {
       ASSIGN_OR_RETURN(prefill_blocks_, BlocksPerNode(*prefill_model_));
@@ -68,7 +73,7 @@ class Cluster {
         Pool(prefill).push_back(std::move(node));
       }
     }
-    stats_.placed_on_prefill.assign(prefill_.size(), 0);
+    stats_.placed_on_prefill.assign(PrefillPool().size(), 0);
     stats_.placed_on_decode.assign(nodes_.size(), 0);
     if (options_.num_routers < 1) return absl::InvalidArgumentError("--routers must be >= 1");
     for (int r = 0; r < options_.num_routers; ++r) {
@@ -139,7 +144,7 @@ class Cluster {
     loop_.Run();
     SimRun run;
     run.stats = stats_;
-    for (size_t i = 0; i < requests.size(); ++i) run.results.push_back(Result(i));
+    for (const RequestState& s : states_) run.results.push_back(ResultOf(s));
     run.stats.events = loop_.events_run();
     for (const auto* group : {&nodes_, &prefill_, &graveyard_}) {
       for (const auto& node : *group) {
@@ -182,10 +187,14 @@ class Cluster {
         .step_jumps = options_.step_jumps,
     };
     return SimNode::Create(std::move(config), &loop_, &clock_,
-                           prefill ? PrefillEvents() : DecodeEvents());
+                           prefill ? PrefillEvents() : (auto_ ? AutoEvents(i) : DecodeEvents()));
   }
 
   std::vector<std::unique_ptr<SimNode>>& Pool(bool prefill) { return prefill ? prefill_ : nodes_; }
+  // The nodes that prefill for others: the prefill pool; in auto mode the decode nodes, whose
+  // placements of either role the routers count in their decode views.
+  std::vector<std::unique_ptr<SimNode>>& PrefillPool() { return auto_ ? nodes_ : prefill_; }
+  bool prefill_view() const { return !auto_; }
 
   std::optional<std::pair<bool, int>> FindNode(const std::string& name) const {
     for (int role = 0; role < 2; ++role) {
@@ -244,6 +253,21 @@ class Cluster {
     };
   }
 
+  // Auto mode: node i decodes some requests and prefills others; each event goes to the role the
+  // node has in its request.
+  SimNodeEvents AutoEvents(int i) {
+    SimNodeEvents events = DecodeEvents();
+    SimNodeEvents prefill = PrefillEvents();
+    events.on_blocks_ready = std::move(prefill.on_blocks_ready);
+    events.on_prefilled = std::move(prefill.on_prefilled);
+    events.on_finished = [this, i, as_decode = std::move(events.on_finished),
+                          as_prefill = std::move(prefill.on_finished)](uint64_t key, bool ok) {
+      const RequestState* s = Current(key);
+      (s != nullptr && s->prefill_node == nodes_[i].get() ? as_prefill : as_decode)(key, ok);
+    };
+    return events;
+  }
+
   // Router replica r's load reports: every live node's, every load_poll_ms, while requests
   // remain. A node back from a kill is up again from its first report.
   void Poll(int r, bool again = true) {
@@ -271,16 +295,20 @@ class Cluster {
     const bool use_prefix = options_.policy == PlacementPolicy::kPrefixAware || cost ||
                             options_.local_prefill_threshold > 0;
     const SimRouter& router = *routers_[s.router];
-    for (size_t j = 0; j < Pool(prefill).size(); ++j) {
-      if (router.down(prefill, static_cast<int>(j))) continue;
-      NodeCandidate c = router.Candidate(prefill, static_cast<int>(j), Pool(prefill)[j]->name());
+    const auto& pool = prefill ? PrefillPool() : nodes_;
+    const bool view = prefill && prefill_view();  // the routers' view these nodes are in
+    for (size_t j = 0; j < pool.size(); ++j) {
+      const int index = static_cast<int>(j);
+      if (router.down(view, index)) continue;
+      NodeCandidate c = prefill && auto_ ? router.AutoPrefillCandidate(index, pool[j]->name())
+                                         : router.Candidate(view, index, pool[j]->name());
       // The nodes' cached prefixes, as the router knows them from their KV events (here: at
       // once), when placement uses them (RequestRunner::Place's condition): the prefill nodes',
       // and the decode nodes' for the cost model (a conversation's earlier turns).
       if (prefill ? use_prefix : cost)
-        c.cached_prefix_tokens = Pool(prefill)[j]->CachedPrefixTokens(s.prompt);
-      const bool avoided = std::find(s.avoid.begin(), s.avoid.end(),
-                                     std::make_pair(prefill, c.index)) != s.avoid.end();
+        c.cached_prefix_tokens = pool[j]->CachedPrefixTokens(s.prompt);
+      const bool avoided =
+          std::find(s.avoid.begin(), s.avoid.end(), std::make_pair(view, c.index)) != s.avoid.end();
       if (!avoided) preferred.push_back(c);
       all.push_back(std::move(c));
     }
@@ -292,22 +320,11 @@ class Cluster {
   void Place(size_t i) {
     RequestState& s = states_[i];
     if (s.done) return;
-    if (s.attempt == 0) {  // the prompt is copied when it arrives and freed when it ends
-      const bench::BenchRequest& r = (*requests_)[i];
-      s.prompt = bench::TracePromptIds(r);  // prompt_ids, or the trace line's deferred prompt
-      if (s.prompt.empty()) {  // a text prompt: stand-in ids of its length, its own per request
-        for (int32_t j = 0; j < r.prompt_len; ++j) {
-          s.prompt.push_back(1000 + static_cast<int32_t>((i * 7919 + j * 31) % 30000));
-        }
-      }
-    }
+    // The prompt is copied when it arrives and freed when it ends.
+    if (s.attempt == 0) s.prompt = PromptIds((*requests_)[i], i);
     const bool migrated = s.migrations > 0;
-    std::vector<int32_t> prompt = s.prompt;
-    const int32_t sent = static_cast<int32_t>(s.token_times.size());
-    for (int32_t k = 0; k < sent; ++k) {
-      prompt.push_back(1000 + static_cast<int32_t>((i * 31 + k * 7919) % 30000));
-    }
-    const int32_t output = s.output_len - sent;
+    std::vector<int32_t> prompt = AttemptPrompt(s, i);
+    const int32_t output = s.output_len - static_cast<int32_t>(s.token_times.size());
     const std::vector<NodeCandidate> decode = Candidates(false, s);
     const std::vector<NodeCandidate> prefill =
         migrated ? std::vector<NodeCandidate>{} : Candidates(true, s);
@@ -344,9 +361,9 @@ class Cluster {
     const uint64_t key = NodeKey(i, s.attempt);
     if (!local) {
       s.prefill = placement->prefill;
-      s.prefill_node = prefill_[s.prefill].get();
+      s.prefill_node = PrefillPool()[s.prefill].get();
       s.prefill_seq = router.NotePlaced(
-          true, s.prefill,
+          prefill_view(), s.prefill,
           {.placed_at = now, .queued_tokens = prompt_tokens - placement->cached_prefix_tokens});
     }
     loop_.After(router_half_ + hop_, [this, key, local, prompt = std::move(prompt), output] {
@@ -370,7 +387,7 @@ class Cluster {
     loop_.After(2 * hop_, [this, key] {
       RequestState* r = Current(key);
       if (r == nullptr || r->prefill_node->dead()) return;
-      routers_[r->router]->NoteDelivered(true, r->prefill, r->prefill_seq, loop_.now());
+      routers_[r->router]->NoteDelivered(prefill_view(), r->prefill, r->prefill_seq, loop_.now());
       r->prefill_node->SubmitPrefill(key, r->prompt);
     });
   }
@@ -480,7 +497,7 @@ class Cluster {
       });
     }
     if (v.blame_decode) s.avoid.emplace_back(false, s.decode);
-    if (v.blame_prefill && s.prefill >= 0) s.avoid.emplace_back(true, s.prefill);
+    if (v.blame_prefill && s.prefill >= 0) s.avoid.emplace_back(prefill_view(), s.prefill);
     s.error = v.status.error_message();
     const FaultOptions& f = options_.faults;
     if (attempt.sent_tokens && v.migrate && s.migrations < f.migration_limit) {
@@ -518,27 +535,10 @@ class Cluster {
     --remaining_;
   }
 
-  bench::RequestResult Result(size_t i) const {
-    const RequestState& s = states_[i];
-    bench::RequestResult r;
-    r.success = s.done && s.ok && !s.token_times.empty();
-    r.error = s.done ? s.error : "never finished";
-    r.start_s = Seconds(s.sent);
-    r.prompt_tokens = s.prompt_len;
-    r.output_tokens = static_cast<int32_t>(s.token_times.size());
-    if (!s.token_times.empty()) {
-      r.ttft_s = Seconds(s.token_times.front() - s.sent);
-      r.e2e_s = Seconds(s.token_times.back() - s.sent);
-      for (size_t k = 1; k < s.token_times.size(); ++k) {
-        r.itl_s.push_back(Seconds(s.token_times[k] - s.token_times[k - 1]));
-      }
-    }
-    return r;
-  }
-
   const SimClusterOptions options_;
   const StepTimeModel* const prefill_model_;
   const StepTimeModel* const decode_model_;
+  const bool auto_;  // ServingMode::kAuto: the decode nodes prefill for each other
   ManualClock clock_;
   EventLoop loop_;
   const int64_t router_half_;

@@ -9,6 +9,10 @@
 // What is not the project's code is modelled: the router's own cost and the network hops (one
 // constant each, measured on the real router; README), and the KV links (kv_link.h).
 //
+// In auto mode (ServingMode::kAuto) there are no prefill nodes: every node decodes and prefills
+// for the others (tandem-decode --serve-prefill), one SimNode in both roles, and the routers
+// count a node's placements of either role in one view, as RequestRunner::Place does.
+//
 // Disaggregated requests follow RequestFlow's path: Reserve on the decode node (it may wait for
 // blocks) → the handoff back through the router → Prefill on the prefill node, whose blocks go
 // over the link as each chunk finishes (the ones the decode node's prefix cache holds are not
@@ -46,8 +50,8 @@ struct SimClusterOptions {
   DType kv_dtype = DType::kBF16;
   // The cluster.
   ServingMode mode = ServingMode::kColocated;
-  int num_prefill = 0;  // disaggregated: prefill nodes
-  int num_decode = 1;   // decode nodes (colocated: every node)
+  int num_prefill = 0;  // disaggregated: prefill nodes (auto: none)
+  int num_decode = 1;   // decode nodes (colocated and auto: every node)
   // Disaggregated: prompts whose uncached part is shorter prefill on the decode node.
   int64_t local_prefill_threshold = 0;
   // The KV links, one per (prefill, decode) node pair.

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench/serve/bench_request.h"
+#include "bench/serve/datasets.h"
 #include "router/placement.h"
 #include "tools/sim/sim_node.h"
 
@@ -64,6 +66,15 @@ struct RequestState {
     reserved = prefilled = completed = false;
   }
 };
+
+// Request `index`'s prompt ids: the trace's (prompt_ids, or the trace line's deferred prompt), or
+// for a text prompt stand-in ids of its length, its own per request.
+std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index);
+// What the current attempt of request `index` computes: its prompt, then (a migrated request)
+// stand-ins for the tokens it sent so far.
+std::vector<int32_t> AttemptPrompt(const RequestState& s, size_t index);
+// The request as tandem-bench's client saw it.
+bench::RequestResult ResultOf(const RequestState& s);
 
 }  // namespace tandem::sim
 

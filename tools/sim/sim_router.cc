@@ -75,6 +75,13 @@ NodeCandidate SimRouter::Candidate(bool prefill, int j, const std::string& name)
   };
 }
 
+NodeCandidate SimRouter::AutoPrefillCandidate(int j, const std::string& name) const {
+  NodeCandidate c = Candidate(false, j, name);
+  const SimNodeView& v = decode_views_[j];
+  c.num_sequences -= v.load.num_awaiting_kv;  // a prefill candidate's count, as Place's
+  return c;
+}
+
 int64_t SimRouter::block_size(int decode_index) const {
   return std::max(1, decode_views_[decode_index].load.block_size);
 }

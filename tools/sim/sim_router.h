@@ -62,6 +62,9 @@ class SimRouter {
 
   // A candidate for node j, named `name`, from its view; cached_prefix_tokens left to the caller.
   NodeCandidate Candidate(bool prefill, int j, const std::string& name) const;
+  // Auto mode: decode node j as a prefill candidate (RequestRunner::Place builds both of a node's
+  // candidates from one view: its load and this replica's placements there of either role).
+  NodeCandidate AutoPrefillCandidate(int j, const std::string& name) const;
   int64_t block_size(int decode_index) const;
 
   const Placer& placer() const { return placer_; }
