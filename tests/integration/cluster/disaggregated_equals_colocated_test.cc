@@ -1,12 +1,12 @@
 // Disaggregation does not change tokens: 64 concurrent greedy requests of mixed lengths (some
 // sharing prefixes, some longer than a prefill chunk) through router -> 2 prefill -> 2 decode
 // give exactly the tokens tandem-generate gives in one process. Under every placement policy over
-// UCX tcp, and over shared memory. The cost policy may prefill a request on its decode node
-// (cheaper_local) instead of a prefill node: its tokens must be the same too. And conversations
-// under the cost policy: a second turn that finds its first turn's KV on a decode node (KV a
-// prefill node wrote there, and the first turn's output the decode node computed) and prefills
-// only the rest, there or through a prefill node that skips the held blocks, still gives
-// tandem-generate's tokens for the whole second prompt.
+// UCX tcp, and over shared memory; and with bf16 and fp8 E4M3 KV caches. The cost policy may
+// prefill a request on its decode node (cheaper_local) instead of a prefill node: its tokens must
+// be the same too. And conversations under the cost policy: a second turn that finds its first
+// turn's KV on a decode node (KV a prefill node wrote there, and the first turn's output the decode
+// node computed) and prefills only the rest, there or through a prefill node that skips the held
+// blocks, still gives tandem-generate's tokens for the whole second prompt.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -46,19 +46,20 @@ std::vector<std::vector<int>> MixedPrompts() {
   return prompts;
 }
 
-// tandem-generate's greedy tokens for each prompt, in order.
+// tandem-generate's greedy tokens for each prompt, in order, with `kv_cache_dtype` KV.
 std::vector<std::vector<int>> ReferenceTokens(const std::string& model,
-                                              const std::vector<std::vector<int>>& prompts) {
+                                              const std::vector<std::vector<int>>& prompts,
+                                              const std::string& kv_cache_dtype = "auto") {
   const std::string dir = MakeTestTempDir("disagg_reference_");
   const std::string file = dir + "/prompts.jsonl";
   {
     std::ofstream out(file);
     for (const auto& p : prompts) out << "[" << absl::StrJoin(p, ",") << "]\n";
   }
-  CommandResult r =
-      RunCommand(BinaryPath("tandem-generate"),
-                 {"--model", model, "--prompts-file", file, "--temperature", "0", "--max-tokens",
-                  std::to_string(kMaxTokens), "--ignore-eos", "--threads", "2"});
+  CommandResult r = RunCommand(BinaryPath("tandem-generate"),
+                               {"--model", model, "--prompts-file", file, "--temperature", "0",
+                                "--max-tokens", std::to_string(kMaxTokens), "--ignore-eos",
+                                "--threads", "2", "--kv-cache-dtype", kv_cache_dtype});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   std::vector<std::vector<int>> tokens(prompts.size());
   std::istringstream lines(r.stdout_text);
@@ -71,15 +72,19 @@ std::vector<std::vector<int>> ReferenceTokens(const std::string& model,
   return tokens;
 }
 
-// (UCX transports, placement policy)
-class DisaggregatedEqualsColocatedTest
-    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+// (UCX transports, placement policy, --kv-cache-dtype of every node and of tandem-generate)
+using ClusterCase = std::tuple<std::string, std::string, std::string>;
+class DisaggregatedEqualsColocatedTest : public ::testing::TestWithParam<ClusterCase> {};
 
 TEST_P(DisaggregatedEqualsColocatedTest, SixtyFourConcurrentGreedyRequests) {
-  const auto& [transports, policy] = GetParam();
+  const auto& [transports, policy, kv_cache_dtype] = GetParam();
   const std::string model = TestModelDir("llama");
   const std::vector<std::vector<int>> prompts = MixedPrompts();
-  const std::vector<std::vector<int>> expected = ReferenceTokens(model, prompts);
+  const std::vector<std::vector<int>> expected = ReferenceTokens(model, prompts, kv_cache_dtype);
+  if (kv_cache_dtype != "auto") {
+    // The dtype is in effect: tandem-generate's tokens with it are not all f32 KV's.
+    EXPECT_NE(expected, ReferenceTokens(model, prompts, "f32"));
+  }
 
   LocalCluster cluster;
   ClusterSpec spec;
@@ -88,7 +93,8 @@ TEST_P(DisaggregatedEqualsColocatedTest, SixtyFourConcurrentGreedyRequests) {
   spec.num_decode = 2;
   spec.ucx_tls = transports;
   spec.node_args = {
-      "--max-num-batched-tokens", "32", "--max-num-seqs", "32", "--kv-cache-mb", "32"};
+      "--max-num-batched-tokens", "32",          "--max-num-seqs", "32", "--kv-cache-mb", "32",
+      "--kv-cache-dtype",         kv_cache_dtype};
   spec.router_args = {"--policy", policy, "--local-prefill-threshold", "0"};
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
 
@@ -141,10 +147,13 @@ TEST_P(DisaggregatedEqualsColocatedTest, SixtyFourConcurrentGreedyRequests) {
   if (HasFailure()) ADD_FAILURE() << cluster.Logs();
 }
 
-std::string ParamName(const ::testing::TestParamInfo<std::tuple<std::string, std::string>>& info) {
+std::string ParamName(const ::testing::TestParamInfo<ClusterCase>& info) {
   std::string policy = std::get<1>(info.param);
   policy.erase(std::remove(policy.begin(), policy.end(), '_'), policy.end());
-  return absl::StrCat(std::get<0>(info.param) == "tcp" ? "UcxTcp" : "UcxSharedMemory", "_", policy);
+  std::string name =
+      absl::StrCat(std::get<0>(info.param) == "tcp" ? "UcxTcp" : "UcxSharedMemory", "_", policy);
+  if (std::get<2>(info.param) != "auto") absl::StrAppend(&name, "_kv_", std::get<2>(info.param));
+  return name;
 }
 
 TEST(DisaggregatedEqualsColocatedConversationTest, SecondTurnsOnTheirFirstTurnsKv) {
@@ -205,11 +214,20 @@ TEST(DisaggregatedEqualsColocatedConversationTest, SecondTurnsOnTheirFirstTurnsK
 INSTANTIATE_TEST_SUITE_P(Policies, DisaggregatedEqualsColocatedTest,
                          ::testing::Combine(::testing::Values("tcp"),
                                             ::testing::Values("round_robin", "least_loaded",
-                                                              "prefix_aware", "cost")),
+                                                              "prefix_aware", "cost"),
+                                            ::testing::Values("auto")),
                          ParamName);
 INSTANTIATE_TEST_SUITE_P(Transports, DisaggregatedEqualsColocatedTest,
                          ::testing::Combine(::testing::Values("posix,sysv,self"),
-                                            ::testing::Values("least_loaded")),
+                                            ::testing::Values("least_loaded"),
+                                            ::testing::Values("auto")),
+                         ParamName);
+// Each KV cache dtype (auto is f32 on the cpu backend): the prefill nodes write bf16 or fp8 KV
+// (fp8 against the scales both sides calibrated from the model) and the decode nodes read it.
+INSTANTIATE_TEST_SUITE_P(KvCacheDTypes, DisaggregatedEqualsColocatedTest,
+                         ::testing::Combine(::testing::Values("tcp"),
+                                            ::testing::Values("least_loaded"),
+                                            ::testing::Values("bf16", "fp8_e4m3")),
                          ParamName);
 
 }  // namespace
