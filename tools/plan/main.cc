@@ -189,7 +189,11 @@ std::string CompleteOptions(Options* o) {
   space.colocated = space.disaggregated = false;
   for (const std::string& mode : SplitList(o->modes)) {
     std::optional<tandem::ServingMode> parsed = tandem::ParseServingMode(mode);
-    if (!parsed.has_value()) return "--modes takes colocated and/or disaggregated";
+    if (!parsed.has_value() || *parsed == tandem::ServingMode::kAuto) {
+      // Auto clusters (every node prefills for the others) are not searched yet: tandem-sim
+      // --mode auto runs one.
+      return "--modes takes colocated and/or disaggregated";
+    }
     (*parsed == tandem::ServingMode::kColocated ? space.colocated : space.disaggregated) = true;
   }
   if (!o->slo_ttft_ms.has_value() && !o->slo_tpot_ms.has_value()) {
