@@ -63,6 +63,14 @@ inline float Dot(const float* a, const T* b, int n) {
   return s;
 }
 
+// out[i] = the f32 value of x[i].
+template <typename T>
+inline void Widen(const T* x, int n, float* out) {
+  int i = 0;
+  for (; i + simd::kLanes <= n; i += simd::kLanes) simd::VStore(out + i, Load8(x + i));
+  for (; i < n; ++i) out[i] = ToF32(x[i]);
+}
+
 // y[i] += a * x[i], in simd::Axpy's order.
 template <typename T>
 inline void Axpy(float a, const T* x, float* y, int n) {

@@ -4,11 +4,30 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common/backend/kv_row_ops.h"
+#include "common/backend/simd.h"
 
 namespace tandem {
 namespace {
+
+// A bf16 or fp8 row that several query heads read (GQA) is widened to f32 once, into a buffer
+// on the stack, instead of once per head; the arithmetic is the same either way.
+constexpr int kMaxWidenedRow = 512;
+
+// The row as f32: `row` itself for f32 pools; else widened into `buffer` when it pays (more than
+// one head reads it), or nullptr (the caller reads the stored row directly).
+template <typename T>
+const float* F32Row(const T* row, int hd, int readers, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return row;
+  } else {
+    if (readers < 2 || hd > kMaxWidenedRow) return nullptr;
+    kvrow::Widen(row, hd, buffer);
+    return buffer;
+  }
+}
 
 template <typename T>
 void PagedAttentionOf(const KvLayout& layout, const T* pool, int layer, const AttentionQuery& query,
@@ -24,6 +43,7 @@ void PagedAttentionOf(const KvLayout& layout, const T* pool, int layer, const At
   const T* v_layer = pool + layout.Offset(layer, 1, 0, 0, 0) + head_offset;
   // f32 and bf16 pools have scale 1: the product below is then exactly `scale`.
   const float score_scale = scale * kv_scales.k;
+  float widened[kMaxWidenedRow];
 
   // Pass 1: scores, walking the block table one block at a time.
   for (int pos = first; pos <= query.position;) {
@@ -32,8 +52,13 @@ void PagedAttentionOf(const KvLayout& layout, const T* pool, int layer, const At
     const T* k = k_layer + query.block_table[pos / bs] * layout.block_stride() + int64_t{slot} * hd;
     for (int s = 0; s < count; ++s, k += hd) {
       const int j = pos - first + s;
-      for (int g = 0; g < group; ++g)
-        scores[g * n + j] = kvrow::Dot(query.q + g * hd, k, hd) * score_scale;
+      if (const float* kf = F32Row(k, hd, group, widened); kf != nullptr) {
+        for (int g = 0; g < group; ++g)
+          scores[g * n + j] = simd::Dot(query.q + g * hd, kf, hd) * score_scale;
+      } else {
+        for (int g = 0; g < group; ++g)
+          scores[g * n + j] = kvrow::Dot(query.q + g * hd, k, hd) * score_scale;
+      }
     }
     pos += count;
   }
@@ -63,7 +88,11 @@ void PagedAttentionOf(const KvLayout& layout, const T* pool, int layer, const At
     const T* v = v_layer + query.block_table[pos / bs] * layout.block_stride() + int64_t{slot} * hd;
     for (int s = 0; s < count; ++s, v += hd) {
       const int j = pos - first + s;
-      for (int g = 0; g < group; ++g) kvrow::Axpy(scores[g * n + j], v, out + g * hd, hd);
+      if (const float* vf = F32Row(v, hd, group, widened); vf != nullptr) {
+        for (int g = 0; g < group; ++g) simd::Axpy(scores[g * n + j], vf, out + g * hd, hd);
+      } else {
+        for (int g = 0; g < group; ++g) kvrow::Axpy(scores[g * n + j], v, out + g * hd, hd);
+      }
     }
     pos += count;
   }

@@ -124,23 +124,25 @@ TEST(PagedAttentionKvDTypeTest, ReadsAStoredPoolAsItsScaledValues) {
     }
     const void* pool = dtype == DType::kBF16 ? static_cast<const void*>(bf16.data())
                                              : static_cast<const void*>(fp8.data());
-    const int group = 2;
-    std::vector<float> q(group * layout.head_dim);
-    for (float& v : q) v = 0.2f * dist(rng);
     const std::vector<int32_t> table = {5, 2, 6, 0, 3};
-    for (int window : {0, 7}) {
-      for (int position : {0, 3, 9, 17}) {
-        AttentionQuery query{.q = q.data(),
-                             .group = group,
-                             .kv_head = 1,
-                             .position = position,
-                             .block_table = table};
-        std::vector<float> scores(group * (position + 1)), got(q.size()), want(q.size());
-        PagedAttention(layout, pool, 1, query, window, 0.2f, scores.data(), got.data(), scales);
-        PagedAttention(f32_layout, values.data(), 1, query, window, 0.2f, scores.data(),
-                       want.data());
-        EXPECT_EQ(got, want) << KvDTypeName(dtype) << " position " << position << " window "
-                             << window;
+    // One query head per KV head reads the stored rows directly; two read them widened once.
+    for (int group : {1, 2}) {
+      std::vector<float> q(group * layout.head_dim);
+      for (float& v : q) v = 0.2f * dist(rng);
+      for (int window : {0, 7}) {
+        for (int position : {0, 3, 9, 17}) {
+          AttentionQuery query{.q = q.data(),
+                               .group = group,
+                               .kv_head = 1,
+                               .position = position,
+                               .block_table = table};
+          std::vector<float> scores(group * (position + 1)), got(q.size()), want(q.size());
+          PagedAttention(layout, pool, 1, query, window, 0.2f, scores.data(), got.data(), scales);
+          PagedAttention(f32_layout, values.data(), 1, query, window, 0.2f, scores.data(),
+                         want.data());
+          EXPECT_EQ(got, want) << KvDTypeName(dtype) << " group " << group << " position "
+                               << position << " window " << window;
+        }
       }
     }
   }
