@@ -96,6 +96,21 @@ TEST(PrefillMetricsTest, CountsKnownEvents) {
   EXPECT_TRUE(scrape.Has("tandem_prefill_step_duration_seconds_count"));
 }
 
+TEST(PrefillMetricsTest, OnADecodeNodeTheEngineFamiliesAreLeftToTheDecodeMetrics) {
+  // tandem-decode --serve-prefill: one engine, whose families its tandem_decode_* metrics export.
+  PrefillMetrics metrics(/*engine_metrics=*/false);
+  metrics.engine_metrics().ObserveStep({});
+  metrics.RequestReceived();
+  metrics.RequestFailed(KvTransferFailure::kCancelled);
+  PrometheusText scrape = Scrape(metrics);
+  EXPECT_EQ(scrape.Value("tandem_prefill_requests_total"), 1);
+  EXPECT_EQ(Failures(scrape, "cancelled"), 1);
+  EXPECT_FALSE(scrape.Has("tandem_prefill_step_duration_seconds_count"));
+  EXPECT_FALSE(scrape.Has("tandem_prefill_running_sequences"));
+  // The default exports them.
+  EXPECT_TRUE(Scrape(PrefillMetrics()).Has("tandem_prefill_step_duration_seconds_count"));
+}
+
 TEST(PrefillServiceMetricsTest, CountsHandoffsBytesAndRefusals) {
   FakeDecodeNode decode;
   PrefillNode prefill;
