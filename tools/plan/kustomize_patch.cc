@@ -42,7 +42,9 @@ std::string NodeOps(const PlanConfig& config, int tp, const KustomizeOptions& o)
 }  // namespace
 
 std::string RenderKustomization(const PlanConfig& config, const KustomizeOptions& o) {
-  const bool colocated = config.mode == ServingMode::kColocated;
+  const bool auto_mode = config.mode == ServingMode::kAuto;
+  // Colocated and auto clusters run no prefill nodes.
+  const bool prefill_pool = config.mode == ServingMode::kDisaggregated;
   std::string out;
   for (const std::string& line : o.comment) absl::StrAppend(&out, "# ", line, "\n");
   absl::StrAppend(&out,
@@ -50,12 +52,12 @@ std::string RenderKustomization(const PlanConfig& config, const KustomizeOptions
                   "kind: Kustomization\n"
                   "resources:\n  - ",
                   o.base, "\n");
-  absl::StrAppend(
-      &out, "replicas:\n  - name: tandem-prefill\n    count: ", colocated ? 0 : config.num_prefill,
-      "\n  - name: tandem-decode\n    count: ", config.num_decode, "\npatches:\n");
+  absl::StrAppend(&out, "replicas:\n  - name: tandem-prefill\n    count: ",
+                  prefill_pool ? config.num_prefill : 0,
+                  "\n  - name: tandem-decode\n    count: ", config.num_decode, "\npatches:\n");
 
   std::string router;
-  if (colocated && !o.prefill_dns_arg.empty()) {
+  if (!prefill_pool && !o.prefill_dns_arg.empty()) {
     const std::string path = absl::StrCat(kArgs, "/", o.prefill_dns_arg_index);
     absl::StrAppend(&router, Op("test", path, o.prefill_dns_arg), "      - op: remove\n",
                     "        path: ", path, "\n");
@@ -64,16 +66,18 @@ std::string RenderKustomization(const PlanConfig& config, const KustomizeOptions
                   AddArg(absl::StrCat("--mode=", std::string(ServingModeName(config.mode)))));
   absl::StrAppend(
       &router, AddArg(absl::StrCat("--policy=", std::string(PlacementPolicyName(config.policy)))));
-  if (!colocated) {
+  if (HasLocalPrefillThreshold(config.mode)) {
     absl::StrAppend(&router, AddArg(absl::StrCat("--local-prefill-threshold=",
                                                  config.local_prefill_threshold)));
   }
   absl::StrAppend(&router, AddArg(absl::StrCat("--health-interval-ms=", o.load_poll_ms)));
   absl::StrAppend(&out, Patch("tandem-router", router));
-  if (!colocated) {
+  if (prefill_pool) {
     absl::StrAppend(&out, Patch("tandem-prefill", NodeOps(config, config.prefill_tp, o)));
   }
-  absl::StrAppend(&out, Patch("tandem-decode", NodeOps(config, config.decode_tp, o)));
+  std::string decode = NodeOps(config, config.decode_tp, o);
+  if (auto_mode) absl::StrAppend(&decode, AddArg("--serve-prefill"));  // prefills for the others
+  absl::StrAppend(&out, Patch("tandem-decode", decode));
   return out;
 }
 
@@ -114,7 +118,7 @@ absl::Status WriteKustomization(const std::string& dir, const PlanConfig& config
   if (error) {
     return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", error.message()));
   }
-  if (config.mode == ServingMode::kColocated) {
+  if (config.mode != ServingMode::kDisaggregated) {
     std::ifstream router(fs::path(dir) / options.base / "router.yaml");
     if (router) {
       std::stringstream text;

@@ -28,8 +28,8 @@ struct KustomizeOptions {
   int32_t block_size = 16;
   bool prefix_caching = true;
   int64_t load_poll_ms = 500;  // the router's --health-interval-ms
-  // Colocated: the router's --prefill-dns=... is args[prefill_dns_arg_index] (the repository's
-  // base: 5; WriteKustomization reads the base's router.yaml when it can).
+  // Colocated and auto: the router's --prefill-dns=... is args[prefill_dns_arg_index] (the
+  // repository's base: 5; WriteKustomization reads the base's router.yaml when it can).
   int prefill_dns_arg_index = 5;
   std::string prefill_dns_arg = "--prefill-dns=tandem-prefill:50071";
   std::vector<std::string> comment;  // lines at the top, each written as "# line"

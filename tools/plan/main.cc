@@ -102,7 +102,9 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
   flags.Custom("tp", {"N,N,...", "tensor-parallel sizes per pool (default 1,2,4,8)"},
                [space](std::string_view v) { return ParseNumberList(v, &space->tensor_parallel); });
   flags.String("modes", &o->modes,
-               {"LIST", "colocated, disaggregated or both (default colocated,disaggregated)"});
+               {"LIST",
+                "colocated, disaggregated, auto (every node decodes and prefills for the "
+                "others), or several (default colocated,disaggregated)"});
   flags.Custom("chunks",
                {"N,N,...",
                 "prefill chunk sizes (--max-num-batched-tokens; default "
@@ -186,15 +188,21 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
 
 std::string CompleteOptions(Options* o) {
   tandem::plan::SearchSpace& space = o->search.space;
-  space.colocated = space.disaggregated = false;
+  space.colocated = space.disaggregated = space.auto_mode = false;
   for (const std::string& mode : SplitList(o->modes)) {
     std::optional<tandem::ServingMode> parsed = tandem::ParseServingMode(mode);
-    if (!parsed.has_value() || *parsed == tandem::ServingMode::kAuto) {
-      // Auto clusters (every node prefills for the others) are not searched yet: tandem-sim
-      // --mode auto runs one.
-      return "--modes takes colocated and/or disaggregated";
+    if (!parsed.has_value()) return "--modes takes colocated, disaggregated and/or auto";
+    switch (*parsed) {
+      case tandem::ServingMode::kColocated:
+        space.colocated = true;
+        break;
+      case tandem::ServingMode::kDisaggregated:
+        space.disaggregated = true;
+        break;
+      case tandem::ServingMode::kAuto:
+        space.auto_mode = true;
+        break;
     }
-    (*parsed == tandem::ServingMode::kColocated ? space.colocated : space.disaggregated) = true;
   }
   if (!o->slo_ttft_ms.has_value() && !o->slo_tpot_ms.has_value()) {
     return "give --slo-ttft-ms, --slo-tpot-ms or both";

@@ -27,9 +27,16 @@ PlanConfig Disaggregated(int num_prefill, int prefill_tp, int num_decode, int de
   return c;
 }
 
+PlanConfig Auto(int nodes, int tp) {
+  PlanConfig c = Colocated(nodes, tp);
+  c.mode = ServingMode::kAuto;
+  return c;
+}
+
 std::string ShapeName(const PlanConfig& c) {
-  if (c.mode == ServingMode::kColocated) {
-    return absl::StrCat("colocated ", c.num_decode, " x TP", c.decode_tp);
+  if (c.mode != ServingMode::kDisaggregated) {
+    return absl::StrCat(std::string(ServingModeName(c.mode)), " ", c.num_decode, " x TP",
+                        c.decode_tp);
   }
   return absl::StrCat("disaggregated ", c.num_prefill, " x TP", c.prefill_tp, " + ", c.num_decode,
                       " x TP", c.decode_tp);
@@ -37,7 +44,7 @@ std::string ShapeName(const PlanConfig& c) {
 
 std::string ConfigName(const PlanConfig& c) {
   std::string name = absl::StrCat(ShapeName(c), ", chunk ", c.max_num_batched_tokens);
-  if (c.mode == ServingMode::kDisaggregated) {
+  if (HasLocalPrefillThreshold(c.mode)) {
     absl::StrAppend(&name, ", threshold ", c.local_prefill_threshold);
   }
   absl::StrAppend(&name, ", ", std::string(PlacementPolicyName(c.policy)));

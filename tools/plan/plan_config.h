@@ -19,12 +19,13 @@ namespace tandem::plan {
 // One cluster: the pools, each node's engine limit and the router's placement.
 struct PlanConfig {
   ServingMode mode = ServingMode::kColocated;
-  int num_prefill = 0;                    // disaggregated: prefill nodes (colocated: 0)
-  int prefill_tp = 0;                     // disaggregated: GPUs per prefill node (colocated: 0)
-  int num_decode = 1;                     // decode nodes (colocated: every node)
+  int num_prefill = 0;                    // disaggregated: prefill nodes (colocated, auto: 0)
+  int prefill_tp = 0;                     // disaggregated: GPUs per prefill node (else 0)
+  int num_decode = 1;                     // decode nodes (colocated, auto: every node)
   int decode_tp = 1;                      // GPUs per decode node
   int32_t max_num_batched_tokens = 2048;  // each node's tokens per step (the prefill chunk)
-  int64_t local_prefill_threshold = 0;    // disaggregated: shorter uncached prompts stay on D
+  // Disaggregated and auto: shorter uncached prompts stay on D.
+  int64_t local_prefill_threshold = 0;
   PlacementPolicy policy = PlacementPolicy::kLeastLoaded;
 
   int Gpus() const { return num_prefill * prefill_tp + num_decode * decode_tp; }
@@ -38,12 +39,17 @@ struct PlanConfig {
   bool operator==(const PlanConfig& other) const { return Key() == other.Key(); }
 };
 
-// A colocated cluster of `nodes` nodes of `tp` GPUs, or a disaggregated one.
+// A colocated cluster of `nodes` nodes of `tp` GPUs, a disaggregated one, or an auto one (`nodes`
+// nodes that each decode and prefill for the others: tandem-decode --serve-prefill).
 PlanConfig Colocated(int nodes, int tp);
 PlanConfig Disaggregated(int num_prefill, int prefill_tp, int num_decode, int decode_tp);
+PlanConfig Auto(int nodes, int tp);
 
-// "colocated 8 x TP8" / "disaggregated 3 x TP8 + 5 x TP8"; ConfigName adds the knobs:
-// ", chunk 2048, threshold 512, least_loaded" (no threshold when colocated).
+// Whether the mode's router takes --local-prefill-threshold (disaggregated and auto).
+inline bool HasLocalPrefillThreshold(ServingMode mode) { return mode != ServingMode::kColocated; }
+
+// "colocated 8 x TP8" / "disaggregated 3 x TP8 + 5 x TP8" / "auto 8 x TP8"; ConfigName adds the
+// knobs: ", chunk 2048, threshold 512, least_loaded" (no threshold when colocated).
 std::string ShapeName(const PlanConfig& config);
 std::string ConfigName(const PlanConfig& config);
 

@@ -118,11 +118,11 @@ std::string FormatPlanReport(const PlanResult& result, const SloTarget& slo, int
     const ConfigResult& c = result.configs[ranking[shown]];
     if (!c.Ranked()) break;
     const PlanConfig& k = c.config;
-    const bool disaggregated = k.mode == ServingMode::kDisaggregated;
+    const bool threshold = HasLocalPrefillThreshold(k.mode);
     rows.push_back({absl::StrCat(shown + 1), std::string(ServingModeName(k.mode)),
                     Pool(k.num_prefill, k.prefill_tp), Pool(k.num_decode, k.decode_tp),
                     absl::StrCat(k.Gpus()), absl::StrCat(k.max_num_batched_tokens),
-                    disaggregated ? absl::StrCat(k.local_prefill_threshold) : "-",
+                    threshold ? absl::StrCat(k.local_prefill_threshold) : "-",
                     std::string(PlacementPolicyName(k.policy)),
                     (c.bound == GoodputBound::kAboveMax ? ">= " : "") + Rate(c.goodput),
                     Rate(c.GoodputPerGpu()), FormatSeconds(c.passed->ttft_s),

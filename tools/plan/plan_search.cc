@@ -129,6 +129,11 @@ class PlanSearch {
       for (int tp : usable_tp_) colocated.push_back(WithBaseKnobs(Colocated(space_.gpus / tp, tp)));
       RETURN_IF_ERROR(EvaluateBatch(colocated).status());
     }
+    if (space_.auto_mode) {
+      std::vector<PlanConfig> shapes;
+      for (int tp : usable_tp_) shapes.push_back(WithBaseKnobs(Auto(space_.gpus / tp, tp)));
+      RETURN_IF_ERROR(EvaluateBatch(shapes).status());
+    }
     if (!space_.disaggregated) return absl::OkStatus();
     for (int tp : usable_tp_) RETURN_IF_ERROR(SearchSplit(tp, tp));
     const std::optional<double> share = BestPrefillShare();
@@ -471,7 +476,7 @@ class PlanSearch {
   PlanConfig WithBaseKnobs(PlanConfig config) const {
     config.max_num_batched_tokens = base_chunk_;
     config.local_prefill_threshold =
-        config.mode == ServingMode::kDisaggregated ? space_.local_prefill_thresholds.front() : 0;
+        HasLocalPrefillThreshold(config.mode) ? space_.local_prefill_thresholds.front() : 0;
     config.policy = space_.policies.front();
     return config;
   }
@@ -504,7 +509,9 @@ std::string ValidateOptions(const PlanSearchOptions& o) {
                   [](int64_t t) { return t < 0; })) {
     return "local prefill thresholds must be >= 0";
   }
-  if (!s.colocated && !s.disaggregated) return "search colocated, disaggregated or both";
+  if (!s.colocated && !s.disaggregated && !s.auto_mode) {
+    return "search colocated, disaggregated, auto or several";
+  }
   if (!(o.slo.percentile > 0 && o.slo.percentile <= 100))
     return "the percentile must be in (0, 100]";
   if (std::isinf(o.slo.ttft_s) && std::isinf(o.slo.tpot_s)) return "give a TTFT or a TPOT limit";

@@ -9,7 +9,8 @@
 //   0. Tensor-parallel sizes: each of space.tensor_parallel the model does not fit
 //      (CheckTensorParallel) is skipped, with the evaluator's reason.
 //   1. Shapes, at the base knobs (the middle chunk size, the first threshold and policy):
-//      a. colocated: floor(gpus / tp) nodes of each usable tp;
+//      a. colocated: floor(gpus / tp) nodes of each usable tp; auto (when searched) the same
+//         shapes, every node also prefilling for the others;
 //      b. disaggregated, the same tp in both pools: the split coarse to fine: prefill nodes P at
 //         1/8 .. 7/8 of the budget, D = floor((gpus - P tp) / tp); then around the best P, P +-
 //         half the coarse spacing, halving down to 1;
@@ -19,7 +20,8 @@
 //         while that improves (each batch takes two steps of every climbing pair, the second
 //         kept only when the first improved).
 //   2. Knobs, coordinate descent on the `refine_shapes` best shapes: each chunk size, then (if
-//      disaggregated) each local prefill threshold, then each policy, keeping the best of each.
+//      disaggregated or auto) each local prefill threshold, then each policy, keeping the best of
+//      each.
 //      A variant's bar is at least its shape's best goodput so far times 1 + tolerance: a knob
 //      that does not beat the current one by more than the tolerance is pruned at one probe.
 //   3. Every configuration evaluated once (memo); the result lists them all.
@@ -78,6 +80,7 @@ struct SearchSpace {
   std::vector<int> tensor_parallel = {1, 2, 4, 8};
   bool colocated = true;
   bool disaggregated = true;
+  bool auto_mode = false;  // auto clusters (ServingMode::kAuto): every node prefills for others
   std::vector<int32_t> chunk_sizes = {512, 2048, 8192};            // max_num_batched_tokens
   std::vector<int64_t> local_prefill_thresholds = {0, 512, 2048};  // the first is the base
   std::vector<PlacementPolicy> policies = {PlacementPolicy::kLeastLoaded,

@@ -37,7 +37,7 @@ sim::SimClusterOptions SimEvaluator::ClusterOptions(const sim::SimClusterOptions
       config.mode == ServingMode::kDisaggregated ? config.prefill_tp : config.decode_tp;
   o.max_num_batched_tokens = config.max_num_batched_tokens;
   o.local_prefill_threshold =
-      config.mode == ServingMode::kDisaggregated ? config.local_prefill_threshold : 0;
+      HasLocalPrefillThreshold(config.mode) ? config.local_prefill_threshold : 0;
   o.policy = config.policy;
   return o;
 }

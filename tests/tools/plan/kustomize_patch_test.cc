@@ -130,6 +130,26 @@ TEST(PlanKustomizeTest, ColocatedPlanScalesPrefillToZeroAndDropsTheRoutersPrefil
                         PatchOp{"add", kArgs, "--no-prefix-caching"}) != decode.end());
 }
 
+TEST(PlanKustomizeTest, AutoPlanRunsDecodeNodesThatPrefillForEachOther) {
+  PlanConfig c = Auto(8, 8);
+  c.local_prefill_threshold = 512;
+  c.policy = PlacementPolicy::kCost;
+  const Overlay o = Parse(RenderKustomization(c, KustomizeOptions()));
+  EXPECT_EQ(o.replicas.at("tandem-prefill"), 0);
+  EXPECT_EQ(o.replicas.at("tandem-decode"), 8);
+  EXPECT_EQ(o.patches.count("tandem-prefill"), 0u);
+  const std::string dns = "/spec/template/spec/containers/0/args/5";
+  EXPECT_THAT(o.patches.at("tandem-router"),
+              ElementsAre(PatchOp{"test", dns, "--prefill-dns=tandem-prefill:50071"},
+                          PatchOp{"remove", dns, ""}, PatchOp{"add", kArgs, "--mode=auto"},
+                          PatchOp{"add", kArgs, "--policy=cost"},
+                          PatchOp{"add", kArgs, "--local-prefill-threshold=512"},
+                          PatchOp{"add", kArgs, "--health-interval-ms=500"}));
+  const std::vector<PatchOp>& decode = o.patches.at("tandem-decode");
+  ASSERT_FALSE(decode.empty());
+  EXPECT_EQ(decode.back(), (PatchOp{"add", kArgs, "--serve-prefill"}));
+}
+
 TEST(PlanKustomizeTest, FindArgReadsTheArgsListOnly) {
   const std::string manifest = R"(spec:
   containers:

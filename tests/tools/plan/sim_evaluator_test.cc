@@ -88,6 +88,16 @@ TEST(PlanSimEvaluatorTest, ClusterOptionsCarryThePoolsAndKnobs) {
   EXPECT_EQ(colocated.mode, ServingMode::kColocated);
   EXPECT_EQ(colocated.num_prefill, 0);
   EXPECT_EQ(colocated.num_decode, 8);
+  PlanConfig a = Auto(4, 2);
+  a.local_prefill_threshold = 512;
+  const sim::SimClusterOptions auto_mode = SimEvaluator::ClusterOptions({}, a);
+  EXPECT_EQ(auto_mode.mode, ServingMode::kAuto);
+  EXPECT_EQ(auto_mode.num_prefill, 0);
+  EXPECT_EQ(auto_mode.num_decode, 4);
+  EXPECT_EQ(auto_mode.decode_tensor_parallel, 2);
+  EXPECT_EQ(auto_mode.local_prefill_threshold, 512);
+  EXPECT_EQ(ShapeName(a), "auto 4 x TP2");
+  EXPECT_EQ(ConfigName(a), "auto 4 x TP2, chunk 2048, threshold 512, least_loaded");
 }
 
 PlanSearchOptions SmallSearch(int parallelism) {
@@ -137,6 +147,29 @@ TEST(PlanSimEvaluatorTest, SmallSearchEndToEndIsSaneAndDeterministic) {
     EXPECT_EQ(PlanToJson(*second, kSlo).dump(), PlanToJson(*first, kSlo).dump());
     EXPECT_EQ(FormatPlanReport(*second, kSlo, 3), report);
   }
+}
+
+TEST(PlanSimEvaluatorTest, AutoShapesAreSearchedWhenAsked) {
+  std::unique_ptr<SimEvaluator> e = Evaluator({}, 200);
+  ASSERT_NE(e, nullptr);
+  PlanSearchOptions o = SmallSearch(1);
+  o.space.colocated = o.space.disaggregated = false;
+  o.space.auto_mode = true;
+  absl::StatusOr<PlanResult> result = RunPlanSearch(o, *e);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_FALSE(result->configs.empty());
+  bool threshold_searched = false;
+  for (const ConfigResult& c : result->configs) {
+    EXPECT_EQ(c.config.mode, ServingMode::kAuto) << ConfigName(c.config);
+    EXPECT_EQ(c.config.num_prefill, 0);
+    EXPECT_EQ(c.config.Gpus(), 8);
+    EXPECT_TRUE(c.skipped.empty()) << ConfigName(c.config) << ": " << c.skipped;
+    threshold_searched |= c.config.local_prefill_threshold == 512;
+  }
+  EXPECT_TRUE(threshold_searched);
+  const ConfigResult& best = result->configs[result->Ranking().front()];
+  ASSERT_TRUE(best.Ranked());
+  EXPECT_GT(best.goodput, 0);
 }
 
 }  // namespace
