@@ -104,10 +104,14 @@ TEST(NodeEngineFlagsTest, AnUnknownBackendIsAFlagError) {
 }
 
 TEST(NodeEngineFlagsTest, HelpListsEveryNodeFlagInItsSection) {
-  for (bool owner : {false, true}) {
+  // (owner, writer): a prefill node, a decode node, a decode node that may prefill for others
+  // (tandem-decode: --serve-prefill).
+  for (auto [owner, writer] :
+       {std::pair(false, false), std::pair(true, false), std::pair(true, true)}) {
     NodeEngineOptions engine;
     NodeKvTransportOptions kv;
     kv.owner = owner;
+    kv.writer = writer;
     FlagSet flags;
     AddNodeEngineFlags(flags, &engine);
     AddNodeKvTransportFlags(flags, &kv);
@@ -147,8 +151,9 @@ TEST(NodeEngineFlagsTest, HelpListsEveryNodeFlagInItsSection) {
                              "  --tls-client-ca PATH "}) {
       EXPECT_THAT(help, HasSubstr(line));
     }
-    // A prefill node also dials decode nodes (ConnectKv); a decode node only serves.
-    EXPECT_EQ(help.find("--node-tls-ca PATH") != std::string::npos, !owner) << help;
+    // A prefill node also dials decode nodes (ConnectKv), as does a decode node that prefills for
+    // others; a decode node that only receives serves only.
+    EXPECT_EQ(help.find("--node-tls-ca PATH") != std::string::npos, !owner || writer) << help;
     EXPECT_THAT(help, HasSubstr("(default 0.9)"));
   }
 }
