@@ -7,9 +7,15 @@
 // Per dtype: KV bytes per token, blocks (of 16 tokens) per GiB of pool, the bytes a prompt of
 // --context tokens moves in a handoff, and decode throughput at each batch size with every
 // sequence holding --context tokens: one prompt is prefilled (not timed) and its blocks copied to
-// the other sequences, then --steps greedy decode steps of the whole batch are timed; the best of
-// --repeats runs counts, and the dtypes take turns within each repeat so that they see the same
-// machine. Prints a table and writes JSON.
+// the other sequences, then --steps greedy decode steps of the whole batch are timed one by one,
+// --repeats times, the dtypes taking turns within each repeat so that they see the same machine.
+// Every step costs the same (the context grows by one token), so on a shared machine the fastest
+// step is the least disturbed measurement: tok/s is batch / the fastest step (the median step's
+// is in the JSON too). Beside it, the CPU time each step took (the process's, all threads; the
+// thread pool blocks rather than spins), which time slices lost to other processes do not
+// inflate: tokens per CPU-second of the median step. Prints a table and writes JSON.
+#include <time.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -51,6 +57,12 @@ struct Options {
 
 double Seconds() { return Clock::Real()->NowSeconds(); }
 
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 std::vector<TokenId> RandomTokens(int n, int vocab, uint64_t seed) {
   std::vector<TokenId> out(n);
   uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -73,7 +85,8 @@ struct DTypeRun {
   std::unique_ptr<CpuBackend> backend;
   std::vector<TokenId> prompt;
   int blocks_per_seq = 0;
-  std::map<int, double> best_s;  // batch -> fastest time of `steps` steps
+  std::map<int, std::vector<double>> step_s;      // batch -> every timed step's seconds
+  std::map<int, std::vector<double>> step_cpu_s;  // and its CPU seconds
 };
 
 absl::Status Prepare(const ModelWeights& weights, const Options& o, int max_batch, DTypeRun& run) {
@@ -101,8 +114,8 @@ absl::Status Prepare(const ModelWeights& weights, const Options& o, int max_batc
   return absl::OkStatus();
 }
 
-// `steps` decode steps of `batch` sequences that each hold the prompt; returns seconds.
-absl::StatusOr<double> TimeDecode(DTypeRun& run, const Options& o, int batch) {
+// `steps` decode steps of `batch` sequences that each hold the prompt; appends each step's seconds.
+absl::Status TimeDecode(DTypeRun& run, const Options& o, int batch) {
   const int vocab = run.backend->config().vocab_size;
   std::vector<std::vector<int32_t>> tables(batch);
   for (int b = 0; b < batch; ++b) {
@@ -112,18 +125,29 @@ absl::StatusOr<double> TimeDecode(DTypeRun& run, const Options& o, int batch) {
   for (int b = 0; b < batch; ++b) next[b] = run.prompt[(b * 31) % o.context];
   std::vector<float> logits(static_cast<size_t>(batch) * vocab);
   std::vector<ForwardItem> items(batch);
-  const double start = Seconds();
+  std::vector<double>& times = run.step_s[batch];
+  std::vector<double>& cpu_times = run.step_cpu_s[batch];
   for (int step = 0; step < o.steps; ++step) {
     for (int b = 0; b < batch; ++b) {
       items[b] =
           ForwardItem{std::span<const TokenId>(&next[b], 1), o.context + step, tables[b], true};
     }
+    const double start = Seconds();
+    const double cpu_start = CpuSeconds();
     RETURN_IF_ERROR(run.backend->Forward(ForwardBatch{items}, LogitsOutput{logits}));
+    times.push_back(Seconds() - start);
+    cpu_times.push_back(CpuSeconds() - cpu_start);
     for (int b = 0; b < batch; ++b) {
       next[b] = Argmax(std::span<const float>(logits).subspan(size_t(b) * vocab, vocab));
     }
   }
-  return Seconds() - start;
+  return absl::OkStatus();
+}
+
+double Fastest(std::vector<double> v) { return *std::min_element(v.begin(), v.end()); }
+double Median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
 absl::StatusOr<nlohmann::json> Run(const Options& o) {
@@ -148,11 +172,7 @@ absl::StatusOr<nlohmann::json> Run(const Options& o) {
   }
   for (int r = 0; r < o.repeats; ++r) {
     for (int batch : batches) {
-      for (DTypeRun& run : runs) {
-        ASSIGN_OR_RETURN(double s, TimeDecode(run, o, batch));
-        auto [it, inserted] = run.best_s.emplace(batch, s);
-        if (!inserted) it->second = std::min(it->second, s);
-      }
+      for (DTypeRun& run : runs) RETURN_IF_ERROR(TimeDecode(run, o, batch));
     }
   }
 
@@ -170,12 +190,15 @@ absl::StatusOr<nlohmann::json> Run(const Options& o) {
                         {"block_size", kBlockSize},
                         {"dtypes", nlohmann::json::array()}};
   std::printf(
-      "model %s: %d layers, %d KV heads x %d; context %d, %d decode steps, best of %d, "
-      "%d threads\n",
+      "model %s: %d layers, %d KV heads x %d; context %d, %d decode steps x %d repeats (tok/s "
+      "of the fastest step), %d threads\n",
       o.model_dir.c_str(), c.num_layers, c.num_kv_heads, c.head_dim, o.context, o.steps, o.repeats,
       o.threads);
   std::printf("%-9s %11s %14s %16s", "kv dtype", "bytes/token", "blocks per GiB", "handoff MiB");
-  for (int b : batches) std::printf("  %8s %-8s", absl::StrCat("batch ", b).c_str(), "tok/s");
+  for (int b : batches) {
+    std::printf("  %-15s %-19s", absl::StrCat("batch ", b, " tok/s").c_str(),
+                absl::StrCat("batch ", b, " tok/CPU-s").c_str());
+  }
   std::printf("\n");
   for (const DTypeRun& run : runs) {
     const KvLayout& layout = run.backend->kv_layout();
@@ -191,15 +214,25 @@ absl::StatusOr<nlohmann::json> Run(const Options& o) {
     std::printf("%-9s %11zu %14lld %16.2f", KvDTypeName(run.dtype), layout.bytes_per_token(),
                 static_cast<long long>(blocks_per_gib), handoff_mib);
     for (int b : batches) {
-      const double s = run.best_s.at(b);
-      const double tok_s = b * o.steps / s;
-      const double f32_tok_s = b * o.steps / runs[0].best_s.at(b);
+      const double fastest = Fastest(run.step_s.at(b));
+      const double median = Median(run.step_s.at(b));
+      const double tok_s = b / fastest;
+      const double f32_tok_s = b / Fastest(runs[0].step_s.at(b));
+      const double cpu = Median(run.step_cpu_s.at(b));
+      const double f32_cpu = Median(runs[0].step_cpu_s.at(b));
       d["decode"].push_back({{"batch", b},
-                             {"seconds", s},
+                             {"steps_timed", run.step_s.at(b).size()},
+                             {"fastest_step_ms", 1e3 * fastest},
+                             {"median_step_ms", 1e3 * median},
                              {"tok_per_s", tok_s},
-                             {"ms_per_step", 1e3 * s / o.steps},
-                             {"vs_f32", tok_s / f32_tok_s}});
-      std::printf("  %8.1f (x%.2f)", tok_s, tok_s / f32_tok_s);
+                             {"tok_per_s_median_step", b / median},
+                             {"vs_f32", tok_s / f32_tok_s},
+                             {"vs_f32_median_step", Median(runs[0].step_s.at(b)) / median},
+                             {"median_step_cpu_ms", 1e3 * cpu},
+                             {"tok_per_cpu_s", b / cpu},
+                             {"vs_f32_cpu", f32_cpu / cpu}});
+      std::printf("  %7.1f (x%.2f)  %9.1f (x%.2f)", tok_s, tok_s / f32_tok_s, b / cpu,
+                  f32_cpu / cpu);
     }
     std::printf("\n");
     out["dtypes"].push_back(std::move(d));
@@ -218,7 +251,8 @@ int main(int argc, char** argv) {
   flags.Number("context", &o.context, {"N", "tokens each sequence holds (default 2048)"});
   flags.String("batches", &o.batches, {"B,B", "decode batch sizes (default 8,32)"});
   flags.Number("steps", &o.steps, {"N", "timed decode steps per run (default 16)"});
-  flags.Number("repeats", &o.repeats, {"N", "runs per (dtype, batch); the fastest counts"});
+  flags.Number("repeats", &o.repeats,
+               {"N", "timed runs of --steps steps per (dtype, batch) (default 3)"});
   flags.String("json", &o.json, {"FILE", "also write the results there"});
   bool help = false;
   if (std::string err = flags.Parse(argc, argv, &help); !err.empty()) {
