@@ -27,6 +27,9 @@ std::vector<float> CpuAttentionRow(const PagedKv& kv, const std::vector<float>& 
   const std::vector<float> q = FromBf16({q_row, static_cast<size_t>(num_heads) * hd});
   std::vector<float> out(q.size());
   std::vector<float> scores(static_cast<size_t>(group) * (position + 1));
+  // The same geometry over the f32 copy of the bf16 pool.
+  KvLayout f32_layout = kv.layout;
+  f32_layout.dtype = DType::kF32;
   for (int kv_head = 0; kv_head < kv.layout.num_kv_heads; ++kv_head) {
     const AttentionQuery query{
         .q = q.data() + int64_t{kv_head} * group * hd,
@@ -34,7 +37,7 @@ std::vector<float> CpuAttentionRow(const PagedKv& kv, const std::vector<float>& 
         .kv_head = kv_head,
         .position = position,
         .block_table = {block_table, static_cast<size_t>(kv.max_blocks_per_seq)}};
-    PagedAttention(kv.layout, pool_f32.data(), layer, query, sliding_window, scale, scores.data(),
+    PagedAttention(f32_layout, pool_f32.data(), layer, query, sliding_window, scale, scores.data(),
                    out.data() + int64_t{kv_head} * group * hd);
   }
   return out;
