@@ -79,6 +79,13 @@ class CpuBackend : public Backend {
     std::vector<int32_t> token_item, token_pos, all_rows, logit_rows;
     int num_logit_rows = 0;
     std::vector<AlignedFloats> scores;  // per thread: attention scores
+    // bf16/fp8 pools: the f32 values of the KV a prefill chunk reads, widened once per layer
+    // (WidenChunkKv) instead of once per query row. Per item: its one-layer f32 layout over
+    // wide_kv at wide_offset (num_blocks 0: the item reads the pool directly).
+    AlignedFloats wide_kv;
+    std::vector<KvLayout> wide_layout;
+    std::vector<int64_t> wide_offset;
+    std::vector<int32_t> wide_table;  // 0, 1, 2, ...: the widened copy's block table
   };
 
   CpuBackend(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,
@@ -91,9 +98,13 @@ class CpuBackend : public Backend {
   void EmbedAndRope(const ForwardBatch& batch, int tokens);
   // Layer `l` over the token rows; `rows` are the rows that continue past the KV write (all
   // rows, or in the last layer only those that want logits), compacted to the front of x.
-  void RunLayer(int l, const ForwardBatch& batch, int tokens, std::span<const int32_t> rows);
+  absl::Status RunLayer(int l, const ForwardBatch& batch, int tokens,
+                        std::span<const int32_t> rows);
   void QkvPostprocess(int l, const ForwardBatch& batch, int tokens);
   void Attention(int l, const ForwardBatch& batch, std::span<const int32_t> rows);
+  // bf16/fp8 pools: widens layer l's K/V of each item with several query rows in `rows` into
+  // scratch_.wide_kv (the same values Attention would widen row by row, so the same results).
+  absl::Status WidenChunkKv(int l, const ForwardBatch& batch, std::span<const int32_t> rows);
   void NormRows(const float* w, const float* in, float* out, int rows);
   // Writes row t's K and V (after RoPE) into its slot of layer l, in the pool's dtype.
   void WriteKv(int l, const ForwardBatch& batch, int64_t t, const float* k, const float* v);

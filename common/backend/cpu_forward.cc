@@ -2,7 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/backend/batch_validation.h"
 #include "common/backend/cpu_backend.h"
 #include "common/backend/cpu_gemm.h"
@@ -17,6 +20,9 @@ namespace {
 
 // Rows per thread below which a row-wise loop is not worth waking the pool for.
 constexpr int64_t kRowGrain = 8;
+// bf16/fp8 pools: an item with at least this many query rows in a layer (a prefill chunk) has
+// its KV widened to f32 once for all of them (WidenChunkKv); fewer (decode) read the pool.
+constexpr int kWidenMinQueryRows = 4;
 
 }  // namespace
 
@@ -42,7 +48,7 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
   for (int l = 0; l < config_.num_layers; ++l) {
     // The last layer's output matters only for rows that want logits (its K/V is written for
     // every row first).
-    RunLayer(l, batch, t, l + 1 == config_.num_layers ? logit_rows : all_rows);
+    RETURN_IF_ERROR(RunLayer(l, batch, t, l + 1 == config_.num_layers ? logit_rows : all_rows));
   }
   if (s.num_logit_rows == 0) return absl::OkStatus();
 
@@ -107,8 +113,8 @@ void CpuBackend::NormRows(const float* w, const float* in, float* out, int rows)
       kRowGrain);
 }
 
-void CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
-                          std::span<const int32_t> rows) {
+absl::Status CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
+                                  std::span<const int32_t> rows) {
   const CpuLayerWeights& w = weights_.layers[l];
   Scratch& s = scratch_;
   const int hidden = config_.hidden_size;
@@ -131,7 +137,8 @@ void CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
   QkvPostprocess(l, batch, tokens);
 
   const int n = static_cast<int>(rows.size());
-  if (n == 0) return;
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(WidenChunkKv(l, batch, rows));
   Attention(l, batch, rows);
   // Keep only the continuing rows, at the front of x (rows are increasing, so this is in place).
   for (int r = 0; r < n; ++r) {
@@ -186,6 +193,7 @@ void CpuBackend::RunLayer(int l, const ForwardBatch& batch, int tokens,
         .ldy = hidden,
         .accumulate = true},
        *threads_);
+  return absl::OkStatus();
 }
 
 void CpuBackend::QkvPostprocess(int l, const ForwardBatch& batch, int tokens) {
@@ -252,6 +260,65 @@ void CpuBackend::WriteKv(int l, const ForwardBatch& batch, int64_t t, const floa
   }
 }
 
+absl::Status CpuBackend::WidenChunkKv(int l, const ForwardBatch& batch,
+                                      std::span<const int32_t> rows) {
+  Scratch& s = scratch_;
+  const size_t items = batch.items.size();
+  s.wide_layout.assign(items, KvLayout{});
+  s.wide_offset.assign(items, 0);
+  if (layout_.dtype == DType::kF32) return absl::OkStatus();
+  std::vector<int> query_rows(items, 0);
+  for (int32_t t : rows) ++query_rows[s.token_item[t]];
+  int64_t total = 0;
+  int max_blocks = 0;
+  for (size_t i = 0; i < items; ++i) {
+    if (query_rows[i] < kWidenMinQueryRows) continue;
+    const ForwardItem& item = batch.items[i];
+    KvLayout& wide = s.wide_layout[i];
+    wide = layout_;
+    wide.dtype = DType::kF32;
+    wide.num_layers = 1;
+    wide.num_blocks = static_cast<int32_t>(
+        (item.start_pos + static_cast<int64_t>(item.tokens.size()) + layout_.block_size - 1) /
+        layout_.block_size);
+    wide.scale_fingerprint = 0;
+    s.wide_offset[i] = total;
+    total += wide.total_elements();
+    max_blocks = std::max(max_blocks, wide.num_blocks);
+  }
+  if (total == 0) return absl::OkStatus();
+  if (!s.wide_kv.EnsureSize(static_cast<size_t>(total))) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", total * sizeof(float), " bytes of widened KV"));
+  }
+  if (static_cast<int>(s.wide_table.size()) < max_blocks) {
+    s.wide_table.resize(max_blocks);
+    for (int b = 0; b < max_blocks; ++b) s.wide_table[b] = b;
+  }
+  // One unit per (item, K|V, block): a block's K (or V) of one layer is one contiguous run.
+  std::vector<std::pair<int32_t, int32_t>> units;  // (item, kv * num_blocks + block)
+  for (size_t i = 0; i < items; ++i) {
+    for (int32_t u = 0; u < 2 * s.wide_layout[i].num_blocks; ++u) units.emplace_back(i, u);
+  }
+  const int64_t run = layout_.block_stride();
+  threads_->ParallelFor(static_cast<int64_t>(units.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const auto [i, u] = units[k];
+      const KvLayout& wide = s.wide_layout[i];
+      const int kv = u / wide.num_blocks;
+      const int b = u % wide.num_blocks;
+      const int64_t src = layout_.Offset(l, kv, batch.items[i].block_table[b], 0, 0);
+      float* dst = s.wide_kv.data() + s.wide_offset[i] + wide.Offset(0, kv, b, 0, 0);
+      if (layout_.dtype == DType::kBF16) {
+        kvrow::Widen(static_cast<const kvrow::Bf16*>(kv_data_) + src, static_cast<int>(run), dst);
+      } else {
+        kvrow::Widen(static_cast<const kvrow::Fp8*>(kv_data_) + src, static_cast<int>(run), dst);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
 void CpuBackend::Attention(int l, const ForwardBatch& batch, std::span<const int32_t> rows) {
   Scratch& s = scratch_;
   const int hd = config_.head_dim;
@@ -277,12 +344,20 @@ void CpuBackend::Attention(int l, const ForwardBatch& batch, std::span<const int
         query.group = group;
         query.kv_head = g;
         query.position = s.token_pos[t];
-        query.block_table = item.block_table;
         const KvHeadScales head_scales =
             kv_scales_.empty() ? KvHeadScales{}
                                : KvHeadScales{kv_scales_.at(l, 0, g), kv_scales_.at(l, 1, g)};
-        PagedAttention(layout_, kv_data_, l, query, config_.sliding_window, scale, scores,
-                       s.attn.data() + int64_t{r} * q_size + int64_t{g} * group * hd, head_scales);
+        float* out = s.attn.data() + int64_t{r} * q_size + int64_t{g} * group * hd;
+        const KvLayout& wide = s.wide_layout[s.token_item[t]];
+        if (wide.num_blocks > 0) {
+          query.block_table = {s.wide_table.data(), static_cast<size_t>(wide.num_blocks)};
+          PagedAttention(wide, s.wide_kv.data() + s.wide_offset[s.token_item[t]], 0, query,
+                         config_.sliding_window, scale, scores, out, head_scales);
+        } else {
+          query.block_table = item.block_table;
+          PagedAttention(layout_, kv_data_, l, query, config_.sliding_window, scale, scores, out,
+                         head_scales);
+        }
       }
     }
   });

@@ -238,6 +238,36 @@ TEST_P(KvDTypeModelTest, Fp8PromptsStayInsideTheCalibratedRange) {
   EXPECT_GT(nonzero, 0);
 }
 
+// A prefill chunk reads its KV widened once per layer (WidenChunkKv), a decode step reads the
+// pool row by row: the same values either way, so chunking changes no logit and no stored byte.
+TEST_P(KvDTypeModelTest, ChunkedPrefillIsBitIdenticalToOneShot) {
+  const std::vector<TokenId> tokens = RandomTokens(23, model_->config().vocab_size, 12);
+  for (DType dtype : {DType::kBF16, DType::kFP8E4M3}) {
+    auto one_shot = MakeKvBackend(model_->weights(), dtype, 8);
+    ASSERT_NE(one_shot, nullptr);
+    Sequence whole{tokens, {6, 2, 7, 0, 3, 5}};
+    auto expected = RunForward(*one_shot, {whole.Next(23, true)});
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    for (const std::vector<int>& chunks :
+         {std::vector<int>{1, 3, 7, 12}, std::vector<int>(23, 1), std::vector<int>{16, 7}}) {
+      auto backend = MakeKvBackend(model_->weights(), dtype, 8);
+      ASSERT_NE(backend, nullptr);
+      Sequence seq{tokens, {6, 2, 7, 0, 3, 5}};
+      std::vector<float> last;
+      for (size_t c = 0; c < chunks.size(); ++c) {
+        auto logits = RunForward(*backend, {seq.Next(chunks[c], c + 1 == chunks.size())});
+        ASSERT_TRUE(logits.ok()) << logits.status();
+        if (c + 1 == chunks.size()) last = *logits;
+      }
+      EXPECT_EQ(last, *expected) << KvDTypeName(dtype) << " in chunks of "
+                                 << ::testing::PrintToString(chunks);
+      const auto a = backend->kv_pool_bytes();
+      const auto b = one_shot->kv_pool_bytes();
+      EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin(), b.end())) << KvDTypeName(dtype);
+    }
+  }
+}
+
 TEST_P(KvDTypeModelTest, CopyBlockCopiesEveryDType) {
   for (DType dtype : {DType::kBF16, DType::kFP8E4M3}) {
     auto backend = MakeKvBackend(model_->weights(), dtype, 8);
