@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -86,6 +87,8 @@ class CpuBackend : public Backend {
     std::vector<KvLayout> wide_layout;
     std::vector<int64_t> wide_offset;
     std::vector<int32_t> wide_table;  // 0, 1, 2, ...: the widened copy's block table
+    std::vector<int32_t> wide_rows;   // per item: its query rows in the layer
+    std::vector<std::pair<int32_t, int32_t>> wide_units;  // (item, kv * blocks + block) to widen
   };
 
   CpuBackend(const ModelConfig& config, CpuWeights weights, const KvLayout& layout,

@@ -267,7 +267,8 @@ absl::Status CpuBackend::WidenChunkKv(int l, const ForwardBatch& batch,
   s.wide_layout.assign(items, KvLayout{});
   s.wide_offset.assign(items, 0);
   if (layout_.dtype == DType::kF32) return absl::OkStatus();
-  std::vector<int> query_rows(items, 0);
+  std::vector<int32_t>& query_rows = s.wide_rows;
+  query_rows.assign(items, 0);
   for (int32_t t : rows) ++query_rows[s.token_item[t]];
   int64_t total = 0;
   int max_blocks = 0;
@@ -296,7 +297,8 @@ absl::Status CpuBackend::WidenChunkKv(int l, const ForwardBatch& batch,
     for (int b = 0; b < max_blocks; ++b) s.wide_table[b] = b;
   }
   // One unit per (item, K|V, block): a block's K (or V) of one layer is one contiguous run.
-  std::vector<std::pair<int32_t, int32_t>> units;  // (item, kv * num_blocks + block)
+  std::vector<std::pair<int32_t, int32_t>>& units = s.wide_units;
+  units.clear();
   for (size_t i = 0; i < items; ++i) {
     for (int32_t u = 0; u < 2 * s.wide_layout[i].num_blocks; ++u) units.emplace_back(i, u);
   }
