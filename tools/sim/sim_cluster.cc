@@ -9,9 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/serve/datasets.h"
-#include "common/backend/sim/gpu_spec.h"
-#include "common/backend/sim/sim_model_presets.h"
-#include "common/model/model_config.h"
 #include "common/util/clock.h"
 #include "common/util/status_macros.h"
 #include "router/attempt_verdict.h"
@@ -27,16 +24,6 @@ namespace {
 int64_t Nanos(double seconds) { return std::llround(seconds * 1e9); }
 int64_t MicrosToNanos(double us) { return std::llround(us * 1e3); }
 double Seconds(int64_t nanos) { return static_cast<double>(nanos) * 1e-9; }
-
-absl::StatusOr<ModelConfig> ModelShape(const std::string& model) {
-  absl::StatusOr<ModelConfig> preset = SimModelPreset(model);
-  if (preset.ok()) return preset;
-  absl::StatusOr<ModelConfig> dir = LoadModelConfig(model);
-  if (dir.ok()) return dir;
-  return absl::NotFoundError(absl::StrCat("--model ", model, ": neither a preset (",
-                                          preset.status().message(), ") nor a model directory (",
-                                          dir.status().message(), ")"));
-}
 
 class Cluster {
  public:
@@ -260,10 +247,14 @@ class Cluster {
     SimNodeEvents prefill = PrefillEvents();
     events.on_blocks_ready = std::move(prefill.on_blocks_ready);
     events.on_prefilled = std::move(prefill.on_prefilled);
-    events.on_finished = [this, i, as_decode = std::move(events.on_finished),
-                          as_prefill = std::move(prefill.on_finished)](uint64_t key, bool ok) {
+    // A prefill for another node that ended without its first token could not be scheduled
+    // (all blocks held by reservations awaiting KV: a circular wait between the nodes); the
+    // router sees Prefill fail RESOURCE_EXHAUSTED.
+    events.on_finished = [this, i, as_decode = std::move(events.on_finished)](uint64_t key,
+                                                                              bool ok) {
       const RequestState* s = Current(key);
-      (s != nullptr && s->prefill_node == nodes_[i].get() ? as_prefill : as_decode)(key, ok);
+      if (s == nullptr || s->prefill_node != nodes_[i].get()) return as_decode(key, ok);
+      if (!ok) JudgeAttempt(RequestOf(key), /*refused_prefill=*/true, false);
     };
     return events;
   }
@@ -472,12 +463,14 @@ class Cluster {
       const bool decode_died = s.decode_node == node;
       // A prefill node's part is over once its completion notice left.
       if (!decode_died && (s.prefill_node != node || s.completed)) continue;
-      JudgeKilledAttempt(i, decode_died);
+      JudgeAttempt(i, /*refused_prefill=*/false, decode_died);
     }
   }
 
-  // RequestRunner's Apply and RequestFlow's next step, on JudgeAttempt's verdict.
-  void JudgeKilledAttempt(size_t i, bool decode_died) {
+  // RequestRunner's Apply and RequestFlow's next step, on JudgeAttempt's verdict about the
+  // request's current attempt: one of its nodes died (which: `decode_died`), or its prefill node
+  // could not schedule the prompt (`refused_prefill`).
+  void JudgeAttempt(size_t i, bool refused_prefill, bool decode_died) {
     RequestState& s = states_[i];
     const KilledAttempt attempt{
         .kind = s.kind,
@@ -487,7 +480,8 @@ class Cluster {
         .sent_tokens = !s.token_times.empty(),
         .decode_name = s.decode_node->name(),
         .prefill_name = s.prefill_node != nullptr ? s.prefill_node->name() : ""};
-    const AttemptVerdict v = JudgeAttempt(FactsOfKilledAttempt(attempt));
+    const AttemptVerdict v = tandem::JudgeAttempt(refused_prefill ? FactsOfRefusedPrefill(attempt)
+                                                                  : FactsOfKilledAttempt(attempt));
     const uint64_t key = NodeKey(i, s.attempt);
     for (auto [cancel, node] : {std::make_pair(v.cancel_prefill, s.prefill_node),
                                 std::make_pair(v.cancel_decode, s.decode_node)}) {
@@ -561,15 +555,6 @@ class Cluster {
 };
 
 }  // namespace
-
-absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options,
-                                                int tensor_parallel) {
-  ASSIGN_OR_RETURN(GpuSpec gpu, FindGpuSpec(options.gpu));
-  ASSIGN_OR_RETURN(ModelConfig model, ModelShape(options.model));
-  return StepTimeModel::Create(gpu, model,
-                               tensor_parallel > 0 ? tensor_parallel : options.tensor_parallel,
-                               options.kv_dtype);
-}
 
 absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
                                      const std::vector<bench::BenchRequest>& requests,

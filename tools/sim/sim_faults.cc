@@ -55,4 +55,18 @@ AttemptFacts FactsOfKilledAttempt(const KilledAttempt& a) {
   return f;
 }
 
+AttemptFacts FactsOfRefusedPrefill(const KilledAttempt& a) {
+  AttemptFacts f;
+  f.kind = PlacementKind::kDisaggregated;
+  f.decode_name = a.decode_name;
+  f.prefill_name = a.prefill_name;
+  f.sent_tokens = a.sent_tokens;
+  f.reserve = ReserveEnd::kHandoff;
+  f.prefill = PrefillEnd::kFailed;
+  f.prefill_status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  "the prompt cannot be scheduled: the KV pool is too small");
+  f.stream.status = grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the router");
+  return f;
+}
+
 }  // namespace tandem::sim

@@ -51,6 +51,12 @@ struct KilledAttempt {
 // the other node's call is cancelled by the router.
 AttemptFacts FactsOfKilledAttempt(const KilledAttempt& attempt);
 
+// The facts of a disaggregated attempt whose prefill node could not schedule the prompt: every
+// block it has is held by reservations awaiting KV and nothing runs (an auto cluster's nodes
+// prefill for each other; Engine::Step fails the queue head RESOURCE_EXHAUSTED). The router
+// cancels the decode stream still waiting for the KV. (`sent_tokens` as in KilledAttempt.)
+AttemptFacts FactsOfRefusedPrefill(const KilledAttempt& attempt);
+
 }  // namespace tandem::sim
 
 #endif  // TANDEM_TOOLS_SIM_SIM_FAULTS_H_

@@ -132,6 +132,27 @@ TEST(SimAutoModeTest, NodesKilledMidRunLoseNoRequest) {
   ExpectEveryRequestComplete(*run, 100);
 }
 
+TEST(SimAutoModeTest, NodesWhoseBlocksAreAllReservedForEachOthersPromptsFailRatherThanWait) {
+  // Two nodes of 100 blocks, 20 prompts of 600 tokens (38 blocks; 41 with their output) at once:
+  // each node reserves blocks for prompts the other must prefill until neither has the blocks
+  // to prefill one. A node that can run nothing fails its queue head (Engine::Step); the router
+  // cancels the reservation and retries the request without that node (locally), and a request
+  // its decode node cannot schedule either fails. Every request ends; none waits forever.
+  SimClusterOptions options = Auto(2, PlacementPolicy::kLeastLoaded);
+  options.num_kv_blocks = 100;
+  const Workload w = Steady(20, 1e9, 600, 50);
+  absl::StatusOr<SimRun> run = RunSimulation(options, w.requests, w.arrivals);
+  ASSERT_TRUE(run.ok()) << run.status();
+  int succeeded = 0;
+  for (const bench::RequestResult& r : run->results) {
+    EXPECT_NE(r.error, "never finished");
+    succeeded += r.success;
+  }
+  EXPECT_GT(succeeded, 0);
+  EXPECT_GT(run->stats.retries, 0);
+  EXPECT_GT(Count(run->stats, "no_prefill_node"), 0);  // the retries, without the refusing node
+}
+
 TEST(SimAutoModeTest, PrefillNodesAreRefused) {
   SimClusterOptions options = Auto(2, PlacementPolicy::kRoundRobin);
   options.num_prefill = 1;
