@@ -2,6 +2,11 @@
 // Greedy decoding in llama.cpp (through node-llama-cpp, CPU, F32 KV cache) from token-id prompts.
 //
 //   node greedy.mjs --model FILE.gguf --prompts-file FILE [--max-tokens N] [--threads T]
+//                   [--kv-type F32|F16|Q8_0] [--flash-attention]
+//
+// --kv-type: llama.cpp's KV cache type for K and V (default F32, the conformance reference; Q8_0
+// is the second reference for tandem's KV cache dtypes, bench/kv_dtype/vs_llama_cpp_q8_0.sh).
+// llama.cpp quantizes V only with flash attention (--flash-attention; off by default).
 //
 // Each line of the prompts file is a JSON array of token ids, fed as-is (no BOS is added).
 // Prints one JSON line per prompt: {"prompt_token_ids", "token_ids", "margins"} where margins[i] is
@@ -11,7 +16,7 @@ import fs from "node:fs";
 import { loadLlama } from "./llama_loader.mjs";
 
 function parseArgs(argv) {
-  const args = { maxTokens: 24, threads: 1 };
+  const args = { maxTokens: 24, threads: 1, kvType: "F32", flashAttention: false };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
     const next = () => {
@@ -22,6 +27,8 @@ function parseArgs(argv) {
     else if (a === "--prompts-file") args.promptsFile = next();
     else if (a === "--max-tokens") args.maxTokens = Number(next());
     else if (a === "--threads") args.threads = Number(next());
+    else if (a === "--kv-type") args.kvType = next();
+    else if (a === "--flash-attention") args.flashAttention = true;
     else throw new Error(`unknown argument ${a}`);
   }
   if (!args.model || !args.promptsFile) {
@@ -61,7 +68,9 @@ async function step(sequence, input) {
   return { token, margin };
 }
 
-export async function greedy({ model: modelPath, prompts, maxTokens, threads }) {
+export async function greedy({
+  model: modelPath, prompts, maxTokens, threads, kvType = "F32", flashAttention = false,
+}) {
   const llama = await loadLlama();
   const model = await llama.loadModel({ modelPath, gpuLayers: 0, useMmap: true });
   const longest = Math.max(...prompts.map((p) => p.length));
@@ -70,9 +79,9 @@ export async function greedy({ model: modelPath, prompts, maxTokens, threads }) 
     batchSize: Math.max(512, longest),
     threads,
     sequences: 1,
-    flashAttention: false,
-    experimentalKvCacheKeyType: "F32",
-    experimentalKvCacheValueType: "F32",
+    flashAttention,
+    experimentalKvCacheKeyType: kvType,
+    experimentalKvCacheValueType: kvType,
   });
   const sequence = context.getSequence();
   const results = [];

@@ -50,7 +50,7 @@ struct DecodeRun {
 
 // Prefills `prompt`, then takes kSteps tokens: `forced`'s when given, else greedy.
 DecodeRun Decode(Backend& backend, const std::vector<TokenId>& prompt,
-           const std::vector<TokenId>* forced) {
+                 const std::vector<TokenId>* forced) {
   const int vocab = backend.config().vocab_size;
   std::vector<int32_t> table(backend.kv_layout().num_blocks);
   std::iota(table.begin(), table.end(), 0);
@@ -139,6 +139,41 @@ TEST_P(KvCacheDTypeFidelityTest, GreedyTokensAndLogitsAgainstF32Kv) {
       EXPECT_LE(f.max_logit_error, 10.0);
     }
   }
+}
+
+TEST(KvCacheDTypeFlagTest, TheCudaBackendRefusesAnythingButBf16) {
+  GenerateOptions o;
+  o.backend = BackendKind::kCuda;
+  for (DType dtype : {DType::kF32, DType::kFP8E4M3}) {
+    o.kv_cache_dtype = KvCacheDType{dtype};
+    const absl::Status s = CheckGenerateBackend(o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("bf16 only"), std::string::npos) << s;
+  }
+}
+
+TEST(KvCacheDTypeFlagTest, ABadValueIsAClearErrorAndFp8Runs) {
+  const std::string bin = std::string(TANDEM_BINARY_DIR) + "/bin/tandem-generate";
+  const std::string model = TestModelDir("llama");
+  const std::string bad = bin + " --model " + model + " --prompt hi --kv-cache-dtype int8 2>&1";
+  FILE* pipe = popen(bad.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
+  EXPECT_NE(pclose(pipe), 0);
+  EXPECT_NE(out.find("--kv-cache-dtype expects auto, f32, bf16 or fp8_e4m3, got 'int8'"),
+            std::string::npos)
+      << out;
+  const std::string good = bin + " --model " + model +
+                           " --prompt hi --max-tokens 2 --temperature 0 --threads 1 "
+                           "--kv-cache-dtype fp8_e4m3 2>&1";
+  pipe = popen(good.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  out.clear();
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(pipe), 0) << out;
+  EXPECT_NE(out.find("fp8_e4m3"), std::string::npos) << out;  // the KV pool's log line
 }
 
 INSTANTIATE_TEST_SUITE_P(ConformanceModels, KvCacheDTypeFidelityTest,
