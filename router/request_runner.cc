@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/kv/block_hash.h"
+#include "router/auto_mode.h"
 #include "router/client_errors.h"
 #include "router/client_stream.h"
 #include "router/request_flow.h"
@@ -26,7 +27,7 @@ constexpr absl::Duration kCancelRpcTimeout = absl::Seconds(2);
 // At destruction, how long requests still running get to end once cancelled.
 constexpr absl::Duration kShutdownWait = absl::Seconds(10);
 // A decode node that reports no block size: the estimate of blocks a request takes uses this.
-constexpr int64_t kDefaultBlockSize = 16;
+constexpr int32_t kDefaultBlockSize = 16;
 
 std::string NodeName(const std::shared_ptr<Node>& node) {
   return absl::StrCat(NodeRoleName(node->role()), " node ", node->address());
@@ -259,7 +260,8 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   std::vector<std::shared_ptr<Node>> prefill;
   // Auto mode: the decode nodes are the prefill nodes too (the same Node objects, so that one
   // in-flight ledger counts both roles' work on a node, as its one engine's receipts do).
-  if (popts.mode == ServingMode::kAuto) {
+  const bool auto_mode = popts.mode == ServingMode::kAuto;
+  if (auto_mode) {
     prefill = decode;
   } else if (popts.mode == ServingMode::kDisaggregated) {
     prefill = usable(NodeRole::kPrefill);
@@ -306,6 +308,8 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     c.num_sequences = s.load.num_running() + s.load.num_waiting() + s.pending_requests;
     FillCostInputs(s, &c);
     if (use_prefix) c.cached_prefix_tokens = cached_prefix_tokens(*prefill[i]);
+    // Auto mode: a node prefills for another only with room for the prompt (router/auto_mode.h).
+    if (auto_mode && !HasRoomToPrefill(c, prompt_tokens, kDefaultBlockSize)) continue;
     prefill_candidates.push_back(std::move(c));
   }
   std::vector<NodeCandidate> decode_candidates;
@@ -345,8 +349,17 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
        .blocks = (total + block_size - 1) / block_size,
        .context_tokens = prompt_tokens});
   if (chosen.prefill != nullptr) {
-    chosen.prefill_tag = chosen.prefill->AddPlacement(
-        {.tokens = prompt_tokens - chosen.cached_prefix_tokens, .context_tokens = prompt_tokens});
+    // Auto mode: the prompt's blocks the prefill holds there count until a report shows them.
+    int64_t held = 0;
+    for (const NodeCandidate& c : prefill_candidates) {
+      if (auto_mode && c.index == placement->prefill) {
+        held = PrefillHeldBlocks(c, prompt_tokens, kDefaultBlockSize);
+      }
+    }
+    chosen.prefill_tag =
+        chosen.prefill->AddPlacement({.tokens = prompt_tokens - chosen.cached_prefix_tokens,
+                                      .blocks = held,
+                                      .context_tokens = prompt_tokens});
   }
   return chosen;
 }

@@ -52,6 +52,36 @@ TEST_F(AutoModeRunnerTest, ADecodeNodePrefillsForAnotherOne) {
   EXPECT_EQ(counters_.requests_ok.load(), 1);
 }
 
+TEST_F(AutoModeRunnerTest, ANodeWithoutRoomForThePromptDoesNotPrefillForAnother) {
+  // d:2's blocks are all taken (reserved for prompts others prefill, say): were it to prefill
+  // for d:1, it could not schedule the prompt. d:1 prefills locally.
+  options_.placement.policy = PlacementPolicy::kLeastLoaded;
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 0);
+  Add(d1);
+  Add(d2);
+  d1.client->AddStream({.events = TokenEvents(Encode(" local"))});
+  CollectingSink sink;
+  ASSERT_TRUE(Run("Hi", sink).ok());
+  EXPECT_EQ(sink.text(), " local");
+  EXPECT_EQ(d1.client->generates().size(), 1u);
+  EXPECT_TRUE(d2.client->prefills().empty());
+  EXPECT_EQ(counters_.local_prefill_no_prefill_node.load(), 1);
+}
+
+TEST_F(AutoModeRunnerTest, APrefillForAnotherNodeCountsItsBlocksThereUntilReported) {
+  options_.placement.policy = PlacementPolicy::kLeastLoaded;
+  FakeNode d1(NodeRole::kDecode, "d:1", 5000), d2(NodeRole::kDecode, "d:2", 1000);
+  Add(d1);
+  Add(d2);
+  d1.client->AddStream({.events = TokenEvents(Encode(" x"))});
+  CollectingSink sink;
+  ASSERT_TRUE(Run("Hi", sink).ok());
+  ASSERT_EQ(d2.client->prefills().size(), 1u);
+  // The prompt's one block, held on d:2 by the prefill, is in flight there (no report since).
+  EXPECT_EQ(d2.node->snapshot().pending_blocks, 1);
+  EXPECT_EQ(d2.node->snapshot().pending_requests, 1);
+}
+
 TEST_F(AutoModeRunnerTest, ALoneNodePrefillsLocally) {
   for (PlacementPolicy policy : {PlacementPolicy::kRoundRobin, PlacementPolicy::kLeastLoaded,
                                  PlacementPolicy::kPrefixAware, PlacementPolicy::kCost}) {

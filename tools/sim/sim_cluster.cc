@@ -12,6 +12,7 @@
 #include "common/util/clock.h"
 #include "common/util/status_macros.h"
 #include "router/attempt_verdict.h"
+#include "router/auto_mode.h"
 #include "tools/sim/event_loop.h"
 #include "tools/sim/kv_link.h"
 #include "tools/sim/sim_node.h"
@@ -298,6 +299,9 @@ class Cluster {
       // and the decode nodes' for the cost model (a conversation's earlier turns).
       if (prefill ? use_prefix : cost)
         c.cached_prefix_tokens = pool[j]->CachedPrefixTokens(s.prompt);
+      // Auto mode: a node prefills for another only with room for the prompt (auto_mode.h).
+      const int64_t prompt_tokens = static_cast<int64_t>(s.prompt.size());
+      if (prefill && auto_ && !HasRoomToPrefill(c, prompt_tokens, options_.block_size)) continue;
       const bool avoided =
           std::find(s.avoid.begin(), s.avoid.end(), std::make_pair(view, c.index)) != s.avoid.end();
       if (!avoided) preferred.push_back(c);
@@ -353,9 +357,16 @@ class Cluster {
     if (!local) {
       s.prefill = placement->prefill;
       s.prefill_node = PrefillPool()[s.prefill].get();
-      s.prefill_seq = router.NotePlaced(
-          prefill_view(), s.prefill,
-          {.placed_at = now, .queued_tokens = prompt_tokens - placement->cached_prefix_tokens});
+      int64_t held = 0;  // auto mode: the prompt's blocks the prefill holds there
+      for (const NodeCandidate& c : prefill) {
+        if (auto_ && c.index == s.prefill)
+          held = PrefillHeldBlocks(c, prompt_tokens, options_.block_size);
+      }
+      s.prefill_seq =
+          router.NotePlaced(prefill_view(), s.prefill,
+                            {.placed_at = now,
+                             .queued_tokens = prompt_tokens - placement->cached_prefix_tokens,
+                             .blocks = held});
     }
     loop_.After(router_half_ + hop_, [this, key, local, prompt = std::move(prompt), output] {
       RequestState* r = Current(key);
