@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/serve/workload_flags.h"
+#include "common/kv/kv_dtype.h"
 #include "common/util/atomic_file.h"
 #include "common/util/cli_flags.h"
 #include "common/util/mutex_checks.h"
@@ -98,6 +99,16 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
                 "llama-3.1-8b)"});
   flags.Number("memory-utilization", &c.memory_utilization,
                {"F", "share of each GPU's memory for weights + KV cache (default 0.9)"});
+  flags.Custom("kv-cache-dtype",
+               {"auto|bf16|fp8_e4m3|f32",
+                "what every node's KV cache stores (default auto = bf16): KV blocks, decode KV "
+                "reads and handoff bytes follow it"},
+               [&c](std::string_view value) -> std::string {
+                 std::optional<tandem::KvCacheDType> d = tandem::ParseKvCacheDType(value);
+                 if (!d.has_value()) return "expects auto, bf16, fp8_e4m3 or f32";
+                 c.kv_dtype = d->Or(tandem::DType::kBF16);
+                 return "";
+               });
   flags.Section("Search space");
   flags.Custom("tp", {"N,N,...", "tensor-parallel sizes per pool (default 1,2,4,8)"},
                [space](std::string_view v) { return ParseNumberList(v, &space->tensor_parallel); });
@@ -324,6 +335,7 @@ int Run(Options& o) {
                    {"gpus", o.search.space.gpus},
                    {"gpu", o.cluster.gpu},
                    {"model", o.cluster.model},
+                   {"kv_cache_dtype", tandem::KvDTypeName(o.cluster.kv_dtype)},
                    {"tp", o.search.space.tensor_parallel},
                    {"max_num_seqs", o.cluster.max_num_seqs},
                    {"block_size", o.cluster.block_size},
