@@ -102,7 +102,8 @@ TEST_F(ClusterCliTest, BadFlagsExitTwoWithAMessage) {
   std::vector<Case> cases = {
       {{}, "--model DIR is required"},
       {{"--model", model_dir_, "--decode", "x"}, "--decode expects an integer, got 'x'"},
-      {{"--model", model_dir_, "--mode", "split"}, "--mode expects disaggregated or colocated"},
+      {{"--model", model_dir_, "--mode", "split"},
+       "--mode expects disaggregated, colocated or auto"},
       {{"--model", model_dir_, "--prefill", "0"}, "needs at least one prefill node"},
       {{"--model", model_dir_, "--policy", "best"}, "--policy expects"},
       {{"--model", model_dir_, "--bogus"}, "unknown flag --bogus"},
