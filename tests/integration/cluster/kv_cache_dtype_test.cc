@@ -2,6 +2,7 @@
 // decode node's layout descriptor in the handoff before it writes anything, and the request fails
 // with INVALID_ARGUMENT naming the field; the decode node gets its blocks back. (Equal dtypes give
 // tandem-generate's tokens: disaggregated_equals_colocated_test's KvCacheDTypes cases.)
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ void ExpectRefusal(const std::string& prefill_dtype, const std::string& decode_d
   std::vector<int> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(1000 + 37 * i);
   const GenerateOutcome outcome = cluster.Generate(GreedyTokenRequest(prompt, 4));
+  std::printf("prefill %s, decode %s: %s\n", prefill_dtype.c_str(), decode_dtype.c_str(),
+              outcome.status.error_message().c_str());
   EXPECT_FALSE(outcome.status.ok());
   EXPECT_TRUE(outcome.tokens.empty());
   EXPECT_NE(outcome.status.error_message().find(field), std::string::npos)
