@@ -23,6 +23,9 @@ constexpr int64_t kRowGrain = 8;
 // bf16/fp8 pools: an item with at least this many query rows in a layer (a prefill chunk) has
 // its KV widened to f32 once for all of them (WidenChunkKv); fewer (decode) read the pool.
 constexpr int kWidenMinQueryRows = 4;
+// The widened copies of one layer stay under this many floats (256 MiB); items past it read the
+// pool row by row (the same results, more conversions).
+constexpr int64_t kWidenMaxFloats = int64_t{64} << 20;
 
 }  // namespace
 
@@ -283,6 +286,10 @@ absl::Status CpuBackend::WidenChunkKv(int l, const ForwardBatch& batch,
         (item.start_pos + static_cast<int64_t>(item.tokens.size()) + layout_.block_size - 1) /
         layout_.block_size);
     wide.scale_fingerprint = 0;
+    if (total + wide.total_elements() > kWidenMaxFloats) {
+      wide.num_blocks = 0;
+      continue;
+    }
     s.wide_offset[i] = total;
     total += wide.total_elements();
     max_blocks = std::max(max_blocks, wide.num_blocks);
