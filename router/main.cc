@@ -122,9 +122,10 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                });
   flags.Custom("policy",
                {"round_robin|least_loaded|prefix_aware|cost",
-                "how nodes are picked (default prefix_aware: the prefill node with the longest "
-                "cached prefix of the prompt, ties by load; cost: the option with the best "
-                "predicted TTFT and TPOT against --slo-ttft-ms and --slo-tpot-ms)"},
+                "how nodes are picked (default cost: the option, disaggregated or local "
+                "prefill, on the node pair with the best predicted TTFT and TPOT against "
+                "--slo-ttft-ms and --slo-tpot-ms; prefix_aware: the prefill node with the longest "
+                "cached prefix of the prompt, ties by load)"},
                [o](std::string_view v) -> std::string {
                  auto policy = tandem::ParsePlacementPolicy(v);
                  if (!policy.has_value())

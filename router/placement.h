@@ -49,7 +49,9 @@ std::optional<ServingMode> ParseServingMode(std::string_view name);
 std::string_view ServingModeName(ServingMode mode);
 
 struct PlacementOptions {
-  PlacementPolicy policy = PlacementPolicy::kPrefixAware;
+  // The cost model: placement_study.py finds it never below the better of pure colocated and
+  // pure disaggregated under any fixed policy (README: Placement: the cost policy).
+  PlacementPolicy policy = PlacementPolicy::kCost;
   ServingMode mode = ServingMode::kDisaggregated;
   // Disaggregated mode: prompts whose uncached part is shorter than this prefill on D.
   // 0: never (unless no prefill node is up).

@@ -36,6 +36,8 @@ class RequestRunnerTest : public ::testing::Test {
   void SetUp() override {
     options_.first_token_timeout_ms = 10000;
     options_.request_timeout_ms = 20000;
+    // The fake nodes script a disaggregated flow (router_test_util.h, TestRouterOptions).
+    options_.placement.policy = PlacementPolicy::kPrefixAware;
   }
 
   void Add(const FakeNode& node) { directory_.Add(node); }

@@ -91,6 +91,9 @@ inline RouterOptions TestRouterOptions(std::vector<std::string> prefill,
   o.pool.health_interval_ms = 50;
   o.request_timeout_ms = 20000;
   o.first_token_timeout_ms = 10000;
+  // The fake nodes script a disaggregated flow: a policy that always sends the prompt to a
+  // prefill node (the default, cost, may prefill on an idle decode node instead).
+  o.placement.policy = PlacementPolicy::kPrefixAware;
   return o;
 }
 

@@ -38,7 +38,7 @@ def plan(args, work, workload, arrival, mode, policy):
     ttft, tpot = SLOS[workload]
     out = os.path.join(work, f"{workload}_{arrival}_{mode}_{policy}.json")
     cmd = [os.path.join(args.build, "bin", "tandem-plan"), "--gpus", str(args.gpus), "--gpu",
-           "h100", "--model", args.model, "--tp", str(args.tp), "--modes", mode, "--policies",
+           "h100", "--model", args.model, "--tp", args.tp, "--modes", mode, "--policies",
            policy, "--local-prefill-thresholds", "0", *WORKLOADS[workload],
            "--num-prompts", str(args.num_prompts), "--run-duration-s", str(args.run_duration_s),
            "--burstiness", ARRIVALS[arrival], "--slo-ttft-ms", str(ttft), "--slo-tpot-ms",
@@ -62,7 +62,9 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--model", default="llama-3.1-8b")
-    ap.add_argument("--tp", type=int, default=1)
+    # One size, or a list tandem-plan searches per pool (e.g. 2,4,8: prefill and decode nodes
+    # each of their best size).
+    ap.add_argument("--tp", default="1")
     ap.add_argument("--workloads", default=",".join(SLOS))
     ap.add_argument("--arrivals", default=",".join(ARRIVALS))
     ap.add_argument("--num-prompts", type=int, default=20000)
