@@ -51,9 +51,11 @@ ALLOWED = {
     "prefill_node": {"common/engine", "common/handoff", "common/kv", "common/metrics",
                      "common/serving", "common/transport", "common/types", "common/util",
                      "proto"},
+    # A decode node also serves the prefill role in auto mode (--serve-prefill): it links the
+    # prefill node's service; never the other way round.
     "decode_node": {"common/engine", "common/handoff", "common/kv", "common/metrics",
                     "common/serving", "common/transport", "common/types", "common/util",
-                    "proto"},
+                    "prefill_node", "proto"},
 }
 ON_TOP = {"tools", "bench", "tests"}  # may include anything
 SCANNED = ("common", "kernels", "router", "prefill_node", "decode_node")
