@@ -9,7 +9,6 @@
 // blocks, still gives tandem-generate's tokens for the whole second prompt.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,11 +16,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 #include "tests/integration/cluster/local_cluster_fixture.h"
+#include "tests/integration/cluster/reference_tokens.h"
 #include "tests/integration/test_model_dir.h"
 
 namespace tandem::testing {
@@ -30,48 +28,6 @@ namespace {
 constexpr int kNumRequests = 64;
 constexpr int kMaxTokens = 8;
 
-std::vector<std::vector<int>> MixedPrompts() {
-  std::mt19937 rng(20261121);
-  std::uniform_int_distribution<int> token(100, 20000);
-  std::vector<int> shared_prefix(40);
-  for (int& t : shared_prefix) t = token(rng);
-  std::vector<std::vector<int>> prompts;
-  for (int i = 0; i < kNumRequests; ++i) {
-    std::vector<int> prompt;
-    if (i % 4 == 0) prompt = shared_prefix;  // a prefix-cache hit on the second and later ones
-    const int length = 1 + (i * 37) % 110;   // 1 .. 110 tokens: up to 4 chunks of 32
-    for (int j = 0; j < length; ++j) prompt.push_back(token(rng));
-    prompts.push_back(std::move(prompt));
-  }
-  return prompts;
-}
-
-// tandem-generate's greedy tokens for each prompt, in order, with `kv_cache_dtype` KV.
-std::vector<std::vector<int>> ReferenceTokens(const std::string& model,
-                                              const std::vector<std::vector<int>>& prompts,
-                                              const std::string& kv_cache_dtype = "auto") {
-  const std::string dir = MakeTestTempDir("disagg_reference_");
-  const std::string file = dir + "/prompts.jsonl";
-  {
-    std::ofstream out(file);
-    for (const auto& p : prompts) out << "[" << absl::StrJoin(p, ",") << "]\n";
-  }
-  CommandResult r = RunCommand(BinaryPath("tandem-generate"),
-                               {"--model", model, "--prompts-file", file, "--temperature", "0",
-                                "--max-tokens", std::to_string(kMaxTokens), "--ignore-eos",
-                                "--threads", "2", "--kv-cache-dtype", kv_cache_dtype});
-  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-  std::vector<std::vector<int>> tokens(prompts.size());
-  std::istringstream lines(r.stdout_text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line);
-    tokens[j["index"].get<size_t>()] = j["token_ids"].get<std::vector<int>>();
-  }
-  return tokens;
-}
-
 // (UCX transports, placement policy, --kv-cache-dtype of every node and of tandem-generate)
 using ClusterCase = std::tuple<std::string, std::string, std::string>;
 class DisaggregatedEqualsColocatedTest : public ::testing::TestWithParam<ClusterCase> {};
@@ -79,11 +35,12 @@ class DisaggregatedEqualsColocatedTest : public ::testing::TestWithParam<Cluster
 TEST_P(DisaggregatedEqualsColocatedTest, SixtyFourConcurrentGreedyRequests) {
   const auto& [transports, policy, kv_cache_dtype] = GetParam();
   const std::string model = TestModelDir("llama");
-  const std::vector<std::vector<int>> prompts = MixedPrompts();
-  const std::vector<std::vector<int>> expected = ReferenceTokens(model, prompts, kv_cache_dtype);
+  const std::vector<std::vector<int>> prompts = MixedPrompts(kNumRequests);
+  const std::vector<std::vector<int>> expected =
+      ReferenceTokens(model, prompts, kMaxTokens, kv_cache_dtype);
   if (kv_cache_dtype != "auto") {
     // The dtype is in effect: tandem-generate's tokens with it are not all f32 KV's.
-    EXPECT_NE(expected, ReferenceTokens(model, prompts, "f32"));
+    EXPECT_NE(expected, ReferenceTokens(model, prompts, kMaxTokens, "f32"));
   }
 
   LocalCluster cluster;
@@ -177,7 +134,7 @@ TEST(DisaggregatedEqualsColocatedConversationTest, SecondTurnsOnTheirFirstTurnsK
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
   std::vector<std::vector<int>> prompts = first;
   for (int turn = 0; turn < 2; ++turn) {
-    const std::vector<std::vector<int>> expected = ReferenceTokens(model, prompts);
+    const std::vector<std::vector<int>> expected = ReferenceTokens(model, prompts, kMaxTokens);
     std::vector<GenerateOutcome> outcomes(prompts.size());
     std::vector<std::thread> clients;
     for (size_t c = 0; c < prompts.size(); ++c) {

@@ -34,20 +34,22 @@ inline std::vector<std::vector<int>> MixedPrompts(int n, uint32_t seed = 2026112
   return prompts;
 }
 
-// tandem-generate's greedy tokens (`max_tokens` each, EOS ignored) for each prompt, in order.
+// tandem-generate's greedy tokens (`max_tokens` each, EOS ignored) for each prompt, in order,
+// with `kv_cache_dtype` KV (--kv-cache-dtype; "auto": the backend's own).
 inline std::vector<std::vector<int>> ReferenceTokens(const std::string& model,
                                                      const std::vector<std::vector<int>>& prompts,
-                                                     int max_tokens) {
+                                                     int max_tokens,
+                                                     const std::string& kv_cache_dtype = "auto") {
   const std::string dir = MakeTestTempDir("disagg_reference_");
   const std::string file = dir + "/prompts.jsonl";
   {
     std::ofstream out(file);
     for (const auto& p : prompts) out << "[" << absl::StrJoin(p, ",") << "]\n";
   }
-  CommandResult r =
-      RunCommand(BinaryPath("tandem-generate"),
-                 {"--model", model, "--prompts-file", file, "--temperature", "0", "--max-tokens",
-                  std::to_string(max_tokens), "--ignore-eos", "--threads", "2"});
+  CommandResult r = RunCommand(BinaryPath("tandem-generate"),
+                               {"--model", model, "--prompts-file", file, "--temperature", "0",
+                                "--max-tokens", std::to_string(max_tokens), "--ignore-eos",
+                                "--threads", "2", "--kv-cache-dtype", kv_cache_dtype});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   std::vector<std::vector<int>> tokens(prompts.size());
   std::istringstream lines(r.stdout_text);
