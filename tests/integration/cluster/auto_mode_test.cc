@@ -98,22 +98,7 @@ TEST_P(AutoModeTokensTest, SixtyFourConcurrentGreedyRequests) {
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
 
-  std::vector<GenerateOutcome> outcomes(prompts.size());
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    clients.emplace_back(
-        [&, i] { outcomes[i] = cluster.Generate(GreedyTokenRequest(prompts[i], kMaxTokens)); });
-  }
-  for (std::thread& t : clients) t.join();
-  int mismatches = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_TRUE(outcomes[i].status.ok())
-        << "request " << i << ": " << outcomes[i].status.error_message();
-    if (outcomes[i].tokens != expected[i]) ++mismatches;
-    EXPECT_EQ(outcomes[i].tokens, expected[i])
-        << "request " << i << " (prompt of " << prompts[i].size() << " tokens)";
-  }
-  EXPECT_EQ(mismatches, 0);
+  ExpectConcurrentGreedyTokens(cluster, prompts, expected, kMaxTokens);
 
   auto router = ScrapeMetrics(cluster.router_metrics_address());
   ASSERT_TRUE(router.ok()) << router.status();

@@ -55,24 +55,7 @@ TEST_P(DisaggregatedEqualsColocatedTest, SixtyFourConcurrentGreedyRequests) {
   spec.router_args = {"--policy", policy, "--local-prefill-threshold", "0"};
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
 
-  std::vector<GenerateOutcome> outcomes(prompts.size());
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    clients.emplace_back(
-        [&, i] { outcomes[i] = cluster.Generate(GreedyTokenRequest(prompts[i], kMaxTokens)); });
-  }
-  for (std::thread& t : clients) t.join();
-
-  int mismatches = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_TRUE(outcomes[i].status.ok())
-        << "request " << i << ": " << outcomes[i].status.error_message();
-    EXPECT_EQ(outcomes[i].finish_reason, "length") << "request " << i;
-    if (outcomes[i].tokens != expected[i]) ++mismatches;
-    EXPECT_EQ(outcomes[i].tokens, expected[i])
-        << "request " << i << " (prompt of " << prompts[i].size() << " tokens)";
-  }
-  EXPECT_EQ(mismatches, 0);
+  ExpectConcurrentGreedyTokens(cluster, prompts, expected, kMaxTokens);
   // Every request went to one decode node, each of which got some; through a prefill node (imported
   // by the decode node) unless the cost policy prefilled it on the decode node.
   int64_t imported = 0;

@@ -7,11 +7,13 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/integration/cluster/local_cluster_fixture.h"
 #include "tests/integration/process_launcher.h"
 
 namespace tandem::testing {
@@ -60,6 +62,31 @@ inline std::vector<std::vector<int>> ReferenceTokens(const std::string& model,
     tokens[j["index"].get<size_t>()] = j["token_ids"].get<std::vector<int>>();
   }
   return tokens;
+}
+
+// Sends every prompt at once through `cluster` (greedy, `max_tokens` each) and expects each to
+// succeed, end at its length and give exactly `expected`'s tokens.
+inline void ExpectConcurrentGreedyTokens(LocalCluster& cluster,
+                                         const std::vector<std::vector<int>>& prompts,
+                                         const std::vector<std::vector<int>>& expected,
+                                         int max_tokens) {
+  std::vector<GenerateOutcome> outcomes(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back(
+        [&, i] { outcomes[i] = cluster.Generate(GreedyTokenRequest(prompts[i], max_tokens)); });
+  }
+  for (std::thread& t : clients) t.join();
+  int mismatches = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_TRUE(outcomes[i].status.ok())
+        << "request " << i << ": " << outcomes[i].status.error_message();
+    EXPECT_EQ(outcomes[i].finish_reason, "length") << "request " << i;
+    if (outcomes[i].tokens != expected[i]) ++mismatches;
+    EXPECT_EQ(outcomes[i].tokens, expected[i])
+        << "request " << i << " (prompt of " << prompts[i].size() << " tokens)";
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 }  // namespace tandem::testing
