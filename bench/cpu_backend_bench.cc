@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_tokens.h"
 #include "common/backend/cpu_backend.h"
 #include "common/model/model_weights.h"
 #include "common/util/clock.h"
@@ -53,22 +54,6 @@ struct Sequence {
   std::vector<TokenId> tokens;
   std::vector<int32_t> blocks;
 };
-
-std::vector<TokenId> RandomTokens(int n, int vocab, uint64_t seed) {
-  std::vector<TokenId> out(n);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (TokenId& t : out) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    t = static_cast<TokenId>(s % static_cast<uint64_t>(vocab));
-  }
-  return out;
-}
-
-TokenId Argmax(std::span<const float> logits) {
-  return static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-}
 
 double Seconds() { return Clock::Real()->NowSeconds(); }
 

@@ -31,6 +31,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_tokens.h"
 #include "common/backend/cpu_backend.h"
 #include "common/kv/kv_dtype.h"
 #include "common/model/model_weights.h"
@@ -61,22 +62,6 @@ double CpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-std::vector<TokenId> RandomTokens(int n, int vocab, uint64_t seed) {
-  std::vector<TokenId> out(n);
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (TokenId& t : out) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    t = static_cast<TokenId>(s % static_cast<uint64_t>(vocab));
-  }
-  return out;
-}
-
-TokenId Argmax(std::span<const float> logits) {
-  return static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
 // One dtype's backend, sized for the largest batch, with sequence 0's prompt prefilled.
