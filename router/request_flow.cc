@@ -45,7 +45,8 @@ std::shared_ptr<DecodeStreamReceiver> RequestFlow::ReceiverFor(int attempt) {
 }
 
 RequestFlow::RequestFlow(RequestRunner* runner, ResponseSink* sink, Done done, RequestApi api)
-    : runner_(runner),
+    : live_(&runner->live_flows_),
+      runner_(runner),
       sink_(sink),
       done_(std::move(done)),
       api_(api),

@@ -182,6 +182,22 @@ class RequestFlow : public std::enable_shared_from_this<RequestFlow> {
     };
   }
 
+  // Counts this flow in RequestRunner::live_flows_ from its construction until the last of its
+  // members is destroyed (declared first, so destroyed last): the runner's destructor waits for
+  // the count, not only for in_flight_, which drops before `done` runs and before the flow's
+  // members (which may reach the runner) go.
+  class LiveFlow {
+   public:
+    explicit LiveFlow(std::atomic<int64_t>* count) : count_(count) { count_->fetch_add(1); }
+    ~LiveFlow() { count_->fetch_sub(1); }
+    LiveFlow(const LiveFlow&) = delete;
+    LiveFlow& operator=(const LiveFlow&) = delete;
+
+   private:
+    std::atomic<int64_t>* const count_;
+  };
+  const LiveFlow live_;
+
   RequestRunner* const runner_;
   ResponseSink* const sink_;
   Done done_;

@@ -47,6 +47,7 @@ void FillCostInputs(const Node::Snapshot& s, NodeCandidate* c) {
   c->max_num_seqs = s.load.max_num_seqs();
   c->num_kv_blocks = s.load.num_kv_blocks();
   c->block_size = s.load.block_size();
+  c->kv_bytes_per_token = s.load.kv_bytes_per_token();
 }
 
 }  // namespace
@@ -134,10 +135,14 @@ RequestRunner::~RequestRunner() {
   // Requests still running end as if their clients left; their node calls are cancelled.
   watchdog_.CancelAll();
   const absl::Time give_up = absl::Now() + kShutdownWait;
-  while (in_flight_.load() > 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(5));
-  if (in_flight_.load() > 0) {
-    spdlog::error("{} requests did not end within {}", in_flight_.load(),
-                  absl::FormatDuration(kShutdownWait));
+  // A flow ends (in_flight_) before it calls its `done` and before its members go: wait for
+  // the flows themselves, so none touches this runner after it is gone.
+  while ((in_flight_.load() > 0 || live_flows_.load() > 0) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (in_flight_.load() > 0 || live_flows_.load() > 0) {
+    spdlog::error("{} requests did not end within {} ({} flows still alive)", in_flight_.load(),
+                  absl::FormatDuration(kShutdownWait), live_flows_.load());
   }
   absl::MutexLock lock(&cancels_mu_);
   auto none = [this]()

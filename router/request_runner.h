@@ -192,6 +192,7 @@ class RequestRunner {
   CallWatchdog watchdog_;
   AdmissionQueue admission_;
   std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> live_flows_{0};  // RequestFlow objects not yet destroyed
   std::atomic<int64_t> waiting_for_kv_{0};
 
   absl::Mutex cancels_mu_;
