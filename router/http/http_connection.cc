@@ -257,17 +257,17 @@ void HttpConnection::StartGeneration(OpenAiEndpoint endpoint, Request& request) 
     // End(running_id) lets the server's Shutdown finish and free `context`, so the callback
     // gives up its references first: the connection's last one, dropped after End, would run
     // ~HttpConnection against a freed context (seen in CI as a freed mutex).
-    context_->runner->Start(parsed->request, parsed->run_options, sink.get(),
-                            [self, sink, context, running_id](grpc::Status status) mutable {
-                              FinalResponse final = sink->Finish(status);
-                              sink.reset();
-                              auto executor = self->stream_.get_executor();
-                              net::post(executor, [self = std::move(self),
-                                                   final = std::move(final)]() mutable {
-                                self->OnGenerationDone(std::move(final));
-                              });
-                              context->requests.End(running_id);
-                            });
+    context_->runner->Start(
+        parsed->request, parsed->run_options, sink.get(),
+        [self, sink, context, running_id](grpc::Status status) mutable {
+          FinalResponse final = sink->Finish(status);
+          sink.reset();
+          auto executor = self->stream_.get_executor();
+          net::post(executor, [self = std::move(self), final = std::move(final)]() mutable {
+            self->OnGenerationDone(std::move(final));
+          });
+          context->requests.End(running_id);
+        });
   }
   if (!launched) {
     generation_ = {};
