@@ -145,6 +145,15 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                {"MS",
                 "--policy cost: the time-per-output-token target placement predicts against "
                 "(default 100)"});
+  flags.Number("kv-link-gbps", &o->placement.kv_link_gbps,
+               {"G",
+                "--policy cost: the KV link's rate between a prefill and a decode node, Gb/s; the "
+                "last prompt chunk's KV (the prefill node's reported bytes per token) crosses it "
+                "after the prefill, and the predicted TTFT counts it (default 0: left out)"});
+  flags.Number("disaggregation-hop-us", &o->placement.disaggregation_hop_us,
+               {"US",
+                "--policy cost: what the handoff's extra hops (decode node → router → prefill "
+                "node) add to a disaggregated TTFT, microseconds (default 0)"});
   flags.Section("Requests");
   flags.Number("max-retries", &o->max_retries,
                {"N",
@@ -216,6 +225,8 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   if (o.placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
   if (!(o.placement.slo_ttft_ms > 0)) return "--slo-ttft-ms must be > 0";
   if (!(o.placement.slo_tpot_ms > 0)) return "--slo-tpot-ms must be > 0";
+  if (o.placement.kv_link_gbps < 0) return "--kv-link-gbps must be >= 0";
+  if (o.placement.disaggregation_hop_us < 0) return "--disaggregation-hop-us must be >= 0";
   if (o.max_retries < 0) return "--max-retries must be >= 0";
   if (o.migration_limit < 0) return "--migration-limit must be >= 0";
   if (o.kv_move_timeout_ms < 1) return "--kv-move-timeout-ms must be >= 1";

@@ -34,6 +34,15 @@ constexpr double kLocalTpotHeadroom = 0.8;
 // token and per sequence, nothing per step or per KV token.
 constexpr StepCost kNominalPrice{.per_step_us = 0, .per_token_us = 1, .samples = 1};
 
+// See ChooseByCost: whether a local prefill may compete with the disaggregated option `split`
+// for a prompt of `prompt_tokens` of which the decode node holds `held`.
+bool LocalPrefillPays(const PredictedCost& split, double ttft_limit_us, double tpot_limit_us,
+                      int64_t held, int64_t prompt_tokens) {
+  const bool ttft_binds = split.ttft_us / ttft_limit_us >=
+                          std::max(split.tpot_us, split.others_tpot_us) / tpot_limit_us;
+  return ttft_binds || 2 * held >= prompt_tokens;
+}
+
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -242,6 +251,16 @@ Placement Placer::ChooseByCost(std::span<const NodeCandidate> prefill,
     }
     if (p != nullptr && (priced || !threshold_local)) {
       split = PredictDisaggregated(*p, price(*p, prefill), d, d_price, request, options_);
+    }
+    // A local prefill buys TTFT with the decode batch's TPOT: its steps stall every running
+    // sequence while the prompt is computed, which the model spreads over the request's tokens
+    // but the SLO's percentile sees whole. So it is an option only where TTFT is what limits the
+    // disaggregated one, or where the decode node holds at least half the prompt (a
+    // conversation's next turn: a short prefill, and no transfer of what it holds).
+    if (at_d.has_value() && split.has_value() && priced &&
+        !LocalPrefillPays(*split, ttft_limit_us, tpot_limit_us,
+                          std::min(d.cached_prefix_tokens, prompt_tokens), prompt_tokens)) {
+      at_d.reset();
     }
     // Ties go to the disaggregated option: it keeps the decode node's steps short.
     const bool best_local = !split.has_value() || (at_d.has_value() && at_d->score < split->score);

@@ -62,8 +62,9 @@ struct PlacementOptions {
   double slo_tpot_ms = 100;
   // What the cost model adds to a disaggregated TTFT: the extra hops of the handoff (decode node
   // → router → prefill node), and the KV of the last prompt chunk, which crosses the link after
-  // the prefill ends (earlier chunks overlap with compute): its bytes per token over the link's
-  // rate. 0: not counted.
+  // the prefill ends (earlier chunks overlap with compute): its bytes per token (the prefill
+  // node's report, NodeCandidate::kv_bytes_per_token, else this) over the link's rate. 0: not
+  // counted.
   double disaggregation_hop_us = 0;
   double kv_bytes_per_token = 0;
   double kv_link_gbps = 0;
@@ -90,6 +91,7 @@ struct NodeCandidate {
   int64_t max_num_seqs = 0;        // sequences one step runs at most (0: unknown)
   int64_t num_kv_blocks = 0;       // the pool
   int32_t block_size = 0;
+  int64_t kv_bytes_per_token = 0;  // KV one token occupies here (0: unknown)
 };
 
 enum class PlacementKind { kDisaggregated, kLocalPrefill, kColocated };

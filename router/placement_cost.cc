@@ -109,10 +109,13 @@ PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost&
   cost.ttft_us =
       PrefillTimeUs(prefill, prefill_price, prefill_price.per_token_us, cached, uncached, false) +
       options.disaggregation_hop_us;
-  if (options.kv_bytes_per_token > 0 && options.kv_link_gbps > 0) {
+  const double kv_bytes_per_token = prefill.kv_bytes_per_token > 0
+                                        ? static_cast<double>(prefill.kv_bytes_per_token)
+                                        : options.kv_bytes_per_token;
+  if (kv_bytes_per_token > 0 && options.kv_link_gbps > 0) {
     const double last_chunk =
         uncached > 0 ? static_cast<double>((uncached - 1) % ChunkOf(prefill) + 1) : 0;
-    cost.ttft_us += last_chunk * options.kv_bytes_per_token * 8 / (options.kv_link_gbps * 1e3);
+    cost.ttft_us += last_chunk * kv_bytes_per_token * 8 / (options.kv_link_gbps * 1e3);
   }
   cost.fits = HasRoomFor(decode, request);
   cost.tpot_us =

@@ -87,6 +87,7 @@ void FillNodeLoad(const Engine& engine, std::string_view role, uint64_t incarnat
   load->set_num_context_tokens(stats.num_context_tokens);
   load->set_max_num_batched_tokens(stats.max_num_batched_tokens);
   load->set_max_num_seqs(stats.max_num_seqs);
+  load->set_kv_bytes_per_token(static_cast<int64_t>(engine.kv_layout().bytes_per_token()));
   // From the same snapshot as the load above (EngineStats::receipts).
   for (const PlacementReceipt& receipt : stats.receipts) {
     v1::RouterReceipt* r = load->add_receipts();

@@ -42,6 +42,9 @@ TEST(DecodeServiceLoadTest, ReportsReceiptsWithTheLoadTheyCount) {
   EXPECT_EQ(load.receipts_size(), 0);
   EXPECT_EQ(load.max_router_receipts(), 64);
   EXPECT_EQ(load.max_num_batched_tokens(), node.engine->options().scheduler.max_num_batched_tokens);
+  EXPECT_EQ(load.kv_bytes_per_token(),
+            static_cast<int64_t>(node.engine->kv_layout().bytes_per_token()));
+  EXPECT_GT(load.kv_bytes_per_token(), 0);
   EXPECT_EQ(load.step_cost().samples(), 0);
 
   // Router 42: a reservation (it stays awaiting its KV) and a local generation; router 7: a local

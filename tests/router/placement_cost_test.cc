@@ -102,6 +102,23 @@ TEST(PlacementCostTest, TheLastChunksTransferAndTheHopsAddToDisaggregatedTtft) {
   EXPECT_EQ(c.others_tpot_us, 0);  // nobody decodes there yet
 }
 
+TEST(PlacementCostTest, ThePrefillNodesReportedKvBytesPerTokenPricesTheTransfer) {
+  PlacementOptions o = CostOptions();
+  o.kv_bytes_per_token = 131'072;  // the options' stand-in, for nodes that report none
+  o.kv_link_gbps = 100;
+  NodeCandidate p = PrefillNode(0, 0, 0, 0);
+  const NodeCandidate d = Node(1, 0, 0, 0);
+  const CostRequest r{.prompt_tokens = 100, .max_tokens = 10};
+  const double compute = PrefillTimeUs(p, kPrice, kPrice.per_token_us, 0, 100, false);
+  EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us,
+                   compute + 100.0 * 131'072 * 8 / 100e3);
+  p.kv_bytes_per_token = 32'768;  // e.g. its KV cache in fp8
+  EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us,
+                   compute + 100.0 * 32'768 * 8 / 100e3);
+  o.kv_link_gbps = 0;  // no link rate: not counted
+  EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us, compute);
+}
+
 TEST(PlacementCostTest, LongPromptsGoToThePrefillPoolWhenTheDecodeNodeIsBusy) {
   const Placer placer(CostOptions());
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
@@ -118,6 +135,32 @@ TEST(PlacementCostTest, PromptsPrefillLocallyWhenThePrefillPoolIsBackedUp) {
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 40'000, 8, 0)};  // 2 s of queue
   const std::vector<NodeCandidate> decode = {Node(0, 0, 2, 2000)};
   auto p = placer.Choose(prefill, decode, 1000, 200);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
+  EXPECT_EQ(p->reason, PlacementReason::kCheaperLocal);
+}
+
+// A local prefill that the model scores better is still refused where the disaggregated option's
+// TPOT, not its TTFT, is the binding target (the local prefill's stall would spend the scarce
+// one to save the plentiful one), unless the decode node holds half the prompt.
+TEST(PlacementCostTest, LocalPrefillOnlyWhereTtftBindsOrTheDecodeNodeHoldsHalfThePrompt) {
+  const PlacementOptions o = CostOptions();
+  const Placer placer(o);
+  const std::vector<NodeCandidate> prefill = {PrefillNode(0, 3000, 0, 0)};  // ~0.2 s queued
+  std::vector<NodeCandidate> decode = {Node(0, 0, 8, 8000)};
+  const CostRequest r{.prompt_tokens = 200, .max_tokens = 100};
+  const double token_us = LocalPromptTokenUs(kPrice, kPrice, 2048);
+  const PredictedCost split = PredictDisaggregated(prefill[0], kPrice, decode[0], kPrice, r, o);
+  const PredictedCost local = PredictLocal(decode[0], kPrice, token_us, r, o);
+  // The premise: the model prefers the local prefill, and the split's TPOT ratio binds.
+  ASSERT_LT(local.score, split.score);
+  ASSERT_LT(split.ttft_us / 1e6, std::max(split.tpot_us, split.others_tpot_us) / 50e3);
+  auto p = placer.Choose(prefill, decode, 200, 100);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
+
+  decode[0].cached_prefix_tokens = 100;  // half the prompt: the next turn of its conversation
+  p = placer.Choose(prefill, decode, 200, 100);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
   EXPECT_EQ(p->reason, PlacementReason::kCheaperLocal);
