@@ -279,6 +279,10 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
   }
 
   const int64_t prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  // From the nodes' snapshots to this placement's in-flight counts, one placement at a time: two
+  // requests placed at once would each see the view without the other and pick alike (a burst's
+  // requests, placed on several workers, would herd).
+  absl::MutexLock place_lock(&place_mu_);
   // The cost model credits the prefix a prefill node holds too, and the one a decode node holds
   // (a local prefill there computes only the rest: a conversation's next turn).
   const bool use_prefix =

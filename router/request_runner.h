@@ -193,6 +193,7 @@ class RequestRunner {
   AdmissionQueue admission_;
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> live_flows_{0};  // RequestFlow objects not yet destroyed
+  absl::Mutex place_mu_;                // Place: snapshots, choice and in-flight counts as one
   std::atomic<int64_t> waiting_for_kv_{0};
 
   absl::Mutex cancels_mu_;

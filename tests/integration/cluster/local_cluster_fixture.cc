@@ -47,6 +47,24 @@ std::string ReadyField(const LaunchedProcess* process, const std::string& key) {
 
 }  // namespace
 
+// A router is ready once one decode node is up; a test's first burst must find every node up (on
+// a loaded machine another node's first probe can come later, and a burst sent before it goes
+// all to the nodes probed first).
+bool RouterSeesNodesUp(const std::string& metrics_address, int decode, int prefill,
+                       absl::Duration timeout) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (true) {
+    absl::StatusOr<std::string> body = ScrapeMetrics(metrics_address);
+    if (body.ok() &&
+        MetricValue(*body, R"(tandem_router_nodes{role="decode",state="up"})") >= decode &&
+        MetricValue(*body, R"(tandem_router_nodes{role="prefill",state="up"})") >= prefill) {
+      return true;
+    }
+    if (absl::Now() >= give_up) return false;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+}
+
 absl::StatusOr<std::string> ScrapeMetrics(const std::string& address) {
   if (address.empty()) return absl::FailedPreconditionError("no metrics address");
   CommandResult r = RunCommand(
@@ -135,6 +153,10 @@ void LocalCluster::Start(const ClusterSpec& spec) {
   router_ = std::move(*router);
   router_address_ = router_->grpc_address();
   router_channel_ = grpc::CreateChannel(router_address_, grpc::InsecureChannelCredentials());
+  ASSERT_TRUE(RouterSeesNodesUp(router_metrics_address(), spec.num_decode, spec.num_prefill,
+                                absl::Seconds(30)))
+      << "the router does not see every node up\n"
+      << Logs();
 }
 
 absl::StatusOr<std::unique_ptr<LaunchedProcess>> LocalCluster::LaunchRouter(
@@ -164,6 +186,10 @@ absl::StatusOr<std::unique_ptr<LaunchedProcess>> LocalCluster::LaunchRouter(
 absl::StatusOr<int> LocalCluster::StartRouterReplica(const std::vector<std::string>& extra_args) {
   auto router = LaunchRouter(extra_args);
   if (!router.ok()) return router.status();
+  // The nodes that were up for the first router (one a test stopped since stays down: a bounded
+  // wait, not a failure).
+  RouterSeesNodesUp(ReadyField(router->get(), "metrics"), spec_.num_decode, spec_.num_prefill,
+                    absl::Seconds(10));
   Replica replica;
   replica.address = (*router)->grpc_address();
   replica.channel = grpc::CreateChannel(replica.address, grpc::InsecureChannelCredentials());

@@ -120,6 +120,10 @@ absl::StatusOr<std::string> ScrapeMetrics(const std::string& address);
 // The value of `series` (its name and labels exactly as exported, e.g.
 // `tandem_router_migrations_total{reason="node_unreachable"}`) in a /metrics body; -1 if absent.
 double MetricValue(const std::string& body, const std::string& series);
+// Waits until the router whose metrics are at `metrics_address` counts at least `decode` decode
+// and `prefill` prefill nodes up; false after `timeout`.
+bool RouterSeesNodesUp(const std::string& metrics_address, int decode, int prefill,
+                       absl::Duration timeout);
 
 // What a sim-backend node emits after `prompt` (greedy, the Llama-3 vocabulary's ordinary
 // tokens): each token follows from the one before and its position (SimBackend::NextToken).
