@@ -27,6 +27,12 @@ function(tandem_test)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${ARG_NAME} PRIVATE
     TANDEM_SOURCE_DIR="${CMAKE_SOURCE_DIR}" TANDEM_BINARY_DIR="${CMAKE_BINARY_DIR}")
+  # Test files compile in batches that share one parse of their headers (TANDEM_UNITY_TESTS in
+  # CMakeLists.txt): a batch is one translation unit, so file-local helpers need distinct names.
+  if(TANDEM_UNITY_TESTS)
+    set_target_properties(${ARG_NAME} PROPERTIES UNITY_BUILD ON
+      UNITY_BUILD_BATCH_SIZE ${TANDEM_UNITY_TEST_BATCH})
+  endif()
   # Each test is labelled with its binary's name: `ctest -L tandem_engine_tests` runs one binary's.
   # PROPERTIES are name/value pairs with each value one word: a list (ENVIRONMENT "A=1;B=2") would
   # split. The binary dir is a compile definition above.

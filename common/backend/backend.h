@@ -25,15 +25,24 @@ struct ForwardItem {
   int32_t start_pos = 0;
   std::span<const int32_t> block_table;
   bool want_logits = false;  // logits of the last token in `tokens`
+  // With want_logits: the logits of the last num_logits tokens, in order (speculative decoding
+  // verifies several drafts in one pass). 1 <= num_logits <= tokens.size().
+  int32_t num_logits = 1;
 };
+
+// The logits rows `item` asks for.
+inline int32_t LogitsRows(const ForwardItem& item) {
+  return item.want_logits ? item.num_logits : 0;
+}
 
 struct ForwardBatch {
   std::span<const ForwardItem> items;
 };
 
-// Logits of the items with want_logits, in item order: row r is logits[r*vocab, (r+1)*vocab).
+// Logits of the items with want_logits, in item order (an item's rows in token order): row r is
+// logits[r*vocab, (r+1)*vocab).
 struct LogitsOutput {
-  std::span<float> logits;  // caller-owned; at least (#want_logits) * vocab floats
+  std::span<float> logits;  // caller-owned; at least (Σ LogitsRows) * vocab floats
 };
 
 // How one logits row is sampled on the device (Backend::ForwardAndSample): temperature, top-k and

@@ -25,6 +25,12 @@ absl::Status ValidateItem(const ForwardItem& item, size_t index, const ModelConf
                                                    end - 1, ", beyond max_position_embeddings ",
                                                    limit));
   }
+  if (item.want_logits &&
+      (item.num_logits < 1 || static_cast<size_t>(item.num_logits) > item.tokens.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("forward item ", index, " asks for ",
+                                                   item.num_logits, " logits rows of its ",
+                                                   item.tokens.size(), " tokens"));
+  }
   for (size_t i = 0; i < item.tokens.size(); ++i) {
     const TokenId t = item.tokens[i];
     if (t < 0 || t >= config.vocab_size) {
@@ -65,7 +71,7 @@ absl::Status ValidateForwardBatch(const ForwardBatch& batch, size_t logits_capac
     const ForwardItem& item = batch.items[i];
     if (absl::Status s = ValidateItem(item, i, config, layout); !s.ok()) return s;
     total_tokens += static_cast<int64_t>(item.tokens.size());
-    if (item.want_logits) ++logits_rows;
+    logits_rows += static_cast<size_t>(LogitsRows(item));
   }
   if (total_tokens > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(

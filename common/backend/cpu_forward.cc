@@ -81,7 +81,7 @@ void CpuBackend::PlanTokens(const ForwardBatch& batch) {
       s.token_item[t] = static_cast<int32_t>(i);
       s.token_pos[t] = item.start_pos + j;
     }
-    if (item.want_logits) s.logit_rows[s.num_logit_rows++] = t - 1;
+    for (int r = LogitsRows(item); r >= 1; --r) s.logit_rows[s.num_logit_rows++] = t - r;
   }
 }
 

@@ -19,7 +19,7 @@ int BlocksFor(int64_t positions, int block_size) {
 
 bool IsDecodeOnly(const ForwardBatch& batch) {
   for (const ForwardItem& item : batch.items) {
-    if (item.tokens.size() != 1 || !item.want_logits) return false;
+    if (item.tokens.size() != 1 || LogitsRows(item) != 1) return false;
   }
   return !batch.items.empty();
 }
@@ -33,7 +33,7 @@ absl::Status BuildDeviceForwardPlan(const ForwardBatch& batch, int block_size,
     const int n = static_cast<int>(item.tokens.size());
     const int width = BlocksFor(int64_t{item.start_pos} + n, block_size);
     p.num_tokens += n;
-    if (item.want_logits) ++p.num_logit_rows;
+    p.num_logit_rows += LogitsRows(item);
     if (n > 1) {
       ++p.num_prefill;
       p.prefill_table_width = std::max(p.prefill_table_width, width);
@@ -112,7 +112,7 @@ absl::Status BuildDeviceForwardPlan(const ForwardBatch& batch, int block_size,
       ++decode;
     }
     row += n;
-    if (item.want_logits) logit_rows[logit++] = row - 1;
+    for (int r = LogitsRows(item); r >= 1; --r) logit_rows[logit++] = row - r;
   }
   // Padding sequences: token 0 at position 0, no KV write, no context; their logits rows exist
   // (a graph computes them) and are ignored.

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
     return absl::InvalidArgumentError("engine needs a backend and a clock");
   }
   RETURN_IF_ERROR(options.scheduler.Validate());
+  RETURN_IF_ERROR(options.speculative.Validate());
   const KvLayout& layout = backend->kv_layout();
   if (layout.num_blocks < 1 || layout.block_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("backend '", std::string(backend->name()),
@@ -337,6 +338,7 @@ void Engine::DrainInbox() {
 // schedule -> build the batch -> run the backend -> consume the samples.
 absl::Status Engine::Step() {
   const int64_t started = clock_->NowNanos();
+  if (options_.speculative.enabled()) ProposeDrafts();
   scheduler_.Schedule(&step_);
   if (step_.empty()) {
     absl::Status status;
@@ -395,15 +397,19 @@ Engine::BatchPlan Engine::BuildBatch() {
     item.start_pos = chunk.start_pos;
     item.block_table = seq.block_table.blocks;
     item.want_logits = chunk.want_logits;
+    item.num_logits = chunk.num_logits;
     items_.push_back(item);
-    if (chunk.want_logits) ++plan.num_logits;
+    plan.num_logits += static_cast<size_t>(LogitsRows(item));
+    if (LogitsRows(item) > 1) plan.verifies_drafts = true;
   }
   const size_t logits_size = plan.num_logits * static_cast<size_t>(vocab_size_);
   if (logits_.size() < logits_size) logits_.resize(logits_size);
 
   // Sample on the device when the backend can and no row needs what only the host sampler does
   // (penalties, min-p, logprobs): then no logits cross to the host.
-  plan.sample_on_device = backend_->CanSampleOnDevice() && plan.num_logits > 0;
+  // Drafts are checked against every row's token on the host (engine_speculative.cc).
+  plan.sample_on_device =
+      backend_->CanSampleOnDevice() && plan.num_logits > 0 && !plan.verifies_drafts;
   device_rows_.clear();
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (!plan.sample_on_device) break;
@@ -431,6 +437,8 @@ absl::Status Engine::RunBackend(const BatchPlan& plan) {
 }
 
 void Engine::ConsumeSamples(const BatchPlan& plan) {
+  // Drafts first: the scheduler then records only the positions whose tokens stand.
+  if (plan.verifies_drafts) VerifyDrafts();
   scheduler_.CompleteStep(step_);
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (chunk.seq->kv_exporter != nullptr && !chunk.want_logits) {
@@ -439,9 +447,15 @@ void Engine::ConsumeSamples(const BatchPlan& plan) {
   }
   const size_t vocab = static_cast<size_t>(vocab_size_);
   size_t row = 0;
+  size_t verified = 0;
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (!chunk.want_logits) continue;
     Sequence* seq = chunk.seq;
+    if (chunk.num_logits > 1) {
+      row += static_cast<size_t>(chunk.num_logits);
+      EmitVerified(seq, verified_[verified++]);  // may end the request
+      continue;
+    }
     if (plan.sample_on_device) {
       sample_.token = device_tokens_[row];
       if (!seq->params.greedy()) seq->rng.set_counter(seq->rng.counter() + 1);  // one draw
@@ -478,6 +492,10 @@ void Engine::PublishStats() {
   stats_.num_batched_tokens = num_batched_tokens_;
   stats_.num_generated_tokens = num_generated_tokens_;
   stats_.num_finished_requests = num_finished_requests_;
+  stats_.num_spec_verifications = num_spec_verifications_;
+  stats_.num_spec_draft_tokens = num_spec_draft_tokens_;
+  stats_.num_spec_accepted_tokens = num_spec_accepted_tokens_;
+  stats_.spec_accepted_by_position = spec_accepted_by_position_;
   stats_.num_queued_prompt_tokens = scheduler_.NumQueuedPromptTokens();
   stats_.num_pending_reservations = static_cast<int32_t>(pending_reservations_.size());
   stats_.num_awaiting_kv = static_cast<int32_t>(awaiting_kv_.size());

@@ -64,6 +64,7 @@
 #include "common/engine/request.h"
 #include "common/engine/scheduler.h"
 #include "common/engine/sequence.h"
+#include "common/engine/speculative.h"
 #include "common/engine/step_cost.h"
 #include "common/kv/block_manager.h"
 #include "common/sampling/sampler.h"
@@ -100,6 +101,8 @@ struct EngineOptions {
   // writer says earlier that it stopped (AbortImport). Writers never start a write after the
   // lease deadline.
   absl::Duration kv_write_grace = absl::Seconds(2);
+  // Speculative decoding of greedy requests (speculative.h); off by default.
+  SpeculativeOptions speculative;
   // Called on the engine thread after every step that ran the backend (one per
   // EngineStats::num_steps, failed steps included), after the step's events and stats are out,
   // with no engine lock held. Must be quick and must not block; may call Stats().
@@ -119,6 +122,14 @@ struct EngineStats {
   int64_t num_batched_tokens = 0;  // tokens sent to the backend
   int64_t num_generated_tokens = 0;
   int64_t num_finished_requests = 0;  // any reason, aborts included
+  // Speculative decoding (speculative.h): verifications (a sequence's step that checked drafts),
+  // the drafts checked and the ones accepted, and the accepted ones by position (index i: a
+  // step's (i+1)-th draft; kMaxSpeculativeTokens entries). Tokens per verification:
+  // 1 + accepted / verifications.
+  int64_t num_spec_verifications = 0;
+  int64_t num_spec_draft_tokens = 0;
+  int64_t num_spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_by_position;
   // Prompt tokens not computed yet, over waiting and running sequences.
   int64_t num_queued_prompt_tokens = 0;
   // Decode node: reservations waiting for free blocks, and ones holding blocks while their KV
@@ -287,7 +298,13 @@ class Engine {
   // How the step's batch runs: rows of logits, and whether they are sampled on the device.
   struct BatchPlan {
     size_t num_logits = 0;
+    bool verifies_drafts = false;  // a chunk has more than one logits row
     bool sample_on_device = false;
+  };
+  // A verifying chunk's sampled rows, up to and including the first that disagrees with its draft
+  // (or the one after the last draft): the tokens it emits (engine_speculative.cc).
+  struct VerifiedDrafts {
+    std::vector<SampleResult> results;
   };
 
   Engine(Backend* backend, const EngineOptions& options, Clock* clock);
@@ -310,6 +327,15 @@ class Engine {
   BatchPlan BuildBatch();
   absl::Status RunBackend(const BatchPlan& plan);
   void ConsumeSamples(const BatchPlan& plan);
+
+  // --- Speculative decoding (engine_speculative.cc, speculative.h). ---
+  // Appends drafts to every running greedy sequence about to decode.
+  void ProposeDrafts();
+  // Samples each verifying chunk's rows, cuts its rejected drafts from the sequence and from the
+  // chunk (before CompleteStep), and keeps the rows to emit in verified_, in chunk order.
+  void VerifyDrafts();
+  // Emits a verified chunk's tokens: its accepted drafts, then the target's own token.
+  void EmitVerified(Sequence* seq, const VerifiedDrafts& verified);
   void PublishStats();
   // The KV tokens the sequences held here would have a decode step read (EngineStats).
   int64_t CountContextTokens();
@@ -405,13 +431,20 @@ class Engine {
   // Device sampling (Backend::ForwardAndSample) of the current step, when every row allows it.
   std::vector<DeviceSampling> device_rows_;
   std::vector<TokenId> device_tokens_;
+  std::vector<VerifiedDrafts> verified_;  // this step's, in chunk order
+  int64_t num_spec_verifications_ = 0;
+  int64_t num_spec_draft_tokens_ = 0;
+  int64_t num_spec_accepted_tokens_ = 0;
+  std::vector<int64_t> spec_accepted_by_position_ = std::vector<int64_t>(kMaxSpeculativeTokens, 0);
   int64_t num_steps_ = 0;
   int64_t num_batched_tokens_ = 0;
   int64_t num_generated_tokens_ = 0;
   int64_t num_finished_requests_ = 0;
   // The step's chunks' context (EngineStepStats::num_context_tokens), set by BuildBatch.
   int64_t step_context_tokens_ = 0;
-  StepCostFit step_cost_fit_;
+  // Timed on the wall clock, where the machine's other work stretches some steps: a step counts
+  // as at most 3 times its predicted duration (step_cost.h).
+  StepCostFit step_cost_fit_{/*decay=*/0.995, /*outlier_factor=*/3};
   StepCost step_cost_;  // step_cost_fit_'s estimate after the last step that succeeded
   PlacementReceipts receipts_;
   uint64_t published_receipts_version_ = ~uint64_t{0};

@@ -87,6 +87,7 @@ std::vector<RequestId> Scheduler::UnfinishedIds() const {
 void Scheduler::Preempt(Sequence* seq, SchedulerOutput* out) {
   // Only decodes trigger preemption, and an exporting (prefill-only) sequence never decodes.
   assert(seq->kv_exporter == nullptr);
+  seq->DropDrafts();
   block_manager_->Free(&seq->block_table);
   seq->num_computed_tokens = 0;
   seq->status = SequenceStatus::kPreempted;
@@ -120,6 +121,7 @@ void Scheduler::AddChunk(Sequence* seq, int32_t num_tokens, SchedulerOutput* out
   chunk.start_pos = seq->num_computed_tokens;
   chunk.num_tokens = num_tokens;
   chunk.want_logits = seq->num_computed_tokens + num_tokens == seq->num_tokens();
+  chunk.num_logits = chunk.want_logits ? 1 + seq->num_draft_tokens : 1;
   out->chunks.push_back(chunk);
   out->num_batched_tokens += num_tokens;
 }
@@ -128,25 +130,36 @@ void Scheduler::Schedule(SchedulerOutput* out) {
   out->Clear();
   int32_t budget = options_.max_num_batched_tokens;
 
-  // 1. Decodes, oldest first; preempt from the newest end when blocks run out.
-  for (size_t i = 0; i < running_.size();) {
+  // 1. Decodes, oldest first; preempt from the newest end when blocks run out. Drafts ride along
+  //    only where the budget and the free blocks have room for them: nobody is preempted for one.
+  size_t i = 0;
+  while (i < running_.size()) {
     Sequence* seq = running_[i];
-    if (seq->num_uncomputed_tokens() != 1) {
+    if (seq->num_uncomputed_tokens() != 1 + seq->num_draft_tokens) {
       ++i;
       continue;
     }
+    if (seq->num_draft_tokens > 0) {
+      const int32_t n = 1 + seq->num_draft_tokens;
+      const int32_t missing = seq->num_computed_tokens + n - seq->block_table.num_tokens;
+      if (budget < n || (missing > 0 && !block_manager_->CanAppend(seq->block_table, missing))) {
+        seq->DropDrafts();
+      }
+    }
     if (budget < 1) break;
-    if (!ReserveSlots(seq, 1, out)) break;  // seq was the newest left: nothing after it
-    AddChunk(seq, 1, out);
-    --budget;
+    const int32_t n = 1 + seq->num_draft_tokens;
+    if (!ReserveSlots(seq, n, out)) break;  // seq was the newest left: nothing after it
+    AddChunk(seq, n, out);
+    budget -= n;
     ++i;
   }
+  for (; i < running_.size(); ++i) running_[i]->DropDrafts();  // left out of this step
   out->num_decodes = static_cast<int32_t>(out->chunks.size());
 
   // 2. Prefill chunks of admitted sequences (their blocks were reserved at admission).
   for (Sequence* seq : running_) {
     const int32_t remaining = seq->num_uncomputed_tokens();
-    if (remaining <= 1) continue;
+    if (remaining <= 1 + seq->num_draft_tokens) continue;  // a decode (step 1)
     if (budget < 1) break;
     const int32_t n = std::min(remaining, budget);
     const int32_t missing = seq->num_computed_tokens + n - seq->block_table.num_tokens;

@@ -5,7 +5,9 @@
 //  1. running sequences with one token to compute (decodes), oldest admission first. A decode
 //     needs a KV slot for its token; when the pool is out of blocks the most recently admitted
 //     running sequence is preempted (its blocks freed, it goes back to the front of the waiting
-//     queue, keeping its generated tokens) until the slot fits, or the sequence preempts itself;
+//     queue, keeping its generated tokens) until the slot fits, or the sequence preempts itself.
+//     A decode with draft tokens (speculative.h) computes them in the same chunk, with a slot and
+//     a logits row each, when the budget and the pool allow; otherwise its drafts are dropped;
 //  2. running sequences still prefilling (chunked prefill: a prompt larger than the leftover budget
 //     is split across steps);
 //  3. prefilled sequences (decode node: prompt KV imported from a prefill node), in arrival order,
@@ -46,6 +48,9 @@ struct ScheduledChunk {
   int32_t start_pos = 0;
   int32_t num_tokens = 0;
   bool want_logits = false;  // the chunk ends at the sequence's last token: sample after it
+  // With want_logits: the logits of the chunk's last num_logits tokens (1 + the drafts it
+  // verifies).
+  int32_t num_logits = 1;
 };
 
 struct SchedulerOutput {

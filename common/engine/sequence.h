@@ -51,6 +51,9 @@ struct Sequence {
   // request's hit may reach past its prompt; usage() counts only the prompt's part.)
   int32_t num_cached_tokens = -1;
   int32_t num_preemptions = 0;
+  // Speculative decoding (speculative.h): the last num_draft_tokens of `tokens` are proposals the
+  // current step verifies, not output. Nonzero only inside one engine step.
+  int32_t num_draft_tokens = 0;
 
   // Prefill node: where the KV goes (prefill-only request), and how many leading blocks of
   // block_table were handed to it.
@@ -66,7 +69,7 @@ struct Sequence {
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
-  // Tokens whose KV is not written yet (1 for a decoding sequence).
+  // Tokens whose KV is not written yet (1 for a decoding sequence, plus its drafts).
   int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
   std::span<const TokenId> prompt() const {
     return std::span<const TokenId>(tokens).first(num_prompt_tokens);
@@ -75,6 +78,11 @@ struct Sequence {
     return std::span<const TokenId>(tokens).subspan(num_prompt_tokens);
   }
   Usage usage() const;
+  // Cuts the drafts from `tokens` (speculative.h).
+  void DropDrafts() {
+    tokens.resize(tokens.size() - num_draft_tokens);
+    num_draft_tokens = 0;
+  }
 };
 
 }  // namespace tandem

@@ -1,5 +1,6 @@
 #include "common/engine/step_cost.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -51,9 +52,15 @@ bool SolveSubset(const std::array<std::array<double, 3>, 3>& xx, const std::arra
 
 }  // namespace
 
-StepCostFit::StepCostFit(double decay) : decay_(decay > 0 && decay <= 1 ? decay : 1) {}
+StepCostFit::StepCostFit(double decay, double outlier_factor)
+    : decay_(decay > 0 && decay <= 1 ? decay : 1),
+      outlier_factor_(outlier_factor > 1 ? outlier_factor : 0) {}
 
 void StepCostFit::Add(int64_t new_tokens, int64_t context_tokens, double duration_us) {
+  if (outlier_factor_ > 0 && xx_[0][0] >= kWarmupSteps) {
+    const double predicted = Estimate().StepUs(new_tokens, context_tokens);
+    if (predicted > 0) duration_us = std::min(duration_us, outlier_factor_ * predicted);
+  }
   const double x[kTerms] = {1, static_cast<double>(new_tokens),
                             static_cast<double>(context_tokens)};
   for (int r = 0; r < kTerms; ++r) {

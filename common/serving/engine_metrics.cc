@@ -33,6 +33,37 @@ void AddFamily(std::vector<prometheus::MetricFamily>* out, std::string name, std
   out->push_back(std::move(family));
 }
 
+// Speculative decoding (common/engine/speculative.h): verifications, drafts checked and accepted,
+// and accepted drafts by position (label `position`: 1 for a step's first draft), positions up to
+// the largest one any step reached. Tokens per verification: 1 + accepted / verifications.
+void AddSpeculativeFamilies(std::vector<prometheus::MetricFamily>* out, const std::string& p,
+                            const EngineStats& s) {
+  AddCounterFamily(out, absl::StrCat(p, "_spec_verifications_total"),
+                   "Sequence steps that checked speculative draft tokens (one step of the model "
+                   "for each sequence, however many drafts it checked).",
+                   static_cast<double>(s.num_spec_verifications));
+  AddCounterFamily(out, absl::StrCat(p, "_spec_draft_tokens_total"),
+                   "Draft tokens checked by the model.",
+                   static_cast<double>(s.num_spec_draft_tokens));
+  AddCounterFamily(out, absl::StrCat(p, "_spec_accepted_tokens_total"),
+                   "Draft tokens the model accepted (emitted without a step of their own).",
+                   static_cast<double>(s.num_spec_accepted_tokens));
+  prometheus::MetricFamily family;
+  family.name = absl::StrCat(p, "_spec_accepted_by_position_total");
+  family.help =
+      "Accepted draft tokens by their position in a step's drafts (1: the first); position k "
+      "over verifications is the acceptance rate at k.";
+  family.type = prometheus::MetricType::Counter;
+  for (size_t i = 0; i < s.spec_accepted_by_position.size(); ++i) {
+    if (i > 0 && s.spec_accepted_by_position[i] == 0) break;
+    prometheus::ClientMetric metric;
+    metric.label.push_back({"position", absl::StrCat(i + 1)});
+    metric.counter.value = static_cast<double>(s.spec_accepted_by_position[i]);
+    family.metric.push_back(std::move(metric));
+  }
+  if (!family.metric.empty()) out->push_back(std::move(family));
+}
+
 }  // namespace
 
 const char* StepPhaseName(const EngineStepStats& step) { return kPhases[PhaseIndex(step)]; }
@@ -144,6 +175,7 @@ std::vector<prometheus::MetricFamily> NodeEngineMetrics::Collect() const {
   AddCounterFamily(&out, absl::StrCat(p, "_finished_requests_total"),
                    "Requests the engine ended, for any reason (aborts and errors included).",
                    static_cast<double>(s.num_finished_requests));
+  AddSpeculativeFamilies(&out, p, s);
   return out;
 }
 

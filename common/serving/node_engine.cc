@@ -83,6 +83,7 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
                 "sequences running at once: prompts prefilling on a prefill node, sequences "
                 "decoding on a decode node (default 64)"});
   flags.Switch("no-prefix-caching", &o->enable_prefix_caching, "disable the prefix cache", false);
+  AddSpeculativeFlags(flags, &o->speculative);
 }
 
 void AddNodeServerFlags(FlagSet& flags, NodeServerOptions* o) {
@@ -245,6 +246,7 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(const NodeEngineO
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;
   engine_options.enable_prefix_caching = options.enable_prefix_caching;
+  engine_options.speculative = options.speculative;
   engine_options.on_step = options.on_step;
   ASSIGN_OR_RETURN(node->engine_, Engine::Create(node->backend_.get(), engine_options));
   node->engine_->Start();

@@ -60,6 +60,9 @@ struct NodeEngineOptions {
   int max_num_batched_tokens = 512;
   int max_num_seqs = 64;
   bool enable_prefix_caching = true;
+  // --speculative, --num-speculative-tokens, --ngram-min/max: decode and colocated nodes (a
+  // prefill node computes no output tokens to speculate on).
+  SpeculativeOptions speculative;
   // The engine's step observer (EngineOptions::on_step), e.g. NodeEngineMetrics; not a flag.
   std::function<void(const EngineStepStats&)> on_step;
 };

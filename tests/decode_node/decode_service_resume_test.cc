@@ -21,9 +21,9 @@ using ::tandem::testing::SendCompletion;
 using ::tandem::testing::WriteKv;
 using ::testing::HasSubstr;
 
-constexpr int kMaxTokens = 12;
+constexpr int kResumeMaxTokens = 12;
 
-std::vector<int> Prompt() { return {3, 14, 15, 9, 26, 5, 35, 8, 9, 7}; }
+std::vector<int> ResumePrompt() { return {3, 14, 15, 9, 26, 5, 35, 8, 9, 7}; }
 
 void SetSampled(v1::SamplingParams* sampling) {
   sampling->set_temperature(0.8f);
@@ -35,7 +35,7 @@ void SetSampled(v1::SamplingParams* sampling) {
 
 v1::NodeGenerateRequest GenerateRequestFor(bool sampled) {
   v1::NodeGenerateRequest request =
-      DecodeStreamReader::MakeRequest<v1::NodeGenerateRequest>(Prompt(), kMaxTokens);
+      DecodeStreamReader::MakeRequest<v1::NodeGenerateRequest>(ResumePrompt(), kResumeMaxTokens);
   if (sampled) SetSampled(request.mutable_sampling());
   return request;
 }
@@ -53,15 +53,15 @@ struct ReserveWith : DecodeStreamReader {
 };
 
 // What a stream delivered: its tokens, the rng_counter of the event of each, its end.
-struct Streamed {
+struct ResumedStream {
   std::vector<int> tokens;
   std::vector<uint64_t> rng_counters;
   std::string finish_reason;
   v1::Usage usage;
 };
 
-Streamed Collect(const std::vector<v1::DecodeEvent>& events) {
-  Streamed s;
+ResumedStream Collect(const std::vector<v1::DecodeEvent>& events) {
+  ResumedStream s;
   for (const v1::DecodeEvent& event : events) {
     for (const v1::Token& token : event.tokens()) {
       s.tokens.push_back(token.id());
@@ -75,7 +75,7 @@ Streamed Collect(const std::vector<v1::DecodeEvent>& events) {
   return s;
 }
 
-Streamed RunGenerate(DecodeNode& node, const v1::NodeGenerateRequest& request) {
+ResumedStream RunGenerate(DecodeNode& node, const v1::NodeGenerateRequest& request) {
   GenerateWith call(node, request);
   const grpc::Status status = call.Finish();
   EXPECT_TRUE(status.ok()) << status.error_message();
@@ -87,7 +87,8 @@ std::vector<T> After(const std::vector<T>& v, int k) {
   return std::vector<T>(v.begin() + k, v.end());
 }
 
-v1::NodeGenerateRequest Resumed(v1::NodeGenerateRequest request, const Streamed& so_far, int k) {
+v1::NodeGenerateRequest Resumed(v1::NodeGenerateRequest request, const ResumedStream& so_far,
+                                int k) {
   request.mutable_resumed_output_token_ids()->Assign(so_far.tokens.begin(),
                                                      so_far.tokens.begin() + k);
   request.set_resumed_rng_counter(so_far.rng_counters[k - 1]);
@@ -99,23 +100,23 @@ TEST(DecodeServiceResumeTest, ResumedGenerateContinuesLikeAnUninterruptedOne) {
     SCOPED_TRACE(sampled ? "seeded sampling" : "greedy");
     DecodeNode node;
     const v1::NodeGenerateRequest request = GenerateRequestFor(sampled);
-    const Streamed full = RunGenerate(node, request);
-    ASSERT_EQ(full.tokens.size(), static_cast<size_t>(kMaxTokens));
+    const ResumedStream full = RunGenerate(node, request);
+    ASSERT_EQ(full.tokens.size(), static_cast<size_t>(kResumeMaxTokens));
     EXPECT_EQ(full.finish_reason, "length");
-    for (int i = 0; i < kMaxTokens; ++i) {
+    for (int i = 0; i < kResumeMaxTokens; ++i) {
       // Seeded sampling draws once per token; greedy never.
       EXPECT_EQ(full.rng_counters[i], sampled ? uint64_t(i + 1) : 0u) << "token " << i;
     }
-    for (int k : {1, kMaxTokens / 2, kMaxTokens - 1}) {
+    for (int k : {1, kResumeMaxTokens / 2, kResumeMaxTokens - 1}) {
       SCOPED_TRACE(::testing::Message() << "resumed after " << k << " tokens");
       // Another node than the one that ran it: only the request carries the state.
       DecodeNode other;
-      const Streamed rest = RunGenerate(other, Resumed(request, full, k));
+      const ResumedStream rest = RunGenerate(other, Resumed(request, full, k));
       EXPECT_EQ(rest.tokens, After(full.tokens, k));
       EXPECT_EQ(rest.rng_counters, After(full.rng_counters, k));
       EXPECT_EQ(rest.finish_reason, "length");
-      EXPECT_EQ(rest.usage.prompt_tokens(), static_cast<int>(Prompt().size()));
-      EXPECT_EQ(rest.usage.completion_tokens(), kMaxTokens);
+      EXPECT_EQ(rest.usage.prompt_tokens(), static_cast<int>(ResumePrompt().size()));
+      EXPECT_EQ(rest.usage.completion_tokens(), kResumeMaxTokens);
     }
   }
 }
@@ -123,29 +124,29 @@ TEST(DecodeServiceResumeTest, ResumedGenerateContinuesLikeAnUninterruptedOne) {
 TEST(DecodeServiceResumeTest, ReserveEventsCarryRngCounterAndMigrateToGenerate) {
   DecodeNode node;
   v1::ReserveRequest reserve =
-      DecodeStreamReader::MakeRequest<v1::ReserveRequest>(Prompt(), kMaxTokens);
+      DecodeStreamReader::MakeRequest<v1::ReserveRequest>(ResumePrompt(), kResumeMaxTokens);
   SetSampled(reserve.mutable_sampling());
   ReserveWith call(node, reserve);
   v1::DecodeEvent first;
   ASSERT_TRUE(call.reader->Read(&first));
   ASSERT_TRUE(first.has_handoff());
-  WriteKv(node.backend, first.handoff(), Prompt());
+  WriteKv(node.backend, first.handoff(), ResumePrompt());
   // The prefill node sampled token 7 after 5 draws (say): the decode node goes on from there.
   SendCompletion(first.handoff(), /*ok=*/true, /*first_token=*/7, /*rng_counter=*/5);
   const grpc::Status status = call.Finish();
   ASSERT_TRUE(status.ok()) << status.error_message();
-  const Streamed reserved = Collect(call.events);
-  ASSERT_EQ(reserved.tokens.size(), static_cast<size_t>(kMaxTokens));
+  const ResumedStream reserved = Collect(call.events);
+  ASSERT_EQ(reserved.tokens.size(), static_cast<size_t>(kResumeMaxTokens));
   EXPECT_EQ(reserved.tokens[0], 7);
-  for (int i = 0; i < kMaxTokens; ++i) EXPECT_EQ(reserved.rng_counters[i], uint64_t(5 + i));
+  for (int i = 0; i < kResumeMaxTokens; ++i) EXPECT_EQ(reserved.rng_counters[i], uint64_t(5 + i));
 
   // The decode node "fails" after 4 tokens: a Generate elsewhere continues the same stream.
   v1::NodeGenerateRequest generate = GenerateRequestFor(/*sampled=*/true);
   DecodeNode other;
-  const Streamed rest = RunGenerate(other, Resumed(generate, reserved, 4));
+  const ResumedStream rest = RunGenerate(other, Resumed(generate, reserved, 4));
   EXPECT_EQ(rest.tokens, After(reserved.tokens, 4));
   EXPECT_EQ(rest.rng_counters, After(reserved.rng_counters, 4));
-  EXPECT_EQ(rest.usage.completion_tokens(), kMaxTokens);
+  EXPECT_EQ(rest.usage.completion_tokens(), kResumeMaxTokens);
 }
 
 TEST(DecodeServiceResumeTest, ResumedTokensOutsideTheVocabularyAreInvalidArgument) {
@@ -160,7 +161,7 @@ TEST(DecodeServiceResumeTest, ResumedTokensOutsideTheVocabularyAreInvalidArgumen
   EXPECT_TRUE(call.events.empty());
   // The router's id is free again: a corrected request is taken.
   request.mutable_resumed_output_token_ids()->Set(1, 5);
-  EXPECT_EQ(RunGenerate(node, request).tokens.size(), static_cast<size_t>(kMaxTokens - 3));
+  EXPECT_EQ(RunGenerate(node, request).tokens.size(), static_cast<size_t>(kResumeMaxTokens - 3));
 }
 
 TEST(DecodeServiceResumeTest, ResumedTokensThatReachMaxTokensEndTheRequestAtOnce) {

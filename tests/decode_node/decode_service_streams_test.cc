@@ -71,12 +71,12 @@ v1::NodeLoad Load(DecodeNode& node) {
   return load;
 }
 
-constexpr int kSyncThreads = 4;
+constexpr int kStreamsSyncThreads = 4;
 constexpr int kStreams = 32;
 
 TEST(DecodeServiceStreamsTest, ManyStreamsRunAndCompleteOnACappedSyncPool) {
   // 32 reservations of 2 blocks, 32 generations of 2 blocks (4 prompt + 4 generated tokens).
-  DecodeNode node(GrpcServerOptions{.max_sync_threads = kSyncThreads}, /*num_blocks=*/160);
+  DecodeNode node(GrpcServerOptions{.max_sync_threads = kStreamsSyncThreads}, /*num_blocks=*/160);
   std::vector<std::unique_ptr<ReserveCall>> reserves;
   std::vector<v1::KvHandoff> handoffs;
   for (int i = 0; i < kStreams; ++i) {

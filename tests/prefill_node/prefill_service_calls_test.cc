@@ -26,10 +26,10 @@ using ::tandem::testing::PrefillNode;
 using ::tandem::testing::Scrape;
 using ::tandem::testing::WatchCall;
 
-constexpr int kSyncThreads = 4;
+constexpr int kCallsSyncThreads = 4;
 constexpr int kCalls = 32;
 
-double Failures(const PrometheusText& scrape, const std::string& reason) {
+double CallFailures(const PrometheusText& scrape, const std::string& reason) {
   return scrape.Value("tandem_prefill_kv_transfer_failures_total", {{"reason", reason}})
       .value_or(-1);
 }
@@ -46,9 +46,9 @@ std::vector<int> OneBlockPrompt(int i) { return {i % kVocab, i / kVocab, 1, 2}; 
 
 TEST(PrefillServiceCallsTest, PrefillsRunAndCompleteWhileEverySyncThreadIsHeld) {
   FakeDecodeNode decode;
-  PrefillNode prefill({}, GrpcServerOptions{.max_sync_threads = kSyncThreads});
+  PrefillNode prefill({}, GrpcServerOptions{.max_sync_threads = kCallsSyncThreads});
   std::vector<std::unique_ptr<WatchCall>> held;
-  for (int i = 0; i < kSyncThreads - 1; ++i) {
+  for (int i = 0; i < kCallsSyncThreads - 1; ++i) {
     held.push_back(std::make_unique<WatchCall>(prefill));
     v1::KvEvents first;
     ASSERT_TRUE(held.back()->reader->Read(&first)) << "stream " << i;
@@ -122,7 +122,7 @@ TEST(PrefillServiceCallsTest, AHandoffWhoseLeaseRunsOutMidWriteIsCountedDeadline
       OneBlockPrompt(2), decode.Handoff(1, {0}, 0, /*lease_ms=*/300), &response, "late");
   EXPECT_FALSE(status.ok());
   const PrometheusText scrape = ScrapeOnceFailed(prefill.metrics, 1);
-  EXPECT_EQ(Failures(scrape, "deadline"), 1) << status.error_message();
+  EXPECT_EQ(CallFailures(scrape, "deadline"), 1) << status.error_message();
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 namespace tandem {
 namespace {
 
-RebalanceNode Node(const std::string& address, int64_t free, int64_t running = 4) {
+RebalanceNode RebalanceCandidate(const std::string& address, int64_t free, int64_t running = 4) {
   return {.address = address,
           .num_kv_blocks = 1000,
           .num_free_kv_blocks = free,
@@ -18,7 +18,8 @@ RebalanceNode Node(const std::string& address, int64_t free, int64_t running = 4
 }
 
 TEST(KvRebalanceTest, TheLargestStreamLeavesAFullNodeForTheRoomiest) {
-  const std::vector<RebalanceNode> nodes = {Node("a", 10), Node("b", 600), Node("c", 900)};
+  const std::vector<RebalanceNode> nodes = {
+      RebalanceCandidate("a", 10), RebalanceCandidate("b", 600), RebalanceCandidate("c", 900)};
   const std::vector<RebalanceStream> streams = {
       {.key = 1, .node = "a", .kv_tokens = 500},
       {.key = 2, .node = "a", .kv_tokens = 4000},
@@ -33,21 +34,24 @@ TEST(KvRebalanceTest, TheLargestStreamLeavesAFullNodeForTheRoomiest) {
 }
 
 TEST(KvRebalanceTest, NothingMovesWithoutAFullNode) {
-  const std::vector<RebalanceNode> nodes = {Node("a", 60), Node("b", 900)};  // 6% free
+  const std::vector<RebalanceNode> nodes = {RebalanceCandidate("a", 60),
+                                            RebalanceCandidate("b", 900)};  // 6% free
   const std::vector<RebalanceStream> streams = {{.key = 1, .node = "a", .kv_tokens = 500}};
   EXPECT_TRUE(PlanKvRebalance(nodes, streams, {}).empty());
 }
 
 TEST(KvRebalanceTest, ANodeWithOneStreamIsNotFull) {
   // Moving its only stream would just move the shortage.
-  const std::vector<RebalanceNode> nodes = {Node("a", 0, /*running=*/1), Node("b", 900)};
+  const std::vector<RebalanceNode> nodes = {RebalanceCandidate("a", 0, /*running=*/1),
+                                            RebalanceCandidate("b", 900)};
   const std::vector<RebalanceStream> streams = {{.key = 1, .node = "a", .kv_tokens = 500}};
   EXPECT_TRUE(PlanKvRebalance(nodes, streams, {}).empty());
 }
 
 TEST(KvRebalanceTest, NothingMovesWhereItWouldNotLeaveRoom) {
   // b has 300 free blocks (30%), but the stream needs 200: 10% would be left, under 12.5%.
-  const std::vector<RebalanceNode> nodes = {Node("a", 5), Node("b", 300)};
+  const std::vector<RebalanceNode> nodes = {RebalanceCandidate("a", 5),
+                                            RebalanceCandidate("b", 300)};
   const std::vector<RebalanceStream> streams = {{.key = 1, .node = "a", .kv_tokens = 3200}};
   EXPECT_TRUE(PlanKvRebalance(nodes, streams, {}).empty());
   // A smaller one fits.
@@ -56,7 +60,8 @@ TEST(KvRebalanceTest, NothingMovesWhereItWouldNotLeaveRoom) {
 }
 
 TEST(KvRebalanceTest, AStreamMovesOnlyUpToItsLimitAndTwoFullNodesShareADestination) {
-  const std::vector<RebalanceNode> nodes = {Node("a", 5), Node("b", 5), Node("c", 500)};
+  const std::vector<RebalanceNode> nodes = {RebalanceCandidate("a", 5), RebalanceCandidate("b", 5),
+                                            RebalanceCandidate("c", 500)};
   std::vector<RebalanceStream> streams = {
       {.key = 1, .node = "a", .kv_tokens = 1600, .moves = 1},  // moved once already
       {.key = 2, .node = "b", .kv_tokens = 1600},

@@ -31,7 +31,7 @@ std::vector<std::string> Addresses(const std::vector<std::shared_ptr<Node>>& nod
   return out;
 }
 
-bool WaitUntil(const std::function<bool()>& pred) { return FakeDecodeNode::WaitUntil(pred); }
+bool PoolWaitUntil(const std::function<bool()>& pred) { return FakeDecodeNode::WaitUntil(pred); }
 
 // A resolver whose answers the test sets.
 class FakeResolver : public DnsResolver {
@@ -212,7 +212,7 @@ TEST(NodePoolTest, DeadNodeGoesDownAndARestartIsNoticed) {
   pool.CheckHealth();
   EXPECT_FALSE(node->up());
   d.Restart();  // same port, new incarnation
-  ASSERT_TRUE(WaitUntil([&] {
+  ASSERT_TRUE(PoolWaitUntil([&] {
     pool.CheckHealth();
     return node->up();
   }));
@@ -228,9 +228,9 @@ TEST(NodePoolTest, BackgroundChecksBringANodeBack) {
   ASSERT_TRUE(pool.Start().ok());
   std::shared_ptr<Node> node = pool.Nodes(NodeRole::kDecode)[0];
   d.SetServing(false);
-  EXPECT_TRUE(WaitUntil([&] { return !node->up(); }));
+  EXPECT_TRUE(PoolWaitUntil([&] { return !node->up(); }));
   d.SetServing(true);
-  EXPECT_TRUE(WaitUntil([&] { return node->up(); }));
+  EXPECT_TRUE(PoolWaitUntil([&] { return node->up(); }));
 }
 
 TEST(NodePoolTest, DnsMembershipFollowsTheName) {
@@ -273,7 +273,7 @@ TEST(NodePoolTest, BackgroundDnsRefresh) {
   NodePool pool(o, resolver);
   ASSERT_TRUE(pool.Start().ok());
   resolver->Set("d:1", std::vector<std::string>{b.address()});
-  EXPECT_TRUE(WaitUntil([&] {
+  EXPECT_TRUE(PoolWaitUntil([&] {
     auto up = pool.UpNodes(NodeRole::kDecode);
     return up.size() == 1 && up[0]->address() == b.address();
   }));
@@ -293,16 +293,16 @@ TEST(NodePoolTest, KvEventsFeedThePrefixCacheView) {
   NodePool pool(o);
   ASSERT_TRUE(pool.Start().ok());
   std::shared_ptr<Node> node = pool.Nodes(NodeRole::kPrefill)[0];
-  ASSERT_TRUE(WaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 1; }));
+  ASSERT_TRUE(PoolWaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 1; }));
   EXPECT_EQ(node->kv_block_size(), 4);
 
   p.StoreBlocks({hashes[1], 77});
-  ASSERT_TRUE(WaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 2; }));
+  ASSERT_TRUE(PoolWaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 2; }));
   EXPECT_EQ(node->num_cached_blocks(), 3u);
   // A hole ends the prefix.
   p.StoreBlocks({hashes[2]});
   p.RemoveBlocks({hashes[0]});
-  ASSERT_TRUE(WaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 0; }));
+  ASSERT_TRUE(PoolWaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 0; }));
   EXPECT_EQ(node->num_cached_blocks(), 3u);
 }
 
@@ -324,10 +324,10 @@ TEST(NodePoolTest, DecodeNodesKvEventsAreWatchedOnlyWhenAsked) {
   NodePool pool(o);
   ASSERT_TRUE(pool.Start().ok());
   std::shared_ptr<Node> node = pool.Nodes(NodeRole::kDecode)[0];
-  ASSERT_TRUE(WaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 3; }));
+  ASSERT_TRUE(PoolWaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 3; }));
   EXPECT_EQ(node->kv_block_size(), 16);  // the fake's
   d.SetCachedBlocks({11, 13});
-  ASSERT_TRUE(WaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 1; }));
+  ASSERT_TRUE(PoolWaitUntil([&] { return node->CachedPrefixBlocks(hashes) == 1; }));
   EXPECT_EQ(node->num_cached_blocks(), 2u);
 }
 
@@ -337,7 +337,7 @@ TEST(NodePoolTest, StopEndsTheWatchStreams) {
   o.watch_prefill_kv_events = true;
   auto pool = std::make_unique<NodePool>(o);
   ASSERT_TRUE(pool->Start().ok());
-  ASSERT_TRUE(WaitUntil([&] { return p.watch_streams() == 1; }));
+  ASSERT_TRUE(PoolWaitUntil([&] { return p.watch_streams() == 1; }));
   pool->Stop();  // must not hang on the open stream
   pool.reset();
   SUCCEED();

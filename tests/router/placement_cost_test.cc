@@ -14,7 +14,7 @@ namespace {
 constexpr StepCost kPrice{
     .per_step_us = 10'000, .per_token_us = 50, .per_context_token_us = 0.01, .samples = 100};
 
-NodeCandidate Node(int index, int64_t queued, int64_t sequences, int64_t context) {
+NodeCandidate CostCandidate(int index, int64_t queued, int64_t sequences, int64_t context) {
   NodeCandidate n;
   n.index = index;
   n.address = absl::StrCat("n", index);
@@ -31,7 +31,7 @@ NodeCandidate Node(int index, int64_t queued, int64_t sequences, int64_t context
 
 // A prefill node: a process of its own (an address no decode node has).
 NodeCandidate PrefillNode(int index, int64_t queued, int64_t sequences, int64_t context) {
-  NodeCandidate n = Node(index, queued, sequences, context);
+  NodeCandidate n = CostCandidate(index, queued, sequences, context);
   n.address = absl::StrCat("p", index);
   return n;
 }
@@ -46,7 +46,7 @@ PlacementOptions CostOptions(ServingMode mode = ServingMode::kDisaggregated) {
 }
 
 TEST(PlacementCostTest, PrefillTimeIsTheQueueAndThePromptInChunkedSteps) {
-  const NodeCandidate n = Node(0, 1000, 0, 0);
+  const NodeCandidate n = CostCandidate(0, 1000, 0, 0);
   // 4,000 tokens in steps of 2,048: 2 steps of 10 ms, 4,000 × 50 µs, and the prompt's two
   // chunks read 2,048 + 3,000 KV tokens at 0.01 µs.
   EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, kPrice.per_token_us, 0, 3000, false),
@@ -54,11 +54,12 @@ TEST(PlacementCostTest, PrefillTimeIsTheQueueAndThePromptInChunkedSteps) {
   // A cached prefix of 512 tokens is read by every chunk.
   EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, kPrice.per_token_us, 512, 3000, false),
                    2 * 10'000 + 4000 * 50 + (2 * 512 + 2048 + 3000) * 0.01);
-  EXPECT_EQ(PrefillTimeUs(Node(0, 0, 0, 0), kPrice, kPrice.per_token_us, 100, 0, false), 0);
+  EXPECT_EQ(PrefillTimeUs(CostCandidate(0, 0, 0, 0), kPrice, kPrice.per_token_us, 100, 0, false),
+            0);
 }
 
 TEST(PlacementCostTest, LocalPrefillSharesItsStepsWithTheDecodingBatch) {
-  const NodeCandidate d = Node(0, 0, 48, 48'000);
+  const NodeCandidate d = CostCandidate(0, 0, 48, 48'000);
   // The budget left beside 48 decoding sequences is 2,000 tokens: one step of the batch plus
   // the prompt's tokens and reads.
   EXPECT_DOUBLE_EQ(PrefillTimeUs(d, kPrice, kPrice.per_token_us, 0, 2000, true),
@@ -66,12 +67,12 @@ TEST(PlacementCostTest, LocalPrefillSharesItsStepsWithTheDecodingBatch) {
 }
 
 TEST(PlacementCostTest, DecodeTpotCountsTheNewSequenceItsKvAndTheQueuedPrompts) {
-  NodeCandidate d = Node(0, 400, 9, 9000);
+  NodeCandidate d = CostCandidate(0, 400, 9, 9000);
   const CostRequest r{.prompt_tokens = 1000, .max_tokens = 200};
   EXPECT_DOUBLE_EQ(DecodeTpotUs(d, kPrice, kPrice.per_token_us, r),
                    10'000 + 10 * 50 + (9000 + 1000 + 100) * 0.01 + 400 * 50.0 / 200);
   EXPECT_DOUBLE_EQ(CurrentTpotUs(d, kPrice), 10'000 + 9 * 50 + 9000 * 0.01);
-  EXPECT_EQ(CurrentTpotUs(Node(0, 0, 0, 0), kPrice), 0);
+  EXPECT_EQ(CurrentTpotUs(CostCandidate(0, 0, 0, 0), kPrice), 0);
 }
 
 TEST(PlacementCostTest, ScoreIsTheWorseRatioPlusAQuarterOfBoth) {
@@ -80,7 +81,7 @@ TEST(PlacementCostTest, ScoreIsTheWorseRatioPlusAQuarterOfBoth) {
   // The running batch's TPOT counts when it is the worse.
   EXPECT_DOUBLE_EQ(Score({.ttft_us = 100'000, .tpot_us = 10'000, .others_tpot_us = 60'000}, o),
                    1.2 + 0.25 * (0.1 + 1.2));
-  NodeCandidate d = Node(0, 0, 0, 0);
+  NodeCandidate d = CostCandidate(0, 0, 0, 0);
   d.free_kv_blocks = 10;
   EXPECT_TRUE(HasRoomFor(d, {.prompt_tokens = 100, .max_tokens = 60}));
   EXPECT_FALSE(HasRoomFor(d, {.prompt_tokens = 100, .max_tokens = 61}));
@@ -91,8 +92,8 @@ TEST(PlacementCostTest, TheLastChunksTransferAndTheHopsAddToDisaggregatedTtft) {
   o.disaggregation_hop_us = 300;
   o.kv_bytes_per_token = 131'072;  // Llama-3.1-8B in bf16
   o.kv_link_gbps = 400;
-  const NodeCandidate p = Node(0, 0, 0, 0);
-  const NodeCandidate d = Node(1, 0, 0, 0);
+  const NodeCandidate p = CostCandidate(0, 0, 0, 0);
+  const NodeCandidate d = CostCandidate(1, 0, 0, 0);
   const CostRequest r{.prompt_tokens = 3000, .max_tokens = 100};
   const PredictedCost c = PredictDisaggregated(p, kPrice, d, kPrice, r, o);
   // The prompt's last chunk (3,000 − 2,048 = 952 tokens) crosses the link after the prefill
@@ -107,7 +108,7 @@ TEST(PlacementCostTest, ThePrefillNodesReportedKvBytesPerTokenPricesTheTransfer)
   o.kv_bytes_per_token = 131'072;  // the options' stand-in, for nodes that report none
   o.kv_link_gbps = 100;
   NodeCandidate p = PrefillNode(0, 0, 0, 0);
-  const NodeCandidate d = Node(1, 0, 0, 0);
+  const NodeCandidate d = CostCandidate(1, 0, 0, 0);
   const CostRequest r{.prompt_tokens = 100, .max_tokens = 10};
   const double compute = PrefillTimeUs(p, kPrice, kPrice.per_token_us, 0, 100, false);
   EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us,
@@ -122,7 +123,7 @@ TEST(PlacementCostTest, ThePrefillNodesReportedKvBytesPerTokenPricesTheTransfer)
 TEST(PlacementCostTest, LongPromptsGoToThePrefillPoolWhenTheDecodeNodeIsBusy) {
   const Placer placer(CostOptions());
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
-  const std::vector<NodeCandidate> decode = {Node(0, 0, 64, 200'000)};
+  const std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 64, 200'000)};
   auto p = placer.Choose(prefill, decode, 8000, 200);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
@@ -133,7 +134,7 @@ TEST(PlacementCostTest, LongPromptsGoToThePrefillPoolWhenTheDecodeNodeIsBusy) {
 TEST(PlacementCostTest, PromptsPrefillLocallyWhenThePrefillPoolIsBackedUp) {
   const Placer placer(CostOptions());
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 40'000, 8, 0)};  // 2 s of queue
-  const std::vector<NodeCandidate> decode = {Node(0, 0, 2, 2000)};
+  const std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 2, 2000)};
   auto p = placer.Choose(prefill, decode, 1000, 200);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->kind, PlacementKind::kLocalPrefill);
@@ -147,7 +148,7 @@ TEST(PlacementCostTest, LocalPrefillOnlyWhereTtftBindsOrTheDecodeNodeHoldsHalfTh
   const PlacementOptions o = CostOptions();
   const Placer placer(o);
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 3000, 0, 0)};  // ~0.2 s queued
-  std::vector<NodeCandidate> decode = {Node(0, 0, 8, 8000)};
+  std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 8, 8000)};
   const CostRequest r{.prompt_tokens = 200, .max_tokens = 100};
   const double token_us = LocalPromptTokenUs(kPrice, kPrice, 2048);
   const PredictedCost split = PredictDisaggregated(prefill[0], kPrice, decode[0], kPrice, r, o);
@@ -168,7 +169,7 @@ TEST(PlacementCostTest, LocalPrefillOnlyWhereTtftBindsOrTheDecodeNodeHoldsHalfTh
 
 TEST(PlacementCostTest, TheDecodeNodesCachedConversationAttractsTheNextTurn) {
   const Placer placer(CostOptions(ServingMode::kColocated));
-  std::vector<NodeCandidate> decode = {Node(0, 0, 4, 8000), Node(1, 0, 4, 8000)};
+  std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 4, 8000), CostCandidate(1, 0, 4, 8000)};
   decode[1].cached_prefix_tokens = 3800;
   for (int i = 0; i < 20; ++i) {
     auto p = placer.Choose({}, decode, 4000, 100);
@@ -180,7 +181,7 @@ TEST(PlacementCostTest, TheDecodeNodesCachedConversationAttractsTheNextTurn) {
 
 TEST(PlacementCostTest, NearEqualNodesShareTheLoadAndTheSeedRepeatsIt) {
   std::vector<NodeCandidate> decode;
-  for (int i = 0; i < 8; ++i) decode.push_back(Node(i, 0, 0, 0));
+  for (int i = 0; i < 8; ++i) decode.push_back(CostCandidate(i, 0, 0, 0));
   auto run = [&](uint64_t seed) {
     PlacementOptions o = CostOptions(ServingMode::kColocated);
     o.seed = seed;
@@ -200,7 +201,7 @@ TEST(PlacementCostTest, WithoutPricesNodesRankByLoadAndTheThresholdDecidesTheKin
   o.local_prefill_threshold = 512;
   const Placer placer(o);
   std::vector<NodeCandidate> prefill = {PrefillNode(0, 5000, 2, 0), PrefillNode(1, 100, 1, 0)};
-  std::vector<NodeCandidate> decode = {Node(0, 0, 30, 0), Node(1, 0, 3, 0)};
+  std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 30, 0), CostCandidate(1, 0, 3, 0)};
   for (auto* pool : {&prefill, &decode}) {
     for (NodeCandidate& n : *pool) n.step_cost = StepCost{};
   }
@@ -229,7 +230,7 @@ TEST(PlacementCostTest, ADecodeNodeThatOnlyDecodedPricesAPromptAtThePrefillPools
   EXPECT_DOUBLE_EQ(LocalPromptTokenUs(decode_only, full_chunks, 2048), 100'000.0 / 2048);
   const Placer placer(CostOptions());
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
-  std::vector<NodeCandidate> decode = {Node(0, 0, 2, 2000)};
+  std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 2, 2000)};
   decode[0].step_cost = decode_only;
   // Locally the 4,000-token prompt would cost as much compute as on the idle prefill node and
   // stall the two running sequences: it goes to the prefill node (with its own price, the
@@ -240,8 +241,9 @@ TEST(PlacementCostTest, ADecodeNodeThatOnlyDecodedPricesAPromptAtThePrefillPools
 }
 
 TEST(PlacementCostTest, AmongNearEqualDecodeNodesTheOneHoldingThePromptWins) {
-  std::vector<NodeCandidate> decode = {Node(0, 0, 40, 100'000), Node(1, 0, 40, 100'000),
-                                       Node(2, 0, 40, 100'000)};
+  std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 40, 100'000),
+                                       CostCandidate(1, 0, 40, 100'000),
+                                       CostCandidate(2, 0, 40, 100'000)};
   decode[2].cached_prefix_tokens = 1024;  // e.g. the conversation's first turn
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
   for (uint64_t seed = 0; seed < 20; ++seed) {
@@ -265,8 +267,8 @@ TEST(PlacementCostTest, ANodeInBothPoolsIsNeverItsOwnPrefillNode) {
     std::vector<NodeCandidate> nodes;
     const int n = 1 + static_cast<int>(rng() % 4);
     for (int i = 0; i < n; ++i) {
-      nodes.push_back(Node(i, static_cast<int64_t>(rng() % 20'000), rng() % 64,
-                           static_cast<int64_t>(rng() % 200'000)));
+      nodes.push_back(CostCandidate(i, static_cast<int64_t>(rng() % 20'000), rng() % 64,
+                                    static_cast<int64_t>(rng() % 200'000)));
     }
     auto p = placer.Choose(nodes, nodes, 1 + static_cast<int64_t>(rng() % 6000), 100);
     ASSERT_TRUE(p.ok());
@@ -297,8 +299,8 @@ TEST(PlacementCostTest, NeverPicksAFullNodeWhileAnotherHasRoom) {
       prefill.push_back(PrefillNode(10 + i, static_cast<int64_t>(rng() % 50'000), rng() % 8, 0));
     }
     for (int i = 0; i < nd; ++i) {
-      NodeCandidate d = Node(20 + i, static_cast<int64_t>(rng() % 8000), rng() % 128,
-                             static_cast<int64_t>(rng() % 500'000));
+      NodeCandidate d = CostCandidate(20 + i, static_cast<int64_t>(rng() % 8000), rng() % 128,
+                                      static_cast<int64_t>(rng() % 500'000));
       d.free_kv_blocks = static_cast<int64_t>(rng() % 600);
       d.cached_prefix_tokens = static_cast<int64_t>(rng() % 2000);
       if (rng() % 3 == 0) d.step_cost = StepCost{};

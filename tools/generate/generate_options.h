@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/backend/backend_kind.h"
+#include "common/engine/speculative.h"
 #include "common/kv/kv_dtype.h"
 #include "common/sampling/sampling_params.h"
 
@@ -36,6 +37,8 @@ struct GenerateOptions {
   int max_num_batched_tokens = 512;
   int max_num_seqs = 64;
   bool enable_prefix_caching = true;
+  // --speculative ngram, --num-speculative-tokens K (common/engine/speculative.h).
+  SpeculativeOptions speculative;
 };
 
 }  // namespace tandem

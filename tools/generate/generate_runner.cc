@@ -1,5 +1,6 @@
 #include "tools/generate/generate_runner.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -150,6 +151,7 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;
   engine_options.enable_prefix_caching = options.enable_prefix_caching;
+  engine_options.speculative = options.speculative;
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(backend.get(), engine_options));
 
   // Validate every request before running any, so a bad prompt fails the whole run cleanly.
@@ -168,6 +170,20 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
     streams.push_back(std::move(stream));
   }
   absl::Status run_status = engine->RunUntilIdle();
+  const EngineStats stats = engine->Stats();
+  spdlog::info("engine: {} steps, {} tokens computed, {} generated", stats.num_steps,
+               stats.num_batched_tokens, stats.num_generated_tokens);
+  if (options.speculative.enabled()) {
+    const double v = static_cast<double>(std::max<int64_t>(stats.num_spec_verifications, 1));
+    spdlog::info(
+        "speculative ({}): {} verifications, {} drafts, {} accepted ({:.1f}%), {:.2f} tokens per "
+        "verification",
+        SpeculativeMethodName(options.speculative.method), stats.num_spec_verifications,
+        stats.num_spec_draft_tokens, stats.num_spec_accepted_tokens,
+        100.0 * static_cast<double>(stats.num_spec_accepted_tokens) /
+            static_cast<double>(std::max<int64_t>(stats.num_spec_draft_tokens, 1)),
+        1.0 + static_cast<double>(stats.num_spec_accepted_tokens) / v);
+  }
 
   for (size_t i = 0; i < prompts.size(); ++i) {
     GenerationResult result = streams[i]->Wait();

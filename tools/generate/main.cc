@@ -116,6 +116,7 @@ void AddGenerateFlags(tandem::FlagSet& flags, GenerateOptions* o, std::string* b
                {"N", "token budget per step, for chunked prefill (default 512)"});
   flags.Number("max-seqs", &o->max_num_seqs, {"N", "sequences running at once (default 64)"});
   flags.Switch("no-prefix-cache", &o->enable_prefix_caching, "disable prefix caching", false);
+  AddSpeculativeFlags(flags, &o->speculative);
 }
 
 // Checks what single flags cannot and sets o->backend from `backend_name`; "" when fine.

@@ -418,7 +418,7 @@ absl::Status CudaBackend::ForwardAndSample(const ForwardBatch& batch,
                                            std::span<const DeviceSampling> rows,
                                            std::span<TokenId> tokens) {
   size_t wanted = 0;
-  for (const ForwardItem& item : batch.items) wanted += item.want_logits ? 1 : 0;
+  for (const ForwardItem& item : batch.items) wanted += LogitsRows(item);
   if (rows.size() != wanted || tokens.size() < wanted) {
     return absl::InvalidArgumentError(absl::StrCat("ForwardAndSample: ", wanted, " logits rows, ",
                                                    rows.size(), " sampling rows, room for ",

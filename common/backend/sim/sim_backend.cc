@@ -166,9 +166,10 @@ absl::StatusOr<absl::Duration> SimBackend::Step(const ForwardBatch& batch, size_
   for (const ForwardItem& item : batch.items) {
     items.push_back({static_cast<int64_t>(item.tokens.size()), item.start_pos, item.want_logits});
     WriteKvPattern(item);
-    if (item.want_logits) {
-      const int64_t last_pos = item.start_pos + static_cast<int64_t>(item.tokens.size()) - 1;
-      next_tokens[row++] = NextToken(item.tokens.back(), last_pos + 1, token_limit_);
+    // Each row: the sim's token after the token at that position.
+    const int64_t n = static_cast<int64_t>(item.tokens.size());
+    for (int64_t j = n - LogitsRows(item); j < n; ++j) {
+      next_tokens[row++] = NextToken(item.tokens[j], item.start_pos + j + 1, token_limit_);
     }
   }
   const StepTime time = model_.Time(items);
@@ -194,7 +195,7 @@ void SimBackend::WaitUntil(absl::Time end) {
 absl::Status SimBackend::Forward(const ForwardBatch& batch, LogitsOutput out) {
   const absl::Time start = options_.clock->Now();
   size_t rows = 0;
-  for (const ForwardItem& item : batch.items) rows += item.want_logits ? 1 : 0;
+  for (const ForwardItem& item : batch.items) rows += LogitsRows(item);
   std::vector<TokenId> next(rows);
   ASSIGN_OR_RETURN(absl::Duration step, Step(batch, out.logits.size(), std::span<TokenId>(next)));
   // Logits that any sampler turns into the sim's token: 0 everywhere, +50 on the token.
@@ -213,7 +214,7 @@ absl::Status SimBackend::ForwardAndSample(const ForwardBatch& batch,
                                           std::span<TokenId> tokens) {
   const absl::Time start = options_.clock->Now();
   size_t want = 0;
-  for (const ForwardItem& item : batch.items) want += item.want_logits ? 1 : 0;
+  for (const ForwardItem& item : batch.items) want += LogitsRows(item);
   if (rows.size() != want || tokens.size() != want) {
     return absl::InvalidArgumentError(absl::StrCat("sim: ", want, " logits rows but ", rows.size(),
                                                    " sampling rows and ", tokens.size(),

@@ -2,6 +2,7 @@
 // rejected batch leaves the pool untouched.
 #include "common/backend/batch_validation.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "common/backend/cpu_backend.h"
@@ -86,6 +87,36 @@ TEST_F(ForwardValidationTest, RejectsEmptyItems) {
 TEST_F(ForwardValidationTest, RejectsLogitsThatDoNotFitTheOutput) {
   ExpectInvalid({tokens_, 0, blocks_, true}, "output holds 96", /*logits_floats=*/96);
   EXPECT_TRUE(Run({tokens_, 0, blocks_, false}, 0).ok());
+}
+
+TEST_F(ForwardValidationTest, RejectsLogitsRowsBeyondTheItemsTokens) {
+  ExpectInvalid({tokens_, 0, blocks_, true, /*num_logits=*/6}, "asks for 6 logits rows of its 5",
+                6 * 97);
+  ExpectInvalid({tokens_, 0, blocks_, true, /*num_logits=*/0}, "asks for 0 logits rows");
+  ExpectInvalid({tokens_, 0, blocks_, true, /*num_logits=*/3}, "wants 3 logits rows", 2 * 97);
+}
+
+// Speculative decoding's verification: an item's last rows' logits are, bit for bit, the ones
+// each of those tokens gets as a one-token decode step.
+TEST_F(ForwardValidationTest, SeveralLogitsRowsEqualOneDecodeStepEach) {
+  std::vector<float> rows(3 * 97);
+  {
+    std::vector<ForwardItem> items = {{tokens_, 0, blocks_, true, /*num_logits=*/3}};
+    ASSERT_TRUE(backend_->Forward(ForwardBatch{items}, LogitsOutput{rows}).ok());
+  }
+  auto fresh = MakeBackend(model_->weights(), /*num_blocks=*/4, /*block_size=*/4);
+  std::vector<float> one(97);
+  std::vector<ForwardItem> prefill = {
+      {std::span<const TokenId>(tokens_).first(3), 0, blocks_, true}};
+  ASSERT_TRUE(fresh->Forward(ForwardBatch{prefill}, LogitsOutput{one}).ok());
+  EXPECT_TRUE(std::equal(one.begin(), one.end(), rows.begin()));
+  for (int pos = 3; pos < 5; ++pos) {
+    std::vector<ForwardItem> decode = {
+        {std::span<const TokenId>(tokens_).subspan(pos, 1), pos, blocks_, true}};
+    ASSERT_TRUE(fresh->Forward(ForwardBatch{decode}, LogitsOutput{one}).ok());
+    EXPECT_TRUE(std::equal(one.begin(), one.end(), rows.begin() + (pos - 2) * 97))
+        << "position " << pos;
+  }
 }
 
 TEST_F(ForwardValidationTest, OneBadItemRejectsTheWholeBatch) {

@@ -23,7 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int kPromptTokens = 10;
-constexpr int kMaxTokens = 16;
+constexpr int kResumeMaxTokens = 16;
 
 // Seeded sampling that draws for every token and whose penalties depend on the output so far.
 GenerateRequest SampledRequest(std::vector<TokenId> prompt, int max_tokens) {
@@ -59,15 +59,15 @@ void ExpectResumesExactly(const GenerateRequest& request, bool prefix_caching) {
   auto engine = MakeEngine(&backend, 2048, 32, prefix_caching);
   const GenerationResult full = RunOne(*engine, request);
   ASSERT_TRUE(full.status.ok()) << full.status;
-  ASSERT_EQ(full.tokens.size(), static_cast<size_t>(kMaxTokens));
+  ASSERT_EQ(full.tokens.size(), static_cast<size_t>(kResumeMaxTokens));
   ASSERT_EQ(full.rng_counters.size(), full.tokens.size());
   if (!request.params.greedy()) {
     // One draw per token: the counters say how far the sampler went.
-    for (int i = 0; i < kMaxTokens; ++i) EXPECT_EQ(full.rng_counters[i], uint64_t(i + 1));
+    for (int i = 0; i < kResumeMaxTokens; ++i) EXPECT_EQ(full.rng_counters[i], uint64_t(i + 1));
   } else {
     for (uint64_t c : full.rng_counters) EXPECT_EQ(c, 0u);
   }
-  for (int k : {1, kMaxTokens / 2, kMaxTokens - 1}) {
+  for (int k : {1, kResumeMaxTokens / 2, kResumeMaxTokens - 1}) {
     SCOPED_TRACE(::testing::Message() << "resumed after " << k << " tokens");
     FakeBackend fresh_backend(kVocab, 64, 4);
     auto fresh = MakeEngine(&fresh_backend, 2048, 32, prefix_caching);
@@ -80,9 +80,9 @@ void ExpectResumesExactly(const GenerateRequest& request, bool prefix_caching) {
       EXPECT_EQ(rest.finish_reason, full.finish_reason);
       // Usage is the whole completion's; the engine counts only what it generated itself.
       EXPECT_EQ(rest.usage.prompt_tokens, kPromptTokens);
-      EXPECT_EQ(rest.usage.completion_tokens, kMaxTokens);
+      EXPECT_EQ(rest.usage.completion_tokens, kResumeMaxTokens);
       EXPECT_LE(rest.usage.cached_tokens, kPromptTokens);
-      EXPECT_EQ(e->Stats().num_generated_tokens - generated_before, kMaxTokens - k);
+      EXPECT_EQ(e->Stats().num_generated_tokens - generated_before, kResumeMaxTokens - k);
       EXPECT_EQ(e->Stats().num_free_kv_blocks, 64);
     }
   }
@@ -99,8 +99,9 @@ GenerateRequest PenalizedGreedyRequest(std::vector<TokenId> prompt, int max_toke
 TEST(EngineResumeTest, GreedyContinuesExactly) {
   for (bool prefix_caching : {true, false}) {
     SCOPED_TRACE(prefix_caching ? "prefix caching" : "no prefix caching");
-    ExpectResumesExactly(GreedyRequest(MakePrompt(kPromptTokens, 1), kMaxTokens), prefix_caching);
-    ExpectResumesExactly(PenalizedGreedyRequest(MakePrompt(kPromptTokens, 1), kMaxTokens),
+    ExpectResumesExactly(GreedyRequest(MakePrompt(kPromptTokens, 1), kResumeMaxTokens),
+                         prefix_caching);
+    ExpectResumesExactly(PenalizedGreedyRequest(MakePrompt(kPromptTokens, 1), kResumeMaxTokens),
                          prefix_caching);
   }
 }
@@ -108,27 +109,28 @@ TEST(EngineResumeTest, GreedyContinuesExactly) {
 TEST(EngineResumeTest, SeededSamplingWithPenaltiesContinuesExactly) {
   for (bool prefix_caching : {true, false}) {
     SCOPED_TRACE(prefix_caching ? "prefix caching" : "no prefix caching");
-    ExpectResumesExactly(SampledRequest(MakePrompt(kPromptTokens, 2), kMaxTokens), prefix_caching);
+    ExpectResumesExactly(SampledRequest(MakePrompt(kPromptTokens, 2), kResumeMaxTokens),
+                         prefix_caching);
   }
 }
 
 TEST(EngineResumeTest, TheCounterAndTheResumedTokensBothMatter) {
   FakeBackend backend(kVocab, 64, 4);
   auto engine = MakeEngine(&backend);
-  const int k = kMaxTokens / 2;
+  const int k = kResumeMaxTokens / 2;
   // Restarting the sampler's stream from 1 instead of k repeats earlier draws.
-  const GenerateRequest sampled = SampledRequest(MakePrompt(kPromptTokens, 3), kMaxTokens);
+  const GenerateRequest sampled = SampledRequest(MakePrompt(kPromptTokens, 3), kResumeMaxTokens);
   const GenerationResult full = RunOne(*engine, sampled);
   GenerateRequest wrong_counter = Resumed(sampled, full, k);
   wrong_counter.resumed_rng_counter = 1;
   EXPECT_NE(RunOne(*engine, wrong_counter).tokens, After(full.tokens, k));
   // Resumed tokens taken as prompt (no frequency/presence penalty on them) choose differently.
   const GenerateRequest penalized =
-      PenalizedGreedyRequest(MakePrompt(kPromptTokens, 3), kMaxTokens);
+      PenalizedGreedyRequest(MakePrompt(kPromptTokens, 3), kResumeMaxTokens);
   const GenerationResult greedy = RunOne(*engine, penalized);
   GenerateRequest as_prompt = penalized;
   as_prompt.prompt.insert(as_prompt.prompt.end(), greedy.tokens.begin(), greedy.tokens.begin() + k);
-  as_prompt.params.max_tokens = kMaxTokens - k;
+  as_prompt.params.max_tokens = kResumeMaxTokens - k;
   const GenerationResult plain = RunOne(*engine, as_prompt);
   ASSERT_TRUE(plain.status.ok()) << plain.status;
   EXPECT_NE(plain.tokens, After(greedy.tokens, k));
@@ -138,18 +140,18 @@ TEST(EngineResumeTest, TheCounterAndTheResumedTokensBothMatter) {
 TEST(EngineResumeTest, PrefixCacheServesThePromptOfAResumedRequest) {
   FakeBackend backend(kVocab, 64, 4);
   const std::vector<TokenId> prompt = MakePrompt(kPromptTokens, 4);
-  const std::vector<TokenId> ref = FakeBackend::ReferenceGreedy(prompt, kVocab, kMaxTokens);
+  const std::vector<TokenId> ref = FakeBackend::ReferenceGreedy(prompt, kVocab, kResumeMaxTokens);
   auto engine = MakeEngine(&backend);
   // Another request with the same prompt fills the cache with its two full prompt blocks.
   RunOne(*engine, GreedyRequest(prompt, 1));
   const int64_t hits_before = engine->Stats().prefix_cache_hits;
-  GenerateRequest resumed = GreedyRequest(prompt, kMaxTokens);
+  GenerateRequest resumed = GreedyRequest(prompt, kResumeMaxTokens);
   resumed.resumed_output_token_ids.assign(ref.begin(), ref.begin() + 5);
   const GenerationResult rest = RunOne(*engine, resumed);
   EXPECT_EQ(rest.tokens, After(ref, 5));
-  EXPECT_EQ(
-      rest.usage,
-      (Usage{.prompt_tokens = kPromptTokens, .completion_tokens = kMaxTokens, .cached_tokens = 8}));
+  EXPECT_EQ(rest.usage, (Usage{.prompt_tokens = kPromptTokens,
+                               .completion_tokens = kResumeMaxTokens,
+                               .cached_tokens = 8}));
   EXPECT_EQ(engine->Stats().prefix_cache_hits - hits_before, 8);
   // The first step computed prompt positions 8, 9 and the 5 resumed tokens, nothing before.
   EXPECT_EQ(backend.calls()[1].num_tokens, kPromptTokens - 8 + 5);

@@ -5,7 +5,11 @@
 // tokens it *reads back* from the store for positions [0, last] — so a wrong block table, a wrong
 // start position, a skipped chunk, a stale or clobbered block changes the output (or fails the
 // call when a slot holds another position). ReferenceLogits gives what a correct engine must see:
-// the same hash over the true token history.
+// the same hash over the true token history. An item asking for several logits rows (speculative
+// decoding) gets each row from the history up to that row's token.
+//
+// set_repeat_period(p) swaps the hash for a model that always continues with the token p places
+// back (one-hot logits): its output repeats, so prompt-lookup drafts are accepted.
 #ifndef TANDEM_TESTS_COMMON_ENGINE_FAKE_BACKEND_H_
 #define TANDEM_TESTS_COMMON_ENGINE_FAKE_BACKEND_H_
 
@@ -71,7 +75,7 @@ class FakeBackend : public Backend {
         }
       }
       call.num_tokens += static_cast<int32_t>(item.tokens.size());
-      if (item.want_logits) ++call.num_logits;
+      call.num_logits += LogitsRows(item);
     }
     if (out.logits.size() < static_cast<size_t>(call.num_logits) * config_.vocab_size) {
       return absl::InvalidArgumentError("logits buffer too small");
@@ -88,20 +92,27 @@ class FakeBackend : public Backend {
     size_t row = 0;
     std::vector<TokenId> history;
     for (const ForwardItem& item : batch.items) {
-      if (!item.want_logits) continue;
-      const int32_t last = item.start_pos + static_cast<int32_t>(item.tokens.size()) - 1;
-      history.clear();
-      for (int32_t pos = 0; pos <= last; ++pos) {
-        const Slot& slot = slots_[SlotIndex(item.block_table, pos)];
-        if (slot.pos != pos) {
-          return absl::InternalError(
-              absl::StrCat("position ", pos, " reads a slot holding position ", slot.pos));
+      const int32_t end = item.start_pos + static_cast<int32_t>(item.tokens.size());
+      for (int32_t last = end - LogitsRows(item); last < end; ++last) {
+        history.clear();
+        for (int32_t pos = 0; pos <= last; ++pos) {
+          const Slot& slot = slots_[SlotIndex(item.block_table, pos)];
+          if (slot.pos != pos) {
+            return absl::InternalError(
+                absl::StrCat("position ", pos, " reads a slot holding position ", slot.pos));
+          }
+          history.push_back(slot.token);
         }
-        history.push_back(slot.token);
+        std::span<float> logits = out.logits.subspan(row * config_.vocab_size, config_.vocab_size);
+        if (repeat_period_ > 0) {
+          std::fill(logits.begin(), logits.end(), 0.0f);
+          const size_t back = std::min(history.size(), static_cast<size_t>(repeat_period_));
+          logits[history[history.size() - back]] = 1.0f;
+        } else {
+          ReferenceLogits(history, config_.vocab_size, logits);
+        }
+        ++row;
       }
-      ReferenceLogits(history, config_.vocab_size,
-                      out.logits.subspan(row * config_.vocab_size, config_.vocab_size));
-      ++row;
     }
     calls_.push_back(call);
     return absl::OkStatus();
@@ -147,6 +158,10 @@ class FakeBackend : public Backend {
     return calls_;
   }
   ModelConfig& mutable_config() { return config_; }
+  void set_repeat_period(int period) {
+    absl::MutexLock lock(&mu_);
+    repeat_period_ = period;
+  }
 
   // What a KV transfer does: block `src_block` of `src`'s pool overwrites `dst_block` of this one.
   void CopyBlockFrom(const FakeBackend& src, int32_t src_block, int32_t dst_block) {
@@ -184,6 +199,7 @@ class FakeBackend : public Backend {
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
+  int repeat_period_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tandem

@@ -58,5 +58,40 @@ TEST(StepCostFitTest, RecentStepsOutweighOldOnes) {
   EXPECT_LT(fit.Estimate().samples, 11);  // about 1 / (1 − 0.9)
 }
 
+TEST(StepCostFitTest, AStepStretchedByTheMachineBarelyMovesThePrice) {
+  // 200 steps of 2 ms, then one the process spent 40 ms descheduled in.
+  StepCostFit plain;
+  StepCostFit robust(0.995, 3);
+  for (StepCostFit* fit : {&plain, &robust}) {
+    for (int i = 0; i < 200; ++i) fit->Add(4 + i % 8, 1000, 2000);
+    fit->Add(8, 1000, 42000);
+  }
+  // Least squares moves the price of every step by about 40 ms / 200 (the fit's weight); the
+  // robust fit counts the step as 6 ms.
+  EXPECT_GT(plain.Estimate().StepUs(8, 1000), 2100);
+  EXPECT_LT(robust.Estimate().StepUs(8, 1000), 2040);
+  EXPECT_GT(robust.Estimate().StepUs(8, 1000), 2000);
+}
+
+TEST(StepCostFitTest, ARobustFitStillFollowsANodeThatGotFiveTimesSlower) {
+  StepCostFit fit(0.9, 3);
+  for (int i = 0; i < 200; ++i) fit.Add(4 + i % 8, 1000, 100);
+  int steps = 0;
+  while (fit.Estimate().StepUs(8, 1000) < 495 && steps < 200) {
+    fit.Add(4 + steps % 8, 1000, 500);
+    ++steps;
+  }
+  EXPECT_LT(steps, 60);  // a plain fit at this decay: about 50
+  EXPECT_NEAR(fit.Estimate().StepUs(8, 1000), 500, 5);
+}
+
+TEST(StepCostFitTest, TheFirstStepsAreTakenAsTheyCome) {
+  // Before kWarmupSteps there is no prediction to hold a step against.
+  StepCostFit fit(1.0, 3);
+  fit.Add(8, 0, 100);
+  fit.Add(8, 0, 1000);
+  EXPECT_NEAR(fit.Estimate().StepUs(8, 0), 550, 1e-6);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -10,9 +10,9 @@ namespace {
 
 using ::testing::ElementsAre;
 
-constexpr TokenId Byte(int b) { return 3 + b; }  // id of <0xBB>
+constexpr TokenId SpmByte(int b) { return 3 + b; }  // id of <0xBB>
 
-std::unique_ptr<Tokenizer> Load(const nlohmann::json& j) {
+std::unique_ptr<Tokenizer> LoadSpm(const nlohmann::json& j) {
   auto tok = Tokenizer::FromJson(j.dump(), "spm/tokenizer.json");
   EXPECT_TRUE(tok.ok()) << tok.status();
   return tok.ok() ? std::move(*tok) : nullptr;
@@ -20,7 +20,7 @@ std::unique_ptr<Tokenizer> Load(const nlohmann::json& j) {
 
 class SpmTokenizerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Tokenizer> tok_ = Load(testing::SpmTokenizerJson());
+  std::unique_ptr<Tokenizer> tok_ = LoadSpm(testing::SpmTokenizerJson());
 };
 
 TEST_F(SpmTokenizerTest, PrependAndReplaceNormalizer) {
@@ -28,23 +28,23 @@ TEST_F(SpmTokenizerTest, PrependAndReplaceNormalizer) {
   EXPECT_THAT(tok_->Encode("Hello world", false), ElementsAre(271, 276));
   EXPECT_THAT(tok_->Encode("Hello world", true), ElementsAre(1, 271, 276));
   // "▁▁▁Hi": ▁H (rank 1) merges before ▁▁ (rank 10); "i" falls back to its byte.
-  EXPECT_THAT(tok_->Encode("  Hi", false), ElementsAre(277, 268, Byte('i')));
+  EXPECT_THAT(tok_->Encode("  Hi", false), ElementsAre(277, 268, SpmByte('i')));
 }
 
 TEST_F(SpmTokenizerTest, ByteFallback) {
-  EXPECT_THAT(tok_->Encode("H\xC3\xA9", false), ElementsAre(268, Byte(0xC3), Byte(0xA9)));
+  EXPECT_THAT(tok_->Encode("H\xC3\xA9", false), ElementsAre(268, SpmByte(0xC3), SpmByte(0xA9)));
   EXPECT_THAT(tok_->Encode("\xF0\x9F\x98\x80", false),
-              ElementsAre(259, Byte(0xF0), Byte(0x9F), Byte(0x98), Byte(0x80)));
+              ElementsAre(259, SpmByte(0xF0), SpmByte(0x9F), SpmByte(0x98), SpmByte(0x80)));
 }
 
 TEST_F(SpmTokenizerTest, UnknownTokenWithoutByteFallback) {
   nlohmann::json j = testing::SpmTokenizerJson();
   j["model"]["byte_fallback"] = false;
-  auto tok = Load(j);
+  auto tok = LoadSpm(j);
   // fuse_unk: consecutive unknown characters become one <unk>.
   EXPECT_THAT(tok->Encode("H\xC3\xA9\xC3\xA9w", false), ElementsAre(268, 0, 264));
   j["model"]["fuse_unk"] = false;
-  tok = Load(j);
+  tok = LoadSpm(j);
   EXPECT_THAT(tok->Encode("H\xC3\xA9\xC3\xA9w", false), ElementsAre(268, 0, 0, 264));
 }
 
@@ -57,13 +57,13 @@ TEST_F(SpmTokenizerTest, DecoderStripsOneLeadingSpace) {
   EXPECT_EQ(tok_->Decode(std::vector<TokenId>{271, 276}), "Hello world");
   EXPECT_EQ(tok_->Decode(std::vector<TokenId>{1, 271, 276}), "<s> Hello world");
   EXPECT_EQ(tok_->Decode(std::vector<TokenId>{1, 271, 276}, true), "Hello world");
-  EXPECT_EQ(tok_->Decode(std::vector<TokenId>{277, 268, Byte('i')}), "  Hi");
-  EXPECT_EQ(tok_->Decode(std::vector<TokenId>{268, Byte(0xC3), Byte(0xA9)}), "H\xC3\xA9");
+  EXPECT_EQ(tok_->Decode(std::vector<TokenId>{277, 268, SpmByte('i')}), "  Hi");
+  EXPECT_EQ(tok_->Decode(std::vector<TokenId>{268, SpmByte(0xC3), SpmByte(0xA9)}), "H\xC3\xA9");
 }
 
 TEST_F(SpmTokenizerTest, InvalidByteRunsBecomeOneReplacementPerByte) {
   // Hugging Face's ByteFallback replaces each byte of a run that is not valid UTF-8.
-  EXPECT_EQ(tok_->Decode(std::vector<TokenId>{Byte(0xE4), Byte(0xB8), 272}),
+  EXPECT_EQ(tok_->Decode(std::vector<TokenId>{SpmByte(0xE4), SpmByte(0xB8), 272}),
             "\xEF\xBF\xBD\xEF\xBF\xBD w");
 }
 
@@ -75,7 +75,7 @@ TEST_F(SpmTokenizerTest, RoundTrip) {
 }
 
 TEST(MetaspaceTokenizerTest, PrependSchemeFirst) {
-  auto tok = Load(testing::MetaspaceTokenizerJson());
+  auto tok = LoadSpm(testing::MetaspaceTokenizerJson());
   // The pre-tokenizer replaces spaces and prepends ▁ at the start of the input only.
   EXPECT_THAT(tok->Encode("Hello world", false), ElementsAre(271, 276));
   // After a special token the next segment does not start at offset 0: no ▁.
@@ -84,7 +84,7 @@ TEST(MetaspaceTokenizerTest, PrependSchemeFirst) {
 }
 
 TEST(MetaspaceTokenizerTest, MetaspaceDecoder) {
-  auto tok = Load(testing::MetaspaceTokenizerJson());
+  auto tok = LoadSpm(testing::MetaspaceTokenizerJson());
   EXPECT_EQ(tok->Decode(std::vector<TokenId>{271, 276}), "Hello world");
   EXPECT_EQ(tok->Decode(std::vector<TokenId>{1, 271, 276}), "<s> Hello world");
   // Hugging Face drops every ▁ of the first token, not only the leading one.
@@ -95,7 +95,7 @@ TEST(MetaspaceTokenizerTest, SplitAndPrependAlways) {
   nlohmann::json j = testing::MetaspaceTokenizerJson();
   j["pre_tokenizer"]["prepend_scheme"] = "always";
   j["pre_tokenizer"]["split"] = true;
-  auto tok = Load(j);
+  auto tok = LoadSpm(j);
   // Words are split before each ▁, so "▁▁" cannot form across them: "▁", "▁Hello".
   EXPECT_THAT(tok->Encode("  Hello", false), ElementsAre(259, 271));
   EXPECT_THAT(tok->Encode(" Hello", false), ElementsAre(271));

@@ -9,9 +9,9 @@ namespace {
 
 using ::testing::ElementsAre;
 
-constexpr TokenId Byte(int b) { return 3 + b; }  // <0xBB> in the SentencePiece test vocab
+constexpr TokenId VocabByte(int b) { return 3 + b; }  // <0xBB> in the SentencePiece test vocab
 
-std::unique_ptr<Tokenizer> Load(const nlohmann::json& j) {
+std::unique_ptr<Tokenizer> LoadVocab(const nlohmann::json& j) {
   auto tok = Tokenizer::FromJson(j.dump(), "test/tokenizer.json");
   EXPECT_TRUE(tok.ok()) << tok.status();
   return tok.ok() ? std::move(*tok) : nullptr;
@@ -34,7 +34,7 @@ std::string Join(const std::vector<std::string>& parts) {
 }
 
 TEST(StreamingDetokenizerTest, ByteLevelHoldsBackSplitCharacters) {
-  auto tok = Load(testing::ByteLevelTokenizerJson());
+  auto tok = LoadVocab(testing::ByteLevelTokenizerJson());
   // "hi 😀中" in the test vocabulary: bytes of the emoji and of 中 are separate tokens.
   const std::vector<TokenId> ids = {'h', 'i', ' ', 0xF0, 0x9F, 0x98, 0x80, 0xE4, 0xB8, 0xAD};
   EXPECT_THAT(Stream(*tok, ids), ElementsAre("h", "i", " ", "", "", "", "\xF0\x9F\x98\x80", "", "",
@@ -43,7 +43,7 @@ TEST(StreamingDetokenizerTest, ByteLevelHoldsBackSplitCharacters) {
 }
 
 TEST(StreamingDetokenizerTest, InvalidAndTruncatedBytes) {
-  auto tok = Load(testing::ByteLevelTokenizerJson());
+  auto tok = LoadVocab(testing::ByteLevelTokenizerJson());
   // E4 followed by 'a' can never complete: U+FFFD as soon as 'a' arrives.
   EXPECT_THAT(Stream(*tok, {0xE4, 'a'}), ElementsAre("",
                                                      "\xEF\xBF\xBD"
@@ -58,7 +58,7 @@ TEST(StreamingDetokenizerTest, InvalidAndTruncatedBytes) {
 }
 
 TEST(StreamingDetokenizerTest, SkipsSpecialTokensLikeDecode) {
-  auto tok = Load(testing::ByteLevelTokenizerJson());
+  auto tok = LoadVocab(testing::ByteLevelTokenizerJson());
   const std::vector<TokenId> ids = {300, 259, 301, 264, 302};
   EXPECT_THAT(Stream(*tok, ids, true), ElementsAre("", "hello", "", " world", "<think>", ""));
   EXPECT_EQ(Join(Stream(*tok, ids, false)), tok->Decode(ids, false));
@@ -69,7 +69,7 @@ TEST(StreamingDetokenizerTest, SkipsSpecialTokensLikeDecode) {
 }
 
 TEST(StreamingDetokenizerTest, SentencePieceLeadingSpace) {
-  auto tok = Load(testing::SpmTokenizerJson());
+  auto tok = LoadVocab(testing::SpmTokenizerJson());
   // The decoder strips one leading space of the whole text only.
   EXPECT_THAT(Stream(*tok, {271, 276}), ElementsAre("Hello", " world", ""));
   EXPECT_THAT(Stream(*tok, {1, 271, 276}), ElementsAre("<s>", " Hello", " world", ""));
@@ -79,21 +79,22 @@ TEST(StreamingDetokenizerTest, SentencePieceLeadingSpace) {
 }
 
 TEST(StreamingDetokenizerTest, SentencePieceByteFallbackCharacters) {
-  auto tok = Load(testing::SpmTokenizerJson());
+  auto tok = LoadVocab(testing::SpmTokenizerJson());
   // "▁😀 w" with the emoji as four byte-fallback tokens.
-  const std::vector<TokenId> ids = {259, Byte(0xF0), Byte(0x9F), Byte(0x98), Byte(0x80), 272};
+  const std::vector<TokenId> ids = {
+      259, VocabByte(0xF0), VocabByte(0x9F), VocabByte(0x98), VocabByte(0x80), 272};
   EXPECT_THAT(Stream(*tok, ids), ElementsAre("", "", "", "", "\xF0\x9F\x98\x80", " w", ""));
   EXPECT_EQ(Join(Stream(*tok, ids)), tok->Decode(ids));
   // The documented exception: an invalid byte-fallback run. Decode follows Hugging Face's
   // ByteFallback (one U+FFFD per byte of the run); the stream, which must not wait for runs to
   // end, uses errors="replace" (one U+FFFD for the truncated sequence E4 B8).
-  const std::vector<TokenId> bad = {Byte(0xE4), Byte(0xB8), 272};
+  const std::vector<TokenId> bad = {VocabByte(0xE4), VocabByte(0xB8), 272};
   EXPECT_EQ(tok->Decode(bad), "\xEF\xBF\xBD\xEF\xBF\xBD w");
   EXPECT_THAT(Stream(*tok, bad), ElementsAre("", "", "\xEF\xBF\xBD w", ""));
 }
 
 TEST(StreamingDetokenizerTest, MetaspaceDecoderFirstTokenRule) {
-  auto tok = Load(testing::MetaspaceTokenizerJson());
+  auto tok = LoadVocab(testing::MetaspaceTokenizerJson());
   for (const std::vector<TokenId>& ids :
        {std::vector<TokenId>{277, 271, 276}, std::vector<TokenId>{271, 277, 276},
         std::vector<TokenId>{1, 271}, std::vector<TokenId>{259, 259, 271}}) {
@@ -103,7 +104,7 @@ TEST(StreamingDetokenizerTest, MetaspaceDecoderFirstTokenRule) {
 }
 
 TEST(StreamingDetokenizerTest, UnknownIdsAreIgnored) {
-  auto tok = Load(testing::SpmTokenizerJson());
+  auto tok = LoadVocab(testing::SpmTokenizerJson());
   EXPECT_THAT(Stream(*tok, {271, 99999, 276}), ElementsAre("Hello", "", " world", ""));
 }
 

@@ -13,7 +13,7 @@ using testing::Bl;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::unique_ptr<Tokenizer> Load(const nlohmann::json& j) {
+std::unique_ptr<Tokenizer> LoadTokenizer(const nlohmann::json& j) {
   auto tok = Tokenizer::FromJson(j.dump(), "test/tokenizer.json");
   EXPECT_TRUE(tok.ok()) << tok.status();
   return tok.ok() ? std::move(*tok) : nullptr;
@@ -21,7 +21,7 @@ std::unique_ptr<Tokenizer> Load(const nlohmann::json& j) {
 
 class ByteLevelTokenizerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Tokenizer> tok_ = Load(testing::ByteLevelTokenizerJson());
+  std::unique_ptr<Tokenizer> tok_ = LoadTokenizer(testing::ByteLevelTokenizerJson());
 };
 
 TEST_F(ByteLevelTokenizerTest, MergesInRankOrder) {
@@ -89,7 +89,7 @@ TEST_F(ByteLevelTokenizerTest, NormalizedAddedTokenMatchesAfterNormalization) {
   j["normalizer"] = {{"type", "Lowercase"}};
   j["added_tokens"].push_back(
       {{"id", 307}, {"content", "<UP>"}, {"special", false}, {"normalized", true}});
-  auto tok = Load(j);
+  auto tok = LoadTokenizer(j);
   // "~N~" lowercases to "~n~", which matches the normalized added token.
   EXPECT_THAT(tok->Encode("~N~", false), ElementsAre(306));
   EXPECT_THAT(tok->Encode("HELLO", false), ElementsAre(259));
@@ -103,7 +103,7 @@ TEST_F(ByteLevelTokenizerTest, NormalizedAddedTokenMatchesAfterNormalization) {
 TEST_F(ByteLevelTokenizerTest, IgnoreMerges) {
   nlohmann::json j = testing::ByteLevelTokenizerJson();
   j["model"]["ignore_merges"] = true;
-  auto tok = Load(j);
+  auto tok = LoadTokenizer(j);
   EXPECT_THAT(tok->Encode("abc", false), ElementsAre(269));
   EXPECT_THAT(tok->Encode("hello world", false), ElementsAre(259, 264));
 }
@@ -150,7 +150,7 @@ TEST_F(ByteLevelTokenizerTest, LegacyMergeStrings) {
     pairs.push_back({s.substr(0, s.find(' ')), s.substr(s.find(' ') + 1)});
   }
   j["model"]["merges"] = pairs;
-  auto tok = Load(j);
+  auto tok = LoadTokenizer(j);
   EXPECT_THAT(tok->Encode("hello world", false), ElementsAre(259, 264));
 }
 

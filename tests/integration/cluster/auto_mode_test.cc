@@ -18,7 +18,7 @@
 namespace tandem::testing {
 namespace {
 
-constexpr int kMaxTokens = 8;
+constexpr int kAutoMaxTokens = 8;
 
 double Placements(const std::string& router_metrics, const std::string& mode,
                   const std::string& reason) {
@@ -47,18 +47,18 @@ TEST(AutoModeTest, APromptPrefillsOnAnotherNodeOrLocallyWithTheSameTokens) {
   spec.router_args.insert(spec.router_args.end(), {"--local-prefill-threshold", "32"});
   const std::vector<std::vector<int>> all = MixedPrompts(8);
   const std::vector<std::vector<int>> prompts = {all[2], all[5]};  // 75 and 76 tokens
-  std::vector<std::vector<int>> expected = ReferenceTokens(spec.model_dir, prompts, kMaxTokens);
+  std::vector<std::vector<int>> expected = ReferenceTokens(spec.model_dir, prompts, kAutoMaxTokens);
   const std::vector<int> short_prompt(all[0].begin(), all[0].begin() + 12);
-  expected.push_back(ReferenceTokens(spec.model_dir, {short_prompt}, kMaxTokens)[0]);
+  expected.push_back(ReferenceTokens(spec.model_dir, {short_prompt}, kAutoMaxTokens)[0]);
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
 
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const GenerateOutcome out = cluster.Generate(GreedyTokenRequest(prompts[i], kMaxTokens));
+    const GenerateOutcome out = cluster.Generate(GreedyTokenRequest(prompts[i], kAutoMaxTokens));
     ASSERT_TRUE(out.status.ok()) << out.status.error_message() << cluster.Logs();
     EXPECT_EQ(out.tokens, expected[i]) << "prompt " << i;
   }
-  const GenerateOutcome local = cluster.Generate(GreedyTokenRequest(short_prompt, kMaxTokens));
+  const GenerateOutcome local = cluster.Generate(GreedyTokenRequest(short_prompt, kAutoMaxTokens));
   ASSERT_TRUE(local.status.ok()) << local.status.error_message() << cluster.Logs();
   EXPECT_EQ(local.tokens, expected.back());
 
@@ -94,11 +94,11 @@ TEST_P(AutoModeTokensTest, SixtyFourConcurrentGreedyRequests) {
   spec.router_args.insert(spec.router_args.end(), {"--local-prefill-threshold", "16"});
   const std::vector<std::vector<int>> prompts = MixedPrompts(kRequests);
   const std::vector<std::vector<int>> expected =
-      ReferenceTokens(spec.model_dir, prompts, kMaxTokens);
+      ReferenceTokens(spec.model_dir, prompts, kAutoMaxTokens);
   LocalCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
 
-  ExpectConcurrentGreedyTokens(cluster, prompts, expected, kMaxTokens);
+  ExpectConcurrentGreedyTokens(cluster, prompts, expected, kAutoMaxTokens);
 
   auto router = ScrapeMetrics(cluster.router_metrics_address());
   ASSERT_TRUE(router.ok()) << router.status();

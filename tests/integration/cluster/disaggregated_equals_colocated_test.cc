@@ -26,7 +26,7 @@ namespace tandem::testing {
 namespace {
 
 constexpr int kNumRequests = 64;
-constexpr int kMaxTokens = 8;
+constexpr int kEqualsMaxTokens = 8;
 
 // (UCX transports, placement policy, --kv-cache-dtype of every node and of tandem-generate)
 using ClusterCase = std::tuple<std::string, std::string, std::string>;
@@ -37,10 +37,10 @@ TEST_P(DisaggregatedEqualsColocatedTest, SixtyFourConcurrentGreedyRequests) {
   const std::string model = TestModelDir("llama");
   const std::vector<std::vector<int>> prompts = MixedPrompts(kNumRequests);
   const std::vector<std::vector<int>> expected =
-      ReferenceTokens(model, prompts, kMaxTokens, kv_cache_dtype);
+      ReferenceTokens(model, prompts, kEqualsMaxTokens, kv_cache_dtype);
   if (kv_cache_dtype != "auto") {
     // The dtype is in effect: tandem-generate's tokens with it are not all f32 KV's.
-    EXPECT_NE(expected, ReferenceTokens(model, prompts, kMaxTokens, "f32"));
+    EXPECT_NE(expected, ReferenceTokens(model, prompts, kEqualsMaxTokens, "f32"));
   }
 
   LocalCluster cluster;
@@ -55,7 +55,7 @@ TEST_P(DisaggregatedEqualsColocatedTest, SixtyFourConcurrentGreedyRequests) {
   spec.router_args = {"--policy", policy, "--local-prefill-threshold", "0"};
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
 
-  ExpectConcurrentGreedyTokens(cluster, prompts, expected, kMaxTokens);
+  ExpectConcurrentGreedyTokens(cluster, prompts, expected, kEqualsMaxTokens);
   // Every request went to one decode node, each of which got some; through a prefill node (imported
   // by the decode node) unless the cost policy prefilled it on the decode node.
   int64_t imported = 0;
@@ -117,12 +117,14 @@ TEST(DisaggregatedEqualsColocatedConversationTest, SecondTurnsOnTheirFirstTurnsK
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
   std::vector<std::vector<int>> prompts = first;
   for (int turn = 0; turn < 2; ++turn) {
-    const std::vector<std::vector<int>> expected = ReferenceTokens(model, prompts, kMaxTokens);
+    const std::vector<std::vector<int>> expected =
+        ReferenceTokens(model, prompts, kEqualsMaxTokens);
     std::vector<GenerateOutcome> outcomes(prompts.size());
     std::vector<std::thread> clients;
     for (size_t c = 0; c < prompts.size(); ++c) {
-      clients.emplace_back(
-          [&, c] { outcomes[c] = cluster.Generate(GreedyTokenRequest(prompts[c], kMaxTokens)); });
+      clients.emplace_back([&, c] {
+        outcomes[c] = cluster.Generate(GreedyTokenRequest(prompts[c], kEqualsMaxTokens));
+      });
     }
     for (std::thread& t : clients) t.join();
     for (int c = 0; c < kConversations; ++c) {

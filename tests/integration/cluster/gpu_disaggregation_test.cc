@@ -16,7 +16,7 @@ namespace tandem::testing {
 namespace {
 
 constexpr int kRequests = 16;
-constexpr int kMaxTokens = 12;
+constexpr int kGpuMaxTokens = 12;
 
 // A bf16 Llama model with head_dim 64 (the GPU attention kernels take 64 or 128).
 std::string GpuModelDir() {
@@ -44,7 +44,7 @@ std::vector<GenerateOutcome> RunAll(LocalCluster& cluster,
   std::vector<std::thread> clients;
   for (size_t i = 0; i < prompts.size(); ++i) {
     clients.emplace_back(
-        [&, i] { outcomes[i] = cluster.Generate(GreedyTokenRequest(prompts[i], kMaxTokens)); });
+        [&, i] { outcomes[i] = cluster.Generate(GreedyTokenRequest(prompts[i], kGpuMaxTokens)); });
   }
   for (std::thread& t : clients) t.join();
   return outcomes;
@@ -86,7 +86,7 @@ TEST(GpuDisaggregationTest, KvMovedGpuToGpuGivesTheColocatedTokens) {
     ASSERT_TRUE(want[i].status.ok()) << i << ": " << want[i].status.error_message();
     ASSERT_TRUE(got[i].status.ok()) << i << ": " << got[i].status.error_message();
     EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
-    EXPECT_EQ(got[i].tokens.size(), static_cast<size_t>(kMaxTokens)) << "request " << i;
+    EXPECT_EQ(got[i].tokens.size(), static_cast<size_t>(kGpuMaxTokens)) << "request " << i;
   }
   auto load = disaggregated.DecodeLoad(disaggregated.decode(0).grpc_address());
   ASSERT_TRUE(load.ok()) << load.status();

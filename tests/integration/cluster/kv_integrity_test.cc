@@ -14,7 +14,7 @@
 namespace tandem::testing {
 namespace {
 
-std::vector<int> Prompt() {
+std::vector<int> IntegrityPrompt() {
   std::vector<int> prompt;
   for (int i = 0; i < 70; ++i) prompt.push_back(300 + (i * 37) % 4000);
   return prompt;
@@ -40,12 +40,12 @@ ClusterSpec Spec(EnvVars prefill_env, std::string ucx_tls) {
   return spec;
 }
 
-// The tokens a clean cluster gives for Prompt() (one cluster for the whole suite).
+// The tokens a clean cluster gives for IntegrityPrompt() (one cluster for the whole suite).
 const std::vector<int>& CleanTokens() {
   static const std::vector<int> tokens = [] {
     LocalCluster clean;
     clean.Start(Spec({}, "tcp"));
-    GenerateOutcome outcome = clean.Generate(GreedyTokenRequest(Prompt(), 6));
+    GenerateOutcome outcome = clean.Generate(GreedyTokenRequest(IntegrityPrompt(), 6));
     EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
     return outcome.tokens;
   }();
@@ -65,7 +65,7 @@ class KvIntegrityTest : public ::testing::TestWithParam<std::string> {
     ASSERT_FALSE(expected.empty());
     LocalCluster cluster;
     ASSERT_NO_FATAL_FAILURE(cluster.Start(Spec({{hook, "1"}}, GetParam())));
-    const GenerateOutcome outcome = cluster.Generate(GreedyTokenRequest(Prompt(), 6));
+    const GenerateOutcome outcome = cluster.Generate(GreedyTokenRequest(IntegrityPrompt(), 6));
     EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
     EXPECT_EQ(outcome.tokens, expected);
     const std::string decode = cluster.decode_metrics_address(0);

@@ -21,7 +21,7 @@ constexpr int kPromptTokens = 180;  // 12 blocks of 16
 constexpr int kOutputTokens = 150;
 constexpr int kStreams = 6;
 
-std::vector<int> Prompt(int salt) {
+std::vector<int> RebalancePrompt(int salt) {
   std::vector<int> p;
   for (int j = 0; j < kPromptTokens; ++j) p.push_back(1000 + (salt * 7919 + j * 31) % 20000);
   return p;
@@ -54,8 +54,9 @@ TEST(KvRebalanceClusterTest, StreamsMoveOffADecodeNodeOutOfBlocksWithTheirKv) {
   {
     std::vector<std::jthread> streamers;
     for (int i = 0; i < kStreams; ++i) {
-      streamers.emplace_back(
-          [&, i] { results[i] = cluster.Generate(GreedyTokenRequest(Prompt(i), kOutputTokens)); });
+      streamers.emplace_back([&, i] {
+        results[i] = cluster.Generate(GreedyTokenRequest(RebalancePrompt(i), kOutputTokens));
+      });
       absl::SleepFor(absl::Milliseconds(50));  // round_robin in a known order
     }
   }
@@ -63,7 +64,7 @@ TEST(KvRebalanceClusterTest, StreamsMoveOffADecodeNodeOutOfBlocksWithTheirKv) {
     ASSERT_TRUE(results[i].status.ok())
         << "stream " << i << ": " << results[i].status.error_message() << "\n"
         << cluster.Logs();
-    EXPECT_EQ(results[i].tokens, SimTokens(Prompt(i), kOutputTokens)) << "stream " << i;
+    EXPECT_EQ(results[i].tokens, SimTokens(RebalancePrompt(i), kOutputTokens)) << "stream " << i;
   }
   absl::StatusOr<std::string> metrics = ScrapeMetrics(cluster.router_metrics_address());
   ASSERT_TRUE(metrics.ok()) << metrics.status();

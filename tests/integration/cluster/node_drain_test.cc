@@ -39,7 +39,7 @@ const std::vector<std::string> kSlowSimArgs = {"--backend",
                                                "--max-num-batched-tokens",
                                                "2048"};
 
-std::vector<int> Prompt(int salt) {
+std::vector<int> DrainPrompt(int salt) {
   std::vector<int> p;
   for (int j = 0; j < 40; ++j) p.push_back(1000 + (salt * 7919 + j * 31) % 20000);
   return p;
@@ -107,7 +107,7 @@ class NodeDrainTest : public ::testing::Test {
       for (int i = 0; i < kStreams; ++i) {
         streamers.emplace_back([&, i] {
           results[i] = Stream(cluster_.router_address(),
-                              GreedyTokenRequest(Prompt(salt + i), kTokens), &first_token[i]);
+                              GreedyTokenRequest(DrainPrompt(salt + i), kTokens), &first_token[i]);
         });
       }
       for (auto& n : first_token) n.WaitForNotification();
@@ -132,7 +132,7 @@ class NodeDrainTest : public ::testing::Test {
       EXPECT_TRUE(results[i].status.ok())
           << "stream " << i << ": " << results[i].status.error_message() << "\n"
           << cluster_.Logs();
-      EXPECT_EQ(results[i].tokens, SimTokens(Prompt(salt + i), kTokens)) << "stream " << i;
+      EXPECT_EQ(results[i].tokens, SimTokens(DrainPrompt(salt + i), kTokens)) << "stream " << i;
     }
     return busy;
   }
@@ -146,8 +146,8 @@ TEST_F(NodeDrainTest, SigtermLetsTheStreamFinishAndNewRequestsGoElsewhere) {
   absl::Notification first_token;
   StreamResult in_flight;
   std::jthread streamer([&] {
-    in_flight =
-        Stream(cluster_.router_address(), GreedyTokenRequest(Prompt(1), kTokens), &first_token);
+    in_flight = Stream(cluster_.router_address(), GreedyTokenRequest(DrainPrompt(1), kTokens),
+                       &first_token);
   });
   first_token.WaitForNotification();
   const int busy = BusyDecodeNode();
@@ -162,7 +162,7 @@ TEST_F(NodeDrainTest, SigtermLetsTheStreamFinishAndNewRequestsGoElsewhere) {
 
   // While the node drains, new requests are served (by the other decode node, or after a retry).
   for (int i = 0; i < 3; ++i) {
-    GenerateOutcome r = cluster_.Generate(GreedyTokenRequest(Prompt(10 + i), 4));
+    GenerateOutcome r = cluster_.Generate(GreedyTokenRequest(DrainPrompt(10 + i), 4));
     EXPECT_TRUE(r.status.ok()) << r.status.error_message() << "\n" << cluster_.Logs();
     EXPECT_EQ(r.tokens.size(), 4u);
   }

@@ -72,7 +72,7 @@ void ExpectCountersGrew(const PrometheusText& before, const PrometheusText& afte
   }
 }
 
-std::vector<int> Prompt(int length, int salt) {
+std::vector<int> MetricsPrompt(int length, int salt) {
   std::vector<int> prompt;
   for (int i = 0; i < length; ++i) prompt.push_back(1000 + salt * 1777 + i * 13);
   return prompt;
@@ -146,7 +146,7 @@ TEST_F(NodeMetricsTest, NumbersMatchTheTraffic) {
   // Four prompts sharing no block, of 1 to 3 blocks; then the second one again.
   const std::vector<int> lengths = {20, 33, 45, 9};
   std::vector<std::vector<int>> prompts;
-  for (size_t i = 0; i < lengths.size(); ++i) prompts.push_back(Prompt(lengths[i], i + 1));
+  for (size_t i = 0; i < lengths.size(); ++i) prompts.push_back(MetricsPrompt(lengths[i], i + 1));
   prompts.push_back(prompts[1]);
   int completion_tokens = 0;
   int decode_steps_tokens = 0;

@@ -25,7 +25,7 @@ namespace tandem::testing {
 namespace {
 
 constexpr int kRequests = 12;
-constexpr int kMaxTokens = 6;
+constexpr int kScrapeMaxTokens = 6;
 
 std::string FindTool(const std::string& name) {
   for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
@@ -149,12 +149,12 @@ TEST(PrometheusScrapeTest, APrometheusServerSeesWhatTheClusterDid) {
   for (int i = 0; i < kRequests; ++i) {
     std::vector<int> prompt;
     for (int t = 0; t < 20 + i; ++t) prompt.push_back(100 + (t * 31 + i * 7) % 500);
-    GenerateOutcome r = cluster.Generate(GreedyTokenRequest(prompt, kMaxTokens));
+    GenerateOutcome r = cluster.Generate(GreedyTokenRequest(prompt, kScrapeMaxTokens));
     ASSERT_TRUE(r.status.ok()) << r.status.error_message() << "\n" << cluster.Logs();
     completion_tokens += static_cast<int64_t>(r.tokens.size());
     absl::SleepFor(absl::Milliseconds(50));
   }
-  EXPECT_EQ(completion_tokens, kRequests * kMaxTokens);
+  EXPECT_EQ(completion_tokens, kRequests * kScrapeMaxTokens);
 
   const std::string router_job = "{job=\"router\"}";
   EXPECT_TRUE(EventuallyEquals(

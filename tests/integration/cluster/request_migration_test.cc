@@ -25,10 +25,10 @@
 namespace tandem::testing {
 namespace {
 
-constexpr int kMaxTokens = 120;
+constexpr int kMigrateMaxTokens = 120;
 constexpr int kKillAtToken = 5;
 
-std::vector<int> Prompt() {
+std::vector<int> MigrationPrompt() {
   std::vector<int> prompt;
   for (int i = 0; i < 24; ++i) prompt.push_back(300 + (i * 131) % 9000);
   return prompt;
@@ -58,7 +58,7 @@ std::vector<int> ReferenceTokens(const std::string& model, const std::vector<int
                                    "--temperature",
                                    absl::StrCat(s.temperature),
                                    "--max-tokens",
-                                   std::to_string(kMaxTokens),
+                                   std::to_string(kMigrateMaxTokens),
                                    "--ignore-eos",
                                    "--threads",
                                    "2"};
@@ -82,7 +82,7 @@ std::vector<int> ReferenceTokens(const std::string& model, const std::vector<int
 }
 
 v1::GenerateRequest Request(const std::vector<int>& prompt, const Sampling& s) {
-  v1::GenerateRequest request = GreedyTokenRequest(prompt, kMaxTokens);
+  v1::GenerateRequest request = GreedyTokenRequest(prompt, kMigrateMaxTokens);
   if (s.temperature > 0) {
     v1::SamplingParams* p = request.mutable_sampling();
     p->set_temperature(s.temperature);
@@ -163,9 +163,9 @@ StreamOutcome StreamAndAct(LocalCluster& cluster, const v1::GenerateRequest& req
 
 TEST_P(RequestMigrationTest, ADecodeNodeKilledMidStreamLosesNoTokenAndRepeatsNone) {
   const Sampling s = SamplingFor(GetParam());
-  const std::vector<int> prompt = Prompt();
+  const std::vector<int> prompt = MigrationPrompt();
   const std::vector<int> expected = ReferenceTokens(TestModelDir("llama"), prompt, s);
-  ASSERT_EQ(expected.size(), static_cast<size_t>(kMaxTokens));
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kMigrateMaxTokens));
   // Stop the node where it is, then kill it.
   const StreamOutcome got = StreamAndAct(cluster_, Request(prompt, s), [](LaunchedProcess& node) {
     node.Signal(SIGSTOP);
@@ -197,9 +197,9 @@ TEST_P(RequestMigrationTest, ADecodeNodeKilledMidStreamLosesNoTokenAndRepeatsNon
 // decode node, which decodes on from it: the tokens are tandem-generate's, nothing is recomputed.
 TEST_P(RequestMigrationTest, ADecodeNodeDrainedMidStreamMovesTheKvAndLosesNoToken) {
   const Sampling s = SamplingFor(GetParam());
-  const std::vector<int> prompt = Prompt();
+  const std::vector<int> prompt = MigrationPrompt();
   const std::vector<int> expected = ReferenceTokens(TestModelDir("llama"), prompt, s);
-  ASSERT_EQ(expected.size(), static_cast<size_t>(kMaxTokens));
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kMigrateMaxTokens));
   const StreamOutcome got = StreamAndAct(cluster_, Request(prompt, s),
                                          [](LaunchedProcess& node) { node.Signal(SIGTERM); });
   ASSERT_GE(got.node, 0);

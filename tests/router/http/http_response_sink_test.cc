@@ -20,7 +20,7 @@
 namespace tandem {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ordered_json = nlohmann::ordered_json;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -101,7 +101,7 @@ TEST_F(HttpResponseSinkTest, StreamsSseEventsAndEndsWithDone) {
   ASSERT_EQ(data.size(), 2u);
   EXPECT_THAT(data[0], StartsWith("data: {"));
   EXPECT_EQ(data[0].substr(data[0].size() - 2), "\n\n");
-  const json first = json::parse(data[0].substr(6));
+  const ordered_json first = ordered_json::parse(data[0].substr(6));
   EXPECT_EQ(first["choices"][0]["text"], " Hello");
   EXPECT_EQ(sink->queued_bytes(), static_cast<int64_t>(data[0].size() + data[1].size()));
 
@@ -163,7 +163,7 @@ TEST_F(HttpResponseSinkTest, AnErrorBeforeAnyOutputIsAJsonErrorWithItsStatus) {
   EXPECT_EQ(final.kind, FinalResponse::Kind::kComplete);
   EXPECT_EQ(final.status, 429);
   EXPECT_TRUE(final.retry_after);
-  const json body = json::parse(final.body);
+  const ordered_json body = ordered_json::parse(final.body);
   EXPECT_EQ(body["error"]["message"], "too many requests");
   EXPECT_TRUE(output_->data().empty());  // no stream header went out
 }
@@ -176,7 +176,7 @@ TEST_F(HttpResponseSinkTest, AnErrorAfterTheStreamBeganIsAnErrorEvent) {
   EXPECT_EQ(final.kind, FinalResponse::Kind::kStreamTail);
   ASSERT_THAT(final.body, StartsWith("data: {\"error\""));
   const size_t end = final.body.find("\n\n");
-  const json event = json::parse(final.body.substr(6, end - 6));
+  const ordered_json event = ordered_json::parse(final.body.substr(6, end - 6));
   EXPECT_EQ(event["error"]["message"], "decode node broke");
   EXPECT_EQ(event["error"]["type"], "server_error");
   // Then [DONE], as vLLM ends its streams after an error event.
@@ -191,7 +191,7 @@ TEST_F(HttpResponseSinkTest, NonStreamingCollectsOneBody) {
   FinalResponse final = sink->Finish(grpc::Status::OK);
   EXPECT_EQ(final.kind, FinalResponse::Kind::kComplete);
   EXPECT_EQ(final.status, 200);
-  const json body = json::parse(final.body);
+  const ordered_json body = ordered_json::parse(final.body);
   EXPECT_EQ(body["choices"][0]["text"], " Hello world");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
 }

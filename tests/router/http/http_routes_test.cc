@@ -6,7 +6,7 @@
 namespace tandem {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ordered_json = nlohmann::ordered_json;
 
 TEST(HttpRoutesTest, MatchesEndpoints) {
   EXPECT_EQ(MatchRoute("/v1/completions").route, Route::kCompletions);
@@ -29,20 +29,22 @@ TEST(HttpRoutesTest, ModelsJson) {
   ServedModel model;
   model.name = "llama-test";
   model.config.max_position_embeddings = 4096;
-  EXPECT_EQ(ModelsJson(model, 1700000000),
-            json::parse(R"({"object": "list", "data": [{"id": "llama-test", "object": "model",
+  EXPECT_EQ(
+      ModelsJson(model, 1700000000),
+      ordered_json::parse(R"({"object": "list", "data": [{"id": "llama-test", "object": "model",
                 "created": 1700000000, "owned_by": "tandem", "max_model_len": 4096}]})"));
 }
 
 TEST(HttpRoutesTest, ReadyAndHealthJson) {
-  EXPECT_EQ(ReadyJson(absl::OkStatus()), json::parse(R"({"status": "ready"})"));
+  EXPECT_EQ(ReadyJson(absl::OkStatus()), ordered_json::parse(R"({"status": "ready"})"));
   EXPECT_EQ(ReadyJson(absl::UnavailableError("no decode node is up")),
-            json::parse(R"({"status": "not ready", "reason": "no decode node is up"})"));
-  EXPECT_EQ(ReadyJson(Readiness(absl::OkStatus(), {"1 of 2 decode nodes have their KV cache "
-                                                   "exhausted"})),
-            json::parse(R"({"status": "ready", "notes": ["1 of 2 decode nodes have their KV )"
-                        R"(cache exhausted"]})"));
-  EXPECT_EQ(HealthJson(), json::parse(R"({"status": "ok"})"));
+            ordered_json::parse(R"({"status": "not ready", "reason": "no decode node is up"})"));
+  EXPECT_EQ(
+      ReadyJson(Readiness(absl::OkStatus(), {"1 of 2 decode nodes have their KV cache "
+                                             "exhausted"})),
+      ordered_json::parse(R"({"status": "ready", "notes": ["1 of 2 decode nodes have their KV )"
+                          R"(cache exhausted"]})"));
+  EXPECT_EQ(HealthJson(), ordered_json::parse(R"({"status": "ok"})"));
 }
 
 }  // namespace

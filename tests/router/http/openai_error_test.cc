@@ -8,14 +8,14 @@
 namespace tandem {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ordered_json = nlohmann::ordered_json;
 using ::testing::HasSubstr;
 
 TEST(OpenAiErrorTest, JsonHasMessageTypeParamAndCode) {
   EXPECT_EQ(BadRequestError("temperature must be >= 0", "temperature").ToJson(),
-            json::parse(R"({"error": {"message": "temperature must be >= 0",
+            ordered_json::parse(R"({"error": {"message": "temperature must be >= 0",
                 "type": "invalid_request_error", "param": "temperature", "code": null}})"));
-  const json no_param = BadRequestError("bad").ToJson();
+  const ordered_json no_param = BadRequestError("bad").ToJson();
   EXPECT_TRUE(no_param["error"]["param"].is_null());
 }
 

@@ -14,7 +14,7 @@
 namespace tandem {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ordered_json = nlohmann::ordered_json;
 
 class OpenAiResponseTest : public ::testing::Test {
  protected:
@@ -81,7 +81,7 @@ class OpenAiResponseTest : public ::testing::Test {
 Tokenizer* OpenAiResponseTest::tokenizer_ = nullptr;
 
 TEST_F(OpenAiResponseTest, SseFraming) {
-  EXPECT_EQ(SseEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(SseEvent(ordered_json{{"a", 1}}), "data: {\"a\":1}\n\n");
   EXPECT_EQ(kSseDone, "data: [DONE]\n\n");
 }
 
@@ -90,7 +90,7 @@ TEST_F(OpenAiResponseTest, UsageCarriesCachedTokens) {
   u.set_prompt_tokens(10);
   u.set_completion_tokens(5);
   u.set_cached_tokens(8);
-  EXPECT_EQ(UsageJson(u), json::parse(R"({"prompt_tokens": 10, "completion_tokens": 5,
+  EXPECT_EQ(UsageJson(u), ordered_json::parse(R"({"prompt_tokens": 10, "completion_tokens": 5,
       "total_tokens": 15, "prompt_tokens_details": {"cached_tokens": 8}})"));
 }
 
@@ -99,13 +99,13 @@ TEST_F(OpenAiResponseTest, CompletionObject) {
   f.Add(Response(" Hello", {" Hello"}));
   f.Add(Response(" world", {" world"}));
   f.Add(Response("!", {"!"}, "length"));
-  const json out = f.Final();
+  const ordered_json out = f.Final();
   EXPECT_EQ(out["id"], "cmpl-req-1");
   EXPECT_EQ(out["object"], "text_completion");
   EXPECT_EQ(out["created"], 1700000000);
   EXPECT_EQ(out["model"], "llama");
   ASSERT_EQ(out["choices"].size(), 1u);
-  const json& c = out["choices"][0];
+  const ordered_json& c = out["choices"][0];
   EXPECT_EQ(c["index"], 0);
   EXPECT_EQ(c["text"], " Hello world!");
   EXPECT_TRUE(c["logprobs"].is_null());
@@ -122,11 +122,11 @@ TEST_F(OpenAiResponseTest, ChatObject) {
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kChatCompletions);
   f.Add(Response("Hi", {"Hi"}));
   f.Add(Response(" there", {" there"}, "stop"));
-  const json out = f.Final();
+  const ordered_json out = f.Final();
   EXPECT_EQ(out["id"], "chatcmpl-req-1");
   EXPECT_EQ(out["object"], "chat.completion");
-  const json& c = out["choices"][0];
-  EXPECT_EQ(c["message"], json::parse(R"({"role": "assistant", "content": "Hi there"})"));
+  const ordered_json& c = out["choices"][0];
+  EXPECT_EQ(c["message"], ordered_json::parse(R"({"role": "assistant", "content": "Hi there"})"));
   EXPECT_EQ(c["finish_reason"], "stop");
   EXPECT_TRUE(c["logprobs"].is_null());
   EXPECT_EQ(out["usage"]["total_tokens"], 7);
@@ -138,53 +138,56 @@ TEST_F(OpenAiResponseTest, CompletionsLegacyLogprobs) {
   v1::GenerateResponse last = Response("!", {"!"}, "length", 3);
   last.mutable_tokens(0)->set_logprob(-std::numeric_limits<float>::infinity());
   f.Add(last);
-  const json lp = f.Final()["choices"][0]["logprobs"];
-  EXPECT_EQ(lp["tokens"], json::parse(R"([" Hello", " world", "!"])"));
-  EXPECT_EQ(lp["token_logprobs"], json::parse("[-0.5, -1.0, -9999.0]"));  // -inf → -9999
+  const ordered_json lp = f.Final()["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], ordered_json::parse(R"([" Hello", " world", "!"])"));
+  EXPECT_EQ(lp["token_logprobs"], ordered_json::parse("[-0.5, -1.0, -9999.0]"));  // -inf → -9999
   // Offsets of each token in the output text.
-  EXPECT_EQ(lp["text_offset"], json::parse("[0, 6, 12]"));
+  EXPECT_EQ(lp["text_offset"], ordered_json::parse("[0, 6, 12]"));
   ASSERT_EQ(lp["top_logprobs"].size(), 3u);
   // The chosen token and the top 2 alternatives (N + 1 entries), keyed by token text.
-  EXPECT_EQ(lp["top_logprobs"][0], json::parse(R"({" Hello": -0.5, " a": -1.0, " b": -2.0})"));
-  EXPECT_EQ(lp["top_logprobs"][2], json::parse(R"({"!": -9999.0, " a": -1.0, " b": -2.0})"));
+  EXPECT_EQ(lp["top_logprobs"][0],
+            ordered_json::parse(R"({" Hello": -0.5, " a": -1.0, " b": -2.0})"));
+  EXPECT_EQ(lp["top_logprobs"][2],
+            ordered_json::parse(R"({"!": -9999.0, " a": -1.0, " b": -2.0})"));
 }
 
 TEST_F(OpenAiResponseTest, CompletionsLogprobsZeroHasTheChosenTokenOnly) {
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kCompletions, false, /*logprobs=*/0);
   f.Add(Response(" Hello", {" Hello"}, "length", 0));
-  const json lp = f.Final()["choices"][0]["logprobs"];
-  EXPECT_EQ(lp["top_logprobs"], json::parse(R"([{" Hello": -0.5}])"));
+  const ordered_json lp = f.Final()["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["top_logprobs"], ordered_json::parse(R"([{" Hello": -0.5}])"));
 }
 
 TEST_F(OpenAiResponseTest, StreamedCompletionsLogprobsContinueTheTextOffset) {
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kCompletions, true, 1);
-  std::vector<json> a = f.StreamChunks(Response(" Hello", {" Hello"}, "", 1));
-  std::vector<json> b = f.StreamChunks(Response(" world", {" world"}, "length", 1));
+  std::vector<ordered_json> a = f.StreamChunks(Response(" Hello", {" Hello"}, "", 1));
+  std::vector<ordered_json> b = f.StreamChunks(Response(" world", {" world"}, "length", 1));
   ASSERT_EQ(a.size(), 1u);
   ASSERT_EQ(b.size(), 1u);
-  EXPECT_EQ(a[0]["choices"][0]["logprobs"]["text_offset"], json::parse("[0]"));
-  EXPECT_EQ(b[0]["choices"][0]["logprobs"]["text_offset"], json::parse("[6]"));
-  EXPECT_EQ(b[0]["choices"][0]["logprobs"]["tokens"], json::parse(R"([" world"])"));
+  EXPECT_EQ(a[0]["choices"][0]["logprobs"]["text_offset"], ordered_json::parse("[0]"));
+  EXPECT_EQ(b[0]["choices"][0]["logprobs"]["text_offset"], ordered_json::parse("[6]"));
+  EXPECT_EQ(b[0]["choices"][0]["logprobs"]["tokens"], ordered_json::parse(R"([" world"])"));
 }
 
 TEST_F(OpenAiResponseTest, ChatLogprobs) {
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kChatCompletions, false, 2);
   f.Add(Response(" Hello", {" Hello"}, "", 3));
   f.Add(Response(" world", {" world"}, "stop", 3));
-  const json content = f.Final()["choices"][0]["logprobs"]["content"];
+  const ordered_json content = f.Final()["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 2u);
   EXPECT_EQ(content[0]["token"], " Hello");
   EXPECT_EQ(content[0]["logprob"], -0.5);
-  EXPECT_EQ(content[0]["bytes"], json::parse("[32, 72, 101, 108, 108, 111]"));
+  EXPECT_EQ(content[0]["bytes"], ordered_json::parse("[32, 72, 101, 108, 108, 111]"));
   EXPECT_EQ(content[0]["top_logprobs"],
-            json::parse(R"([{"token": " a", "logprob": -1.0, "bytes": [32, 97]},
+            ordered_json::parse(R"([{"token": " a", "logprob": -1.0, "bytes": [32, 97]},
                            {"token": " b", "logprob": -2.0, "bytes": [32, 98]}])"));
   EXPECT_EQ(content[1]["token"], " world");
 
   // logprobs: true without top_logprobs: the chosen token and an empty top_logprobs.
   OpenAiResponseFormatter g = Formatter(OpenAiEndpoint::kChatCompletions, false, 0);
   g.Add(Response(" Hello", {" Hello"}, "stop", 3));
-  EXPECT_EQ(g.Final()["choices"][0]["logprobs"]["content"][0]["top_logprobs"], json::array());
+  EXPECT_EQ(g.Final()["choices"][0]["logprobs"]["content"][0]["top_logprobs"],
+            ordered_json::array());
 }
 
 TEST_F(OpenAiResponseTest, ChatLogprobBytesOfAPartialCharacter) {
@@ -197,9 +200,9 @@ TEST_F(OpenAiResponseTest, ChatLogprobBytesOfAPartialCharacter) {
   r.set_finish_reason("stop");
   f.Add(r);
   std::vector<int> bytes;
-  const json out = f.Final();
-  for (const json& entry : out["choices"][0]["logprobs"]["content"]) {
-    for (const json& b : entry["bytes"]) bytes.push_back(b.get<int>());
+  const ordered_json out = f.Final();
+  for (const ordered_json& entry : out["choices"][0]["logprobs"]["content"]) {
+    for (const ordered_json& b : entry["bytes"]) bytes.push_back(b.get<int>());
   }
   const std::string expected = "日本語";
   ASSERT_EQ(bytes.size(), expected.size());
@@ -210,7 +213,7 @@ TEST_F(OpenAiResponseTest, ChatLogprobBytesOfAPartialCharacter) {
 
 TEST_F(OpenAiResponseTest, CompletionsChunks) {
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kCompletions, true);
-  std::vector<json> first = f.StreamChunks(Response(" Hello", {" Hello"}));
+  std::vector<ordered_json> first = f.StreamChunks(Response(" Hello", {" Hello"}));
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(first[0]["object"], "text_completion");
   EXPECT_EQ(first[0]["id"], "cmpl-req-1");
@@ -224,11 +227,11 @@ TEST_F(OpenAiResponseTest, CompletionsChunks) {
   // A response with nothing in it becomes no chunk.
   EXPECT_TRUE(f.StreamChunks(v1::GenerateResponse()).empty());
   // Tokens whose text is held back (an incomplete UTF-8 character) still make a chunk.
-  std::vector<json> held = f.StreamChunks(Response("", {" world"}));
+  std::vector<ordered_json> held = f.StreamChunks(Response("", {" world"}));
   ASSERT_EQ(held.size(), 1u);
   EXPECT_EQ(held[0]["choices"][0]["text"], "");
 
-  std::vector<json> last = f.StreamChunks(Response("!", {"!"}, "length"));
+  std::vector<ordered_json> last = f.StreamChunks(Response("!", {"!"}, "length"));
   ASSERT_EQ(last.size(), 1u);  // no usage chunk without include_usage
   EXPECT_EQ(last[0]["choices"][0]["finish_reason"], "length");
 }
@@ -236,16 +239,16 @@ TEST_F(OpenAiResponseTest, CompletionsChunks) {
 TEST_F(OpenAiResponseTest, IncludeUsageAddsAFinalUsageChunk) {
   OpenAiResponseFormatter f =
       Formatter(OpenAiEndpoint::kCompletions, true, -1, /*include_usage=*/true);
-  std::vector<json> a = f.StreamChunks(Response(" Hello", {" Hello"}));
+  std::vector<ordered_json> a = f.StreamChunks(Response(" Hello", {" Hello"}));
   ASSERT_EQ(a.size(), 1u);
   ASSERT_TRUE(a[0].contains("usage"));
   EXPECT_TRUE(a[0]["usage"].is_null());
-  std::vector<json> b = f.StreamChunks(Response("!", {"!"}, "stop"));
+  std::vector<ordered_json> b = f.StreamChunks(Response("!", {"!"}, "stop"));
   ASSERT_EQ(b.size(), 2u);
   EXPECT_TRUE(b[0]["usage"].is_null());
   EXPECT_EQ(b[0]["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(b[1]["object"], "text_completion");
-  EXPECT_EQ(b[1]["choices"], json::array());
+  EXPECT_EQ(b[1]["choices"], ordered_json::array());
   EXPECT_EQ(b[1]["usage"]["prompt_tokens"], 4);
   EXPECT_EQ(b[1]["usage"]["completion_tokens"], 3);
   EXPECT_EQ(b[1]["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
@@ -254,30 +257,31 @@ TEST_F(OpenAiResponseTest, IncludeUsageAddsAFinalUsageChunk) {
 TEST_F(OpenAiResponseTest, ChatChunksStartWithTheAssistantRole) {
   OpenAiResponseFormatter f =
       Formatter(OpenAiEndpoint::kChatCompletions, true, -1, /*include_usage=*/true);
-  std::vector<json> a = f.StreamChunks(Response("Hi", {"Hi"}));
+  std::vector<ordered_json> a = f.StreamChunks(Response("Hi", {"Hi"}));
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0]["object"], "chat.completion.chunk");
   EXPECT_EQ(a[0]["id"], "chatcmpl-req-1");
-  EXPECT_EQ(a[0]["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": ""})"));
+  EXPECT_EQ(a[0]["choices"][0]["delta"],
+            ordered_json::parse(R"({"role": "assistant", "content": ""})"));
   EXPECT_TRUE(a[0]["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(a[0]["usage"].is_null());
-  EXPECT_EQ(a[1]["choices"][0]["delta"], json::parse(R"({"content": "Hi"})"));
+  EXPECT_EQ(a[1]["choices"][0]["delta"], ordered_json::parse(R"({"content": "Hi"})"));
   EXPECT_TRUE(a[1]["choices"][0]["logprobs"].is_null());
 
-  std::vector<json> b = f.StreamChunks(Response("", {}, "stop"));
+  std::vector<ordered_json> b = f.StreamChunks(Response("", {}, "stop"));
   ASSERT_EQ(b.size(), 2u);
-  EXPECT_EQ(b[0]["choices"][0]["delta"], json::object());
+  EXPECT_EQ(b[0]["choices"][0]["delta"], ordered_json::object());
   EXPECT_EQ(b[0]["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(b[1]["object"], "chat.completion.chunk");
-  EXPECT_EQ(b[1]["choices"], json::array());
+  EXPECT_EQ(b[1]["choices"], ordered_json::array());
   EXPECT_EQ(b[1]["usage"]["total_tokens"], 7);
 }
 
 TEST_F(OpenAiResponseTest, ChatChunkLogprobs) {
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kChatCompletions, true, 1);
-  std::vector<json> a = f.StreamChunks(Response(" Hello", {" Hello"}, "", 2));
+  std::vector<ordered_json> a = f.StreamChunks(Response(" Hello", {" Hello"}, "", 2));
   ASSERT_EQ(a.size(), 2u);
-  const json& content = a[1]["choices"][0]["logprobs"]["content"];
+  const ordered_json& content = a[1]["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 1u);
   EXPECT_EQ(content[0]["token"], " Hello");
   EXPECT_EQ(content[0]["top_logprobs"].size(), 1u);
@@ -288,19 +292,19 @@ TEST_F(OpenAiResponseTest, ReturnTokenIdsCompletions) {
   v1::GenerateResponse first = Response(" Hello", {" Hello"});
   first.add_prompt_token_ids(1);
   first.add_prompt_token_ids(2);
-  std::vector<json> a = s.StreamChunks(first);
-  std::vector<json> b = s.StreamChunks(Response(" world", {" world"}, "length"));
-  EXPECT_EQ(a[0]["choices"][0]["prompt_token_ids"], json::parse("[1, 2]"));
-  EXPECT_EQ(a[0]["choices"][0]["token_ids"], json::array({Id(" Hello")}));
+  std::vector<ordered_json> a = s.StreamChunks(first);
+  std::vector<ordered_json> b = s.StreamChunks(Response(" world", {" world"}, "length"));
+  EXPECT_EQ(a[0]["choices"][0]["prompt_token_ids"], ordered_json::parse("[1, 2]"));
+  EXPECT_EQ(a[0]["choices"][0]["token_ids"], ordered_json::array({Id(" Hello")}));
   EXPECT_TRUE(b[0]["choices"][0]["prompt_token_ids"].is_null());
-  EXPECT_EQ(b[0]["choices"][0]["token_ids"], json::array({Id(" world")}));
+  EXPECT_EQ(b[0]["choices"][0]["token_ids"], ordered_json::array({Id(" world")}));
 
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kCompletions, false, -1, false, true);
   f.Add(first);
   f.Add(Response(" world", {" world"}, "length"));
-  const json c = f.Final()["choices"][0];
-  EXPECT_EQ(c["prompt_token_ids"], json::parse("[1, 2]"));
-  EXPECT_EQ(c["token_ids"], json::array({Id(" Hello"), Id(" world")}));
+  const ordered_json c = f.Final()["choices"][0];
+  EXPECT_EQ(c["prompt_token_ids"], ordered_json::parse("[1, 2]"));
+  EXPECT_EQ(c["token_ids"], ordered_json::array({Id(" Hello"), Id(" world")}));
 }
 
 TEST_F(OpenAiResponseTest, ReturnTokenIdsChat) {
@@ -310,24 +314,24 @@ TEST_F(OpenAiResponseTest, ReturnTokenIdsChat) {
   // choice.
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kChatCompletions, false, -1, false, true);
   f.Add(first);
-  const json out = f.Final();
-  EXPECT_EQ(out["prompt_token_ids"], json::parse("[7]"));
-  EXPECT_EQ(out["choices"][0]["token_ids"], json::array({Id("Hi")}));
+  const ordered_json out = f.Final();
+  EXPECT_EQ(out["prompt_token_ids"], ordered_json::parse("[7]"));
+  EXPECT_EQ(out["choices"][0]["token_ids"], ordered_json::array({Id("Hi")}));
 
   OpenAiResponseFormatter s = Formatter(OpenAiEndpoint::kChatCompletions, true, -1, false, true);
-  std::vector<json> chunks = s.StreamChunks(first);
+  std::vector<ordered_json> chunks = s.StreamChunks(first);
   ASSERT_EQ(chunks.size(), 2u);
-  EXPECT_EQ(chunks[0]["prompt_token_ids"], json::parse("[7]"));
-  EXPECT_EQ(chunks[1]["choices"][0]["token_ids"], json::array({Id("Hi")}));
+  EXPECT_EQ(chunks[0]["prompt_token_ids"], ordered_json::parse("[7]"));
+  EXPECT_EQ(chunks[1]["choices"][0]["token_ids"], ordered_json::array({Id("Hi")}));
 }
 
 TEST_F(OpenAiResponseTest, LogprobsAskedForButNoTokensAreEmptyLists) {
   OpenAiResponseFormatter f = Formatter(OpenAiEndpoint::kCompletions, false, 1);
   f.Add(Response("", {}, "stop"));
-  EXPECT_EQ(f.Final()["choices"][0]["logprobs"]["tokens"], json::array());
+  EXPECT_EQ(f.Final()["choices"][0]["logprobs"]["tokens"], ordered_json::array());
   OpenAiResponseFormatter g = Formatter(OpenAiEndpoint::kChatCompletions, false, 1);
   g.Add(Response("", {}, "stop"));
-  EXPECT_EQ(g.Final()["choices"][0]["logprobs"]["content"], json::array());
+  EXPECT_EQ(g.Final()["choices"][0]["logprobs"]["content"], ordered_json::array());
 }
 
 }  // namespace

@@ -168,7 +168,8 @@ has no_tests run.log 'tandem_kernels_gpu_tests ran no test'
 
 # 6. The part's budget bounds a hang; what it leaves unrun is reported.
 TANDEM_GPU_PART_BUDGET_S=3 FAKE_TANDEM_KERNELS_GPU_TESTS=hang check hang 1 "GPU CHECK FAILED (tests)" tests
-has hang run.log 'tandem_kernels_gpu_tests timed out after 3s'
+# (the part's clock starts before the binary does: on a loaded machine it gets 2 or 1 of the 3 s)
+has hang run.log 'tandem_kernels_gpu_tests timed out after [123]s'
 has hang run.log 'tandem_transport_cuda_gpu_tests not run'
 
 # 7. The bench part runs only the benchmarks; a failing benchmark fails it.

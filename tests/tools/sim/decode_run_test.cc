@@ -78,13 +78,13 @@ TEST(DecodeRunTest, RunStopsBeforeTheFreeBlocksRunOut) {
 }
 
 // Requests with random lengths arriving as a Poisson process; prompts share prefixes in groups.
-struct Workload {
+struct DecodeWorkload {
   std::vector<bench::BenchRequest> requests;
   std::vector<double> arrivals;
 };
 
-Workload RandomWorkload(int n, double rate, uint32_t seed) {
-  Workload w;
+DecodeWorkload RandomWorkload(int n, double rate, uint32_t seed) {
+  DecodeWorkload w;
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> prompt_len(40, 700), output_len(1, 300);
   std::exponential_distribution<double> gap(rate);
@@ -105,7 +105,7 @@ Workload RandomWorkload(int n, double rate, uint32_t seed) {
 
 // `min_jumped`: the least share of steps the jumps must hold (a run that never jumps tests
 // nothing).
-void ExpectSameRunWithAndWithoutJumps(SimClusterOptions options, const Workload& w,
+void ExpectSameRunWithAndWithoutJumps(SimClusterOptions options, const DecodeWorkload& w,
                                       double min_jumped = 0.25) {
   options.step_jumps = false;
   absl::StatusOr<SimRun> stepwise = RunSimulation(options, w.requests, w.arrivals);
@@ -145,7 +145,7 @@ TEST(DecodeRunTest, RunWithPreemptionsIsTheSameWithJumps) {
   options.num_decode = 2;
   options.num_kv_blocks = 120;  // 1,920 tokens a node: sequences are preempted
   options.policy = PlacementPolicy::kRoundRobin;
-  const Workload w = RandomWorkload(150, 20, 2);
+  const DecodeWorkload w = RandomWorkload(150, 20, 2);
   options.step_jumps = false;
   absl::StatusOr<SimRun> run = RunSimulation(options, w.requests, w.arrivals);
   ASSERT_TRUE(run.ok()) << run.status();

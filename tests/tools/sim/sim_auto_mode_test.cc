@@ -12,15 +12,15 @@
 namespace tandem::sim {
 namespace {
 
-struct Workload {
+struct AutoWorkload {
   std::vector<bench::BenchRequest> requests;
   std::vector<double> arrivals;
 };
 
 // `n` requests at `rate` per second, prompts of `prompt_len` (every third one half as long),
 // `output_len` tokens out.
-Workload Steady(int n, double rate, int32_t prompt_len, int32_t output_len) {
-  Workload w;
+AutoWorkload SteadyMixed(int n, double rate, int32_t prompt_len, int32_t output_len) {
+  AutoWorkload w;
   for (int i = 0; i < n; ++i) {
     bench::BenchRequest r;
     r.prompt_len = i % 3 == 2 ? prompt_len / 2 : prompt_len;
@@ -42,7 +42,7 @@ SimClusterOptions Auto(int nodes, PlacementPolicy policy) {
   return o;
 }
 
-void ExpectEveryRequestComplete(const SimRun& run, int32_t output_len) {
+void ExpectEveryAutoRequestComplete(const SimRun& run, int32_t output_len) {
   for (size_t i = 0; i < run.results.size(); ++i) {
     const bench::RequestResult& r = run.results[i];
     ASSERT_TRUE(r.success) << "request " << i << ": " << r.error;
@@ -56,7 +56,7 @@ int64_t Count(const SimRunStats& stats, const std::string& reason) {
 }
 
 TEST(SimAutoModeTest, OneNodeIsAColocatedCluster) {
-  const Workload w = Steady(60, 20, 1024, 64);
+  const AutoWorkload w = SteadyMixed(60, 20, 1024, 64);
   SimClusterOptions colocated;
   colocated.policy = PlacementPolicy::kLeastLoaded;
   absl::StatusOr<SimRun> a = RunSimulation(colocated, w.requests, w.arrivals);
@@ -80,10 +80,10 @@ TEST(SimAutoModeTest, NodesPrefillForEachOtherAndShortPromptsStayLocal) {
     SCOPED_TRACE(PlacementPolicyName(policy));
     SimClusterOptions options = Auto(3, policy);
     options.local_prefill_threshold = 700;  // the half-length prompts (512 tokens)
-    const Workload w = Steady(90, 30, 1024, 64);
+    const AutoWorkload w = SteadyMixed(90, 30, 1024, 64);
     absl::StatusOr<SimRun> run = RunSimulation(options, w.requests, w.arrivals);
     ASSERT_TRUE(run.ok()) << run.status();
-    ExpectEveryRequestComplete(*run, 64);
+    ExpectEveryAutoRequestComplete(*run, 64);
     EXPECT_EQ(Count(run->stats, "disaggregated"), 60);
     EXPECT_EQ(Count(run->stats, "short_prompt"), 30);
     // Each node decoded some requests and prefilled some for the others; every prefill sent KV.
@@ -103,11 +103,11 @@ TEST(SimAutoModeTest, NodesPrefillForEachOtherAndShortPromptsStayLocal) {
 TEST(SimAutoModeTest, TheCostPolicyPlacesEveryRequestAndRunsAreDeterministic) {
   SimClusterOptions options = Auto(4, PlacementPolicy::kCost);
   options.placement_slo_tpot_ms = 40;
-  const Workload w = Steady(200, 40, 2048, 128);
+  const AutoWorkload w = SteadyMixed(200, 40, 2048, 128);
   absl::StatusOr<SimRun> a = RunSimulation(options, w.requests, w.arrivals);
   absl::StatusOr<SimRun> b = RunSimulation(options, w.requests, w.arrivals);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
-  ExpectEveryRequestComplete(*a, 128);
+  ExpectEveryAutoRequestComplete(*a, 128);
   int64_t placed = 0;
   for (const auto& [reason, count] : a->stats.placements) placed += count;
   EXPECT_EQ(placed, 200);
@@ -124,12 +124,12 @@ TEST(SimAutoModeTest, NodesKilledMidRunLoseNoRequest) {
   // One node dies while it prefills for others and decodes its own; it comes back empty.
   options.faults.kills = {{.at_s = 0.8, .node = "decode-1"}, {.at_s = 2.0, .node = "decode-2"}};
   options.faults.node_restart_s = 0.5;
-  const Workload w = Steady(150, 60, 2048, 100);
+  const AutoWorkload w = SteadyMixed(150, 60, 2048, 100);
   absl::StatusOr<SimRun> run = RunSimulation(options, w.requests, w.arrivals);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(run->stats.kills, 2);
   EXPECT_GT(run->stats.retries + run->stats.migrations, 0);
-  ExpectEveryRequestComplete(*run, 100);
+  ExpectEveryAutoRequestComplete(*run, 100);
 }
 
 TEST(SimAutoModeTest, ABurstLargerThanThePoolsGoesWhereThereIsRoom) {
@@ -139,10 +139,10 @@ TEST(SimAutoModeTest, ABurstLargerThanThePoolsGoesWhereThereIsRoom) {
   // carried, as colocated nodes carry them.
   SimClusterOptions options = Auto(2, PlacementPolicy::kLeastLoaded);
   options.num_kv_blocks = 100;
-  const Workload w = Steady(20, 1e9, 600, 50);
+  const AutoWorkload w = SteadyMixed(20, 1e9, 600, 50);
   absl::StatusOr<SimRun> run = RunSimulation(options, w.requests, w.arrivals);
   ASSERT_TRUE(run.ok()) << run.status();
-  ExpectEveryRequestComplete(*run, 50);
+  ExpectEveryAutoRequestComplete(*run, 50);
   EXPECT_GT(Count(run->stats, "disaggregated"), 0);
   EXPECT_GT(Count(run->stats, "no_prefill_node"), 0);
   EXPECT_EQ(run->stats.retries, 0);
@@ -157,7 +157,7 @@ TEST(SimAutoModeTest, NodesWhoseBlocksAreAllReservedForEachOthersPromptsFailRath
   SimClusterOptions options = Auto(2, PlacementPolicy::kLeastLoaded);
   options.num_kv_blocks = 100;
   options.num_routers = 4;
-  const Workload w = Steady(20, 1e9, 600, 50);
+  const AutoWorkload w = SteadyMixed(20, 1e9, 600, 50);
   absl::StatusOr<SimRun> run = RunSimulation(options, w.requests, w.arrivals);
   ASSERT_TRUE(run.ok()) << run.status();
   int succeeded = 0;
@@ -172,7 +172,7 @@ TEST(SimAutoModeTest, NodesWhoseBlocksAreAllReservedForEachOthersPromptsFailRath
 TEST(SimAutoModeTest, PrefillNodesAreRefused) {
   SimClusterOptions options = Auto(2, PlacementPolicy::kRoundRobin);
   options.num_prefill = 1;
-  const Workload w = Steady(1, 1, 16, 1);
+  const AutoWorkload w = SteadyMixed(1, 1, 16, 1);
   absl::StatusOr<SimRun> run = RunSimulation(options, w.requests, w.arrivals);
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("--mode auto runs no prefill nodes"), std::string::npos);

@@ -8,7 +8,7 @@
 namespace tandem::jinja {
 namespace {
 
-std::string Render(const std::string& source) {
+std::string LexAndRender(const std::string& source) {
   auto t = Template::Parse(source);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return "<parse error>";
@@ -19,30 +19,31 @@ std::string Render(const std::string& source) {
 
 TEST(LexerTest, TrimAndLstripBlocks) {
   // The newline after a block tag goes; indentation before a block tag goes.
-  EXPECT_EQ(Render("a\n  {% if true %}\n  b\n  {% endif %}\nc"), "a\n  b\nc");
-  EXPECT_EQ(Render("{% for i in range(3) %}\n  {{ i }}\n{% endfor %}\n"), "  0\n  1\n  2\n");
+  EXPECT_EQ(LexAndRender("a\n  {% if true %}\n  b\n  {% endif %}\nc"), "a\n  b\nc");
+  EXPECT_EQ(LexAndRender("{% for i in range(3) %}\n  {{ i }}\n{% endfor %}\n"), "  0\n  1\n  2\n");
   // Output tags are not trimmed.
-  EXPECT_EQ(Render("  {{ 'x' }}  \ny"), "  x  \ny");
+  EXPECT_EQ(LexAndRender("  {{ 'x' }}  \ny"), "  x  \ny");
   // Indentation before a tag that does not start the line stays.
-  EXPECT_EQ(Render("text {% if true %}x{% endif %}   {% if true %}y{% endif %}"), "text x   y");
-  EXPECT_EQ(Render("    {% if true %}indented{% endif %}"), "indented");
+  EXPECT_EQ(LexAndRender("text {% if true %}x{% endif %}   {% if true %}y{% endif %}"),
+            "text x   y");
+  EXPECT_EQ(LexAndRender("    {% if true %}indented{% endif %}"), "indented");
 }
 
 TEST(LexerTest, MinusAndPlusModifiers) {
-  EXPECT_EQ(Render("a {%- if true -%} b {%- endif -%} c"), "abc");
-  EXPECT_EQ(Render("{%- for i in range(3) -%}\n  [{{- i -}}]\n{%- endfor %}"), "[0][1][2]");
-  EXPECT_EQ(Render("a\n{%+ if true %}x{% endif +%}\nb"), "a\nx\nb");
-  EXPECT_EQ(Render("x {{- ' y ' -}} z"), "x y z");
+  EXPECT_EQ(LexAndRender("a {%- if true -%} b {%- endif -%} c"), "abc");
+  EXPECT_EQ(LexAndRender("{%- for i in range(3) -%}\n  [{{- i -}}]\n{%- endfor %}"), "[0][1][2]");
+  EXPECT_EQ(LexAndRender("a\n{%+ if true %}x{% endif +%}\nb"), "a\nx\nb");
+  EXPECT_EQ(LexAndRender("x {{- ' y ' -}} z"), "x y z");
 }
 
 TEST(LexerTest, CommentsRawAndNewlines) {
-  EXPECT_EQ(Render("a{# note #}b\n  {#- c -#}  c"), "abc");
-  EXPECT_EQ(Render("{# on its own line #}\nnext"), "next");
-  EXPECT_EQ(Render("{% raw %}{{ not parsed }}{% endraw %}"), "{{ not parsed }}");
-  EXPECT_EQ(Render("x\r\ny\r\n{% if true %}\r\nz{% endif %}"), "x\ny\nz");
+  EXPECT_EQ(LexAndRender("a{# note #}b\n  {#- c -#}  c"), "abc");
+  EXPECT_EQ(LexAndRender("{# on its own line #}\nnext"), "next");
+  EXPECT_EQ(LexAndRender("{% raw %}{{ not parsed }}{% endraw %}"), "{{ not parsed }}");
+  EXPECT_EQ(LexAndRender("x\r\ny\r\n{% if true %}\r\nz{% endif %}"), "x\ny\nz");
   // One trailing newline of the template is dropped.
-  EXPECT_EQ(Render("end\n"), "end");
-  EXPECT_EQ(Render("end\n\n"), "end\n");
+  EXPECT_EQ(LexAndRender("end\n"), "end");
+  EXPECT_EQ(LexAndRender("end\n\n"), "end\n");
 }
 
 TEST(LexerTest, Tokens) {
