@@ -33,6 +33,10 @@ function(tandem_test)
     set_target_properties(${ARG_NAME} PROPERTIES UNITY_BUILD ON
       UNITY_BUILD_BATCH_SIZE ${TANDEM_UNITY_TEST_BATCH})
   endif()
+  # After the directory's -O3 on the command line, so it wins (TANDEM_TEST_OPT in CMakeLists.txt).
+  if(TANDEM_TEST_OPT)
+    target_compile_options(${ARG_NAME} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${TANDEM_TEST_OPT}>)
+  endif()
   # Each test is labelled with its binary's name: `ctest -L tandem_engine_tests` runs one binary's.
   # PROPERTIES are name/value pairs with each value one word: a list (ENVIRONMENT "A=1;B=2") would
   # split. The binary dir is a compile definition above.

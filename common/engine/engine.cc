@@ -57,6 +57,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
   }
   RETURN_IF_ERROR(options.scheduler.Validate());
   RETURN_IF_ERROR(options.speculative.Validate());
+  if (options.speculative.method == SpeculativeMethod::kSim && options.draft_proposer == nullptr) {
+    return absl::InvalidArgumentError("--speculative sim needs the sim backend (--backend sim)");
+  }
+  if (options.speculative.method != SpeculativeMethod::kSim && options.draft_proposer != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a draft proposer was given for --speculative ",
+        std::string(SpeculativeMethodName(options.speculative.method)), ", which builds its own"));
+  }
   const KvLayout& layout = backend->kv_layout();
   if (layout.num_blocks < 1 || layout.block_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("backend '", std::string(backend->name()),
@@ -80,6 +88,15 @@ Engine::Engine(Backend* backend, const EngineOptions& options, Clock* clock)
       block_manager_(backend->kv_layout().num_blocks, backend->kv_layout().block_size,
                      options.enable_prefix_caching),
       scheduler_(options.scheduler, &block_manager_, clock) {
+  if (options.speculative.method == SpeculativeMethod::kNgram) {
+    draft_proposer_ = [min = options.speculative.ngram_min, max = options.speculative.ngram_max](
+                          std::span<const TokenId> context, int32_t max_drafts,
+                          std::vector<TokenId>* drafts) {
+      *drafts = ProposeByNgram(context, min, max, max_drafts);
+    };
+  } else if (options.speculative.method == SpeculativeMethod::kSim) {
+    draft_proposer_ = options.draft_proposer;
+  }
   PublishStats();
 }
 
@@ -406,10 +423,10 @@ Engine::BatchPlan Engine::BuildBatch() {
   if (logits_.size() < logits_size) logits_.resize(logits_size);
 
   // Sample on the device when the backend can and no row needs what only the host sampler does
-  // (penalties, min-p, logprobs): then no logits cross to the host.
-  // Drafts are checked against every row's token on the host (engine_speculative.cc).
-  plan.sample_on_device =
-      backend_->CanSampleOnDevice() && plan.num_logits > 0 && !plan.verifies_drafts;
+  // (penalties, min-p, logprobs): then no logits cross to the host. A verifying chunk's rows are
+  // draws counter, counter + 1, ...: the ones a step per token would take (engine_speculative.cc
+  // keeps those up to the first rejected draft).
+  plan.sample_on_device = backend_->CanSampleOnDevice() && plan.num_logits > 0;
   device_rows_.clear();
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (!plan.sample_on_device) break;
@@ -420,8 +437,10 @@ Engine::BatchPlan Engine::BuildBatch() {
       plan.sample_on_device = false;
       break;
     }
-    device_rows_.push_back(
-        {p.temperature, p.top_k, p.top_p, chunk.seq->rng.seed(), chunk.seq->rng.counter()});
+    for (int32_t i = 0; i < chunk.num_logits; ++i) {
+      device_rows_.push_back({p.temperature, p.top_k, p.top_p, chunk.seq->rng.seed(),
+                              chunk.seq->rng.counter() + static_cast<uint64_t>(i)});
+    }
   }
   return plan;
 }
@@ -438,7 +457,7 @@ absl::Status Engine::RunBackend(const BatchPlan& plan) {
 
 void Engine::ConsumeSamples(const BatchPlan& plan) {
   // Drafts first: the scheduler then records only the positions whose tokens stand.
-  if (plan.verifies_drafts) VerifyDrafts();
+  if (plan.verifies_drafts) VerifyDrafts(plan);
   scheduler_.CompleteStep(step_);
   for (const ScheduledChunk& chunk : step_.chunks) {
     if (chunk.seq->kv_exporter != nullptr && !chunk.want_logits) {

@@ -101,8 +101,11 @@ struct EngineOptions {
   // writer says earlier that it stopped (AbortImport). Writers never start a write after the
   // lease deadline.
   absl::Duration kv_write_grace = absl::Seconds(2);
-  // Speculative decoding of greedy requests (speculative.h); off by default.
+  // Speculative decoding (speculative.h); off by default.
   SpeculativeOptions speculative;
+  // The proposer of --speculative sim, built beside the sim backend (common/serving); must be
+  // unset for the other methods, which the engine builds itself.
+  DraftProposer draft_proposer;
   // Called on the engine thread after every step that ran the backend (one per
   // EngineStats::num_steps, failed steps included), after the step's events and stats are out,
   // with no engine lock held. Must be quick and must not block; may call Stats().
@@ -305,6 +308,7 @@ class Engine {
   // (or the one after the last draft): the tokens it emits (engine_speculative.cc).
   struct VerifiedDrafts {
     std::vector<SampleResult> results;
+    uint64_t rng_counter = 0;  // the sequence's draws before the step's first row
   };
 
   Engine(Backend* backend, const EngineOptions& options, Clock* clock);
@@ -329,11 +333,12 @@ class Engine {
   void ConsumeSamples(const BatchPlan& plan);
 
   // --- Speculative decoding (engine_speculative.cc, speculative.h). ---
-  // Appends drafts to every running greedy sequence about to decode.
+  // Appends drafts to every running sequence about to decode.
   void ProposeDrafts();
-  // Samples each verifying chunk's rows, cuts its rejected drafts from the sequence and from the
-  // chunk (before CompleteStep), and keeps the rows to emit in verified_, in chunk order.
-  void VerifyDrafts();
+  // Samples each verifying chunk's rows (or takes the device's tokens), cuts its rejected drafts
+  // from the sequence and from the chunk (before CompleteStep), and keeps the rows to emit in
+  // verified_, in chunk order.
+  void VerifyDrafts(const BatchPlan& plan);
   // Emits a verified chunk's tokens: its accepted drafts, then the target's own token.
   void EmitVerified(Sequence* seq, const VerifiedDrafts& verified);
   void PublishStats();
@@ -431,6 +436,8 @@ class Engine {
   // Device sampling (Backend::ForwardAndSample) of the current step, when every row allows it.
   std::vector<DeviceSampling> device_rows_;
   std::vector<TokenId> device_tokens_;
+  DraftProposer draft_proposer_;          // set when speculation is on
+  std::vector<TokenId> drafts_;           // ProposeDrafts' scratch
   std::vector<VerifiedDrafts> verified_;  // this step's, in chunk order
   int64_t num_spec_verifications_ = 0;
   int64_t num_spec_draft_tokens_ = 0;

@@ -1,5 +1,5 @@
-// Speculative decoding in the engine (speculative.h has the whole step): drafts go onto greedy
-// decoding sequences before the scheduler builds the step, and the step's logits rows decide
+// Speculative decoding in the engine (speculative.h has the whole step): drafts go onto decoding
+// sequences before the scheduler builds the step, and the step's logits rows decide
 // which stand. Engine thread only; touches the scheduler's running sequences and the step.
 #include <algorithm>
 #include <span>
@@ -12,9 +12,10 @@ namespace tandem {
 void Engine::ProposeDrafts() {
   const SpeculativeOptions& spec = options_.speculative;
   for (Sequence* seq : scheduler_.running()) {
-    // Decoding (one token to compute), greedy, and not a prefill-only request.
+    // Decoding (one token to compute), and not a prefill-only request. Greedy or sampled: see
+    // VerifyDrafts for why sampling stays exact.
     if (seq->num_uncomputed_tokens() != 1 || seq->num_draft_tokens != 0 ||
-        seq->kv_exporter != nullptr || !seq->params.greedy()) {
+        seq->kv_exporter != nullptr) {
       continue;
     }
     // A step emits its accepted drafts and one token more: room for all of them in max_tokens
@@ -23,15 +24,15 @@ void Engine::ProposeDrafts() {
                                    seq->params.max_tokens - seq->num_output_tokens() - 1,
                                    max_context_tokens_ - seq->num_tokens() - 1});
     if (room <= 0) continue;
-    const std::vector<TokenId> drafts =
-        ProposeByNgram(seq->tokens, spec.ngram_min, spec.ngram_max, room);
-    if (drafts.empty()) continue;
-    seq->tokens.insert(seq->tokens.end(), drafts.begin(), drafts.end());
-    seq->num_draft_tokens = static_cast<int32_t>(drafts.size());
+    draft_proposer_(seq->tokens, room, &drafts_);
+    if (drafts_.empty()) continue;
+    if (static_cast<int32_t>(drafts_.size()) > room) drafts_.resize(room);
+    seq->tokens.insert(seq->tokens.end(), drafts_.begin(), drafts_.end());
+    seq->num_draft_tokens = static_cast<int32_t>(drafts_.size());
   }
 }
 
-void Engine::VerifyDrafts() {
+void Engine::VerifyDrafts(const BatchPlan& plan) {
   verified_.clear();
   const size_t vocab = static_cast<size_t>(vocab_size_);
   size_t row = 0;
@@ -45,15 +46,27 @@ void Engine::VerifyDrafts() {
     const int32_t drafts = chunk.num_logits - 1;  // == seq->num_draft_tokens
     const int32_t first_draft = seq->num_tokens() - drafts;
     VerifiedDrafts& verified = verified_.emplace_back();
+    verified.rng_counter = seq->rng.counter();
     // Row i: the target's token after the context and drafts [0, i), sampled as a plain decode
-    // step would sample it (its output so far is exactly those tokens).
+    // step would sample it (its output so far is exactly those tokens, and its generator is at the
+    // same draw). Draft i is accepted when that token equals it. For a sampled request this is the
+    // rejection scheme of Leviathan et al. and Chen et al. with a draft that puts all its mass on
+    // one token (q = 1 there): accept with probability min(1, p/q) = p(draft), else draw from
+    // max(0, p - q) renormalized = p without the draft; a draw from p compared with the draft
+    // does exactly that. Each emitted token costs one draw, as without speculation, so a seeded
+    // request gives the very same tokens with speculation on or off.
     for (int32_t i = 0; i <= drafts; ++i) {
-      std::span<const float> logits(logits_.data() + (row + i) * vocab, vocab);
-      const std::span<const TokenId> output =
-          std::span<const TokenId>(seq->tokens)
-              .subspan(seq->num_prompt_tokens, first_draft + i - seq->num_prompt_tokens);
       SampleResult& result = verified.results.emplace_back();
-      sampler_.Sample(logits, seq->params, seq->prompt(), output, &seq->rng, &result);
+      if (plan.sample_on_device) {
+        result.token = device_tokens_[row + i];
+        if (!seq->params.greedy()) seq->rng.set_counter(seq->rng.counter() + 1);  // one draw
+      } else {
+        std::span<const float> logits(logits_.data() + (row + i) * vocab, vocab);
+        const std::span<const TokenId> output =
+            std::span<const TokenId>(seq->tokens)
+                .subspan(seq->num_prompt_tokens, first_draft + i - seq->num_prompt_tokens);
+        sampler_.Sample(logits, seq->params, seq->prompt(), output, &seq->rng, &result);
+      }
       if (i == drafts || result.token != seq->tokens[first_draft + i]) break;
     }
     const int32_t accepted = static_cast<int32_t>(verified.results.size()) - 1;
@@ -73,9 +86,14 @@ void Engine::VerifyDrafts() {
 void Engine::EmitVerified(Sequence* seq, const VerifiedDrafts& verified) {
   // The accepted drafts' KV is recorded; take the drafts out of `tokens` so that each goes out
   // through EmitToken like any token (stop checks, events, counts) and the last row's follows.
+  // Each token's event carries the draws up to and including its own (a greedy request draws
+  // none), as a step per token would: a stream resumed elsewhere after any of them continues the
+  // generator where that token left it.
   const size_t accepted = verified.results.size() - 1;
   seq->tokens.resize(seq->tokens.size() - accepted);
+  uint64_t counter = verified.rng_counter;
   for (const SampleResult& result : verified.results) {
+    if (!seq->params.greedy()) seq->rng.set_counter(++counter);
     if (EmitToken(seq, result)) return;  // the request ended: `seq` is gone
   }
 }

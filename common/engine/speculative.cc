@@ -10,8 +10,9 @@ namespace tandem {
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name) {
   if (name == "none") return SpeculativeMethod::kNone;
   if (name == "ngram") return SpeculativeMethod::kNgram;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown speculative method '", std::string(name), "' (have: none, ngram)"));
+  if (name == "sim") return SpeculativeMethod::kSim;
+  return absl::InvalidArgumentError(absl::StrCat("unknown speculative method '", std::string(name),
+                                                 "' (have: none, ngram, sim)"));
 }
 
 std::string_view SpeculativeMethodName(SpeculativeMethod method) {
@@ -20,6 +21,8 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method) {
       return "none";
     case SpeculativeMethod::kNgram:
       return "ngram";
+    case SpeculativeMethod::kSim:
+      return "sim";
   }
   return "unknown";
 }
@@ -35,18 +38,24 @@ absl::Status SpeculativeOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(
         "n-gram sizes must satisfy 1 <= min <= max, got min ", ngram_min, " max ", ngram_max));
   }
+  if (method == SpeculativeMethod::kSim &&
+      !(sim_acceptance_rate >= 0.0 && sim_acceptance_rate <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sim-acceptance-rate must be in [0, 1], got ", sim_acceptance_rate));
+  }
   return absl::OkStatus();
 }
 
 void AddSpeculativeFlags(FlagSet& flags, SpeculativeOptions* o) {
   flags.Section("Speculative decoding");
   flags.Custom("speculative",
-               {"none|ngram",
-                "draft tokens for greedy requests, verified in one step of the model (default "
-                "none); ngram: copied from the latest earlier occurrence of the context's suffix"},
+               {"none|ngram|sim",
+                "draft tokens verified in one step of the model, greedy or sampled (default "
+                "none); ngram: copied from the latest earlier occurrence of the context's "
+                "suffix; sim (sim backend only): right with probability --sim-acceptance-rate"},
                [o](std::string_view value) -> std::string {
                  absl::StatusOr<SpeculativeMethod> method = ParseSpeculativeMethod(value);
-                 if (!method.ok()) return "expects none or ngram";
+                 if (!method.ok()) return "expects none, ngram or sim";
                  o->method = *method;
                  return "";
                });
@@ -59,6 +68,10 @@ void AddSpeculativeFlags(FlagSet& flags, SpeculativeOptions* o) {
   flags.Number("ngram-max", &o->ngram_max,
                {"N", absl::StrCat("--speculative ngram: the longest suffix matched (default ",
                                   o->ngram_max, ")")});
+  flags.Number("sim-acceptance-rate", &o->sim_acceptance_rate,
+               {"P", absl::StrCat("--speculative sim: the chance that each draft is right "
+                                  "(default ",
+                                  o->sim_acceptance_rate, ")")});
 }
 
 std::vector<TokenId> ProposeByNgram(std::span<const TokenId> context, int32_t ngram_min,

@@ -1,11 +1,39 @@
 #include "common/metrics/metrics_server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <exception>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 
 namespace tandem {
+namespace {
+
+// Opens and at once closes a TCP connection to `host`:`port` without waiting for it.
+void Poke(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  if (found != nullptr) {
+    const int fd = socket(found->ai_family, found->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+      (void)connect(fd, found->ai_addr, found->ai_addrlen);
+      close(fd);
+    }
+  }
+  freeaddrinfo(found);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& listen) {
   const size_t colon = listen.rfind(':');
@@ -18,8 +46,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
     // Two threads: Prometheus scrapes rarely; a second one keeps a slow scraper from blocking.
     server->exposer_ = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/2);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
   }
   const std::vector<int> ports = server->exposer_->GetListeningPorts();
   if (ports.empty()) return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
@@ -32,7 +59,23 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
   return server;
 }
 
-MetricsServer::~MetricsServer() = default;
+MetricsServer::~MetricsServer() {
+  // civetweb's listener thread waits for connections in a poll with a 2-second timeout and sees
+  // its stop flag only when the poll returns, so closing the exposer took up to 2 s in every
+  // process (and every test) that ends. Connections to our own port end each poll at once.
+  std::atomic<bool> closed = false;
+  std::string host(
+      absl::StripSuffix(absl::StripPrefix(address_.substr(0, address_.rfind(':')), "["), "]"));
+  std::thread poker([&] {
+    while (!closed.load()) {
+      Poke(host, port_);
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  });
+  exposer_.reset();
+  closed = true;
+  poker.join();
+}
 
 void MetricsServer::Register(const std::weak_ptr<prometheus::Collectable>& collectable) {
   exposer_->RegisterCollectable(collectable);

@@ -247,6 +247,15 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(const NodeEngineO
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;
   engine_options.enable_prefix_caching = options.enable_prefix_caching;
   engine_options.speculative = options.speculative;
+  if (options.speculative.method == SpeculativeMethod::kSim) {
+    if (const auto* sim = dynamic_cast<const SimBackend*>(node->backend_.get()); sim != nullptr) {
+      engine_options.draft_proposer =
+          [rate = options.speculative.sim_acceptance_rate, limit = sim->token_limit()](
+              std::span<const TokenId> context, int32_t max_drafts, std::vector<TokenId>* drafts) {
+            SimBackend::ProposeDrafts(context, max_drafts, rate, limit, drafts);
+          };
+    }
+  }
   engine_options.on_step = options.on_step;
   ASSIGN_OR_RETURN(node->engine_, Engine::Create(node->backend_.get(), engine_options));
   node->engine_->Start();

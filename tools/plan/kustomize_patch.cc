@@ -25,13 +25,19 @@ std::string Patch(const std::string& deployment, const std::string& ops) {
                       "\n    patch: |-\n", ops);
 }
 
-// A node pool's engine flags and GPUs per pod.
-std::string NodeOps(const PlanConfig& config, int tp, const KustomizeOptions& o) {
+// A node pool's engine flags and GPUs per pod; `decodes`: the pool that decodes (speculation).
+std::string NodeOps(const PlanConfig& config, int tp, bool decodes, const KustomizeOptions& o) {
   std::string ops =
       AddArg(absl::StrCat("--max-num-batched-tokens=", config.max_num_batched_tokens));
   absl::StrAppend(&ops, AddArg(absl::StrCat("--max-num-seqs=", o.max_num_seqs)));
   absl::StrAppend(&ops, AddArg(absl::StrCat("--block-size=", o.block_size)));
   if (!o.prefix_caching) absl::StrAppend(&ops, AddArg("--no-prefix-caching"));
+  if (decodes && config.num_speculative_tokens > 0) {
+    // The plan priced drafts at an acceptance rate; prompt lookup is the method a node has.
+    absl::StrAppend(&ops, AddArg("--speculative=ngram"));
+    absl::StrAppend(
+        &ops, AddArg(absl::StrCat("--num-speculative-tokens=", config.num_speculative_tokens)));
+  }
   for (const char* kind : {"requests", "limits"}) {
     absl::StrAppend(&ops, Op("add", absl::StrCat(kResources, "/", kind, "/nvidia.com~1gpu"),
                              absl::StrCat("\"", tp, "\"")));
@@ -73,9 +79,10 @@ std::string RenderKustomization(const PlanConfig& config, const KustomizeOptions
   absl::StrAppend(&router, AddArg(absl::StrCat("--health-interval-ms=", o.load_poll_ms)));
   absl::StrAppend(&out, Patch("tandem-router", router));
   if (prefill_pool) {
-    absl::StrAppend(&out, Patch("tandem-prefill", NodeOps(config, config.prefill_tp, o)));
+    absl::StrAppend(
+        &out, Patch("tandem-prefill", NodeOps(config, config.prefill_tp, /*decodes=*/false, o)));
   }
-  std::string decode = NodeOps(config, config.decode_tp, o);
+  std::string decode = NodeOps(config, config.decode_tp, /*decodes=*/true, o);
   if (auto_mode) absl::StrAppend(&decode, AddArg("--serve-prefill"));  // prefills for the others
   absl::StrAppend(&out, Patch("tandem-decode", decode));
   return out;

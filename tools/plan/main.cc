@@ -140,6 +140,16 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
                  }
                  return space->policies.empty() ? "expects at least one policy" : "";
                });
+  flags.Custom(
+      "speculative-tokens",
+      {"N,N,...",
+       "drafts per decode step searched (speculative decoding; default 0 = off; the "
+       "first is the base), each draft right with probability --sim-acceptance-rate"},
+      [space](std::string_view v) { return ParseNumberList(v, &space->speculative_tokens); });
+  flags.Number("sim-acceptance-rate", &c.spec_acceptance_rate,
+               {"P",
+                "with --speculative-tokens: the chance that each draft is right, the quality "
+                "of the drafts the cluster would run (default 0.7)"});
   flags.Section("Engine and router (as simulated, and as the Kustomize overlay sets them)");
   flags.Number("max-num-seqs", &c.max_num_seqs, {"N", "sequences per step (default 256)"});
   flags.Number("block-size", &c.block_size, {"N", "tokens per KV block (default 16)"});
@@ -338,6 +348,8 @@ int Run(Options& o) {
                    {"kv_cache_dtype", tandem::KvDTypeName(o.cluster.kv_dtype)},
                    {"tp", o.search.space.tensor_parallel},
                    {"max_num_seqs", o.cluster.max_num_seqs},
+                   {"speculative_tokens", o.search.space.speculative_tokens},
+                   {"spec_acceptance_rate", o.cluster.spec_acceptance_rate},
                    {"block_size", o.cluster.block_size},
                    {"prefix_caching", o.cluster.prefix_caching},
                    {"run_duration_s", o.run_duration_s},

@@ -48,6 +48,8 @@ std::string ConfigName(const PlanConfig& c) {
     absl::StrAppend(&name, ", threshold ", c.local_prefill_threshold);
   }
   absl::StrAppend(&name, ", ", std::string(PlacementPolicyName(c.policy)));
+  if (c.num_speculative_tokens > 0)
+    absl::StrAppend(&name, ", ", c.num_speculative_tokens, " drafts");
   return name;
 }
 

@@ -27,12 +27,14 @@ struct PlanConfig {
   // Disaggregated and auto: shorter uncached prompts stay on D.
   int64_t local_prefill_threshold = 0;
   PlacementPolicy policy = PlacementPolicy::kLeastLoaded;
+  // Speculative decoding on the nodes that decode: drafts per step (0: off).
+  int32_t num_speculative_tokens = 0;
 
   int Gpus() const { return num_prefill * prefill_tp + num_decode * decode_tp; }
   // Total order over every field: the search's memo key and the report's last tie-break.
   auto Key() const {
     return std::tuple(mode, num_prefill, prefill_tp, num_decode, decode_tp, max_num_batched_tokens,
-                      local_prefill_threshold, policy);
+                      local_prefill_threshold, policy, num_speculative_tokens);
   }
   // The pools alone (what the knob search keeps fixed).
   auto ShapeKey() const { return std::tuple(mode, num_prefill, prefill_tp, num_decode, decode_tp); }
@@ -49,7 +51,8 @@ PlanConfig Auto(int nodes, int tp);
 inline bool HasLocalPrefillThreshold(ServingMode mode) { return mode != ServingMode::kColocated; }
 
 // "colocated 8 x TP8" / "disaggregated 3 x TP8 + 5 x TP8" / "auto 8 x TP8"; ConfigName adds the
-// knobs: ", chunk 2048, threshold 512, least_loaded" (no threshold when colocated).
+// knobs: ", chunk 2048, threshold 512, least_loaded" (no threshold when colocated), and
+// ", 4 drafts" when it speculates.
 std::string ShapeName(const PlanConfig& config);
 std::string ConfigName(const PlanConfig& config);
 

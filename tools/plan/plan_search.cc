@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/engine/speculative.h"
 #include "common/util/status_macros.h"
 
 namespace tandem::plan {
@@ -290,8 +291,11 @@ class PlanSearch {
     RETURN_IF_ERROR(dimension(
         space_.local_prefill_thresholds,
         [](PlanConfig& c, int64_t v) { c.local_prefill_threshold = v; }, false));
+    RETURN_IF_ERROR(dimension(
+        space_.policies, [](PlanConfig& c, PlacementPolicy v) { c.policy = v; }, true));
     return dimension(
-        space_.policies, [](PlanConfig& c, PlacementPolicy v) { c.policy = v; }, true);
+        space_.speculative_tokens, [](PlanConfig& c, int32_t v) { c.num_speculative_tokens = v; },
+        true);
   }
 
   // Step 3: each configuration's result, searched once; the new ones of `configs` searched in
@@ -478,6 +482,7 @@ class PlanSearch {
     config.local_prefill_threshold =
         HasLocalPrefillThreshold(config.mode) ? space_.local_prefill_thresholds.front() : 0;
     config.policy = space_.policies.front();
+    config.num_speculative_tokens = space_.speculative_tokens.front();
     return config;
   }
 
@@ -495,7 +500,7 @@ std::string ValidateOptions(const PlanSearchOptions& o) {
   const SearchSpace& s = o.space;
   if (s.gpus < 1) return "the GPU budget must be >= 1";
   if (s.tensor_parallel.empty() || s.chunk_sizes.empty() || s.local_prefill_thresholds.empty() ||
-      s.policies.empty()) {
+      s.policies.empty() || s.speculative_tokens.empty()) {
     return "every list of the search space needs a value";
   }
   if (std::any_of(s.tensor_parallel.begin(), s.tensor_parallel.end(),
@@ -508,6 +513,10 @@ std::string ValidateOptions(const PlanSearchOptions& o) {
   if (std::any_of(s.local_prefill_thresholds.begin(), s.local_prefill_thresholds.end(),
                   [](int64_t t) { return t < 0; })) {
     return "local prefill thresholds must be >= 0";
+  }
+  if (std::any_of(s.speculative_tokens.begin(), s.speculative_tokens.end(),
+                  [](int32_t k) { return k < 0 || k > kMaxSpeculativeTokens; })) {
+    return absl::StrCat("speculative tokens must be in [0, ", kMaxSpeculativeTokens, "]");
   }
   if (!s.colocated && !s.disaggregated && !s.auto_mode) {
     return "search colocated, disaggregated, auto or several";

@@ -86,6 +86,8 @@ struct SearchSpace {
   std::vector<PlacementPolicy> policies = {PlacementPolicy::kLeastLoaded,
                                            PlacementPolicy::kRoundRobin,
                                            PlacementPolicy::kPrefixAware};  // first: the base
+  // Drafts per decode step (speculative decoding; 0: off); the first is the base.
+  std::vector<int32_t> speculative_tokens = {0};
 };
 
 struct PlanSearchOptions {

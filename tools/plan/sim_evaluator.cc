@@ -39,6 +39,7 @@ sim::SimClusterOptions SimEvaluator::ClusterOptions(const sim::SimClusterOptions
   o.local_prefill_threshold =
       HasLocalPrefillThreshold(config.mode) ? config.local_prefill_threshold : 0;
   o.policy = config.policy;
+  o.num_speculative_tokens = config.num_speculative_tokens;
   return o;
 }
 

@@ -12,6 +12,7 @@
 #include "bench/serve/bench_report.h"
 #include "bench/serve/bench_sweep.h"
 #include "bench/serve/workload_flags.h"
+#include "common/engine/speculative.h"
 #include "common/kv/kv_dtype.h"
 #include "common/util/atomic_file.h"
 #include "common/util/cli_flags.h"
@@ -40,6 +41,7 @@ struct Options {
   bool no_prefix_caching = false;
   bool no_step_jumps = false;
   bool no_placement_receipts = false;
+  tandem::SpeculativeOptions speculative;
   std::string kill_node_at;
   tandem::bench::WorkloadFlags workload;
   std::string out, plot, title = "tandem-sim";
@@ -114,6 +116,7 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
                 "measured by bench/router_overhead)"});
   flags.Number("hop-latency-us", &c.hop_latency_us,
                {"US", "one network hop, one way (default 50)"});
+  tandem::AddSpeculativeFlags(flags, &o->speculative);
   flags.Section("Faults");
   flags.String("kill-node-at", &o->kill_node_at,
                {"T:NAME,...", "kill node NAME (prefill-N, decode-N) T seconds into the workload"});
@@ -153,6 +156,15 @@ std::string CompleteOptions(Options* o) {
   if (slo.tpot_s.has_value()) o->cluster.placement_slo_tpot_ms = *slo.tpot_s * 1e3;
   o->cluster.prefix_caching = !o->no_prefix_caching;
   o->cluster.step_jumps = !o->no_step_jumps;
+  if (absl::Status s = o->speculative.Validate(); !s.ok()) return std::string(s.message());
+  if (o->speculative.method == tandem::SpeculativeMethod::kNgram) {
+    return "--speculative ngram needs text; tandem-sim models a draft by how often it is right: "
+           "--speculative sim --sim-acceptance-rate P";
+  }
+  if (o->speculative.method == tandem::SpeculativeMethod::kSim) {
+    o->cluster.num_speculative_tokens = o->speculative.num_speculative_tokens;
+    o->cluster.spec_acceptance_rate = o->speculative.sim_acceptance_rate;
+  }
   absl::StatusOr<std::vector<tandem::sim::NodeKill>> kills =
       tandem::sim::ParseNodeKills(o->kill_node_at);
   if (!kills.ok()) return std::string(kills.status().message());
@@ -231,6 +243,18 @@ int Run(const Options& o) {
         static_cast<long long>(run->stats.steps), static_cast<long long>(run->stats.jumped_steps),
         static_cast<long long>(run->stats.decode_runs),
         static_cast<long long>(run->stats.preemptions));
+    if (run->stats.spec_verifications > 0) {
+      std::printf(
+          "speculation: %lld verifications, %lld drafts, %lld accepted (%.1f%%), %.2f "
+          "tokens per verification\n",
+          static_cast<long long>(run->stats.spec_verifications),
+          static_cast<long long>(run->stats.spec_draft_tokens),
+          static_cast<long long>(run->stats.spec_accepted_tokens),
+          100.0 * static_cast<double>(run->stats.spec_accepted_tokens) /
+              static_cast<double>(std::max<int64_t>(1, run->stats.spec_draft_tokens)),
+          1.0 + static_cast<double>(run->stats.spec_accepted_tokens) /
+                    static_cast<double>(run->stats.spec_verifications));
+    }
     std::string placed;
     for (const auto& [reason, count] : run->stats.placements) {
       absl::StrAppend(&placed, placed.empty() ? "" : ", ", count, " ", reason);
@@ -253,6 +277,9 @@ int Run(const Options& o) {
                         {"jumped_steps", run->stats.jumped_steps},
                         {"decode_runs", run->stats.decode_runs},
                         {"preemptions", run->stats.preemptions},
+                        {"spec_verifications", run->stats.spec_verifications},
+                        {"spec_draft_tokens", run->stats.spec_draft_tokens},
+                        {"spec_accepted_tokens", run->stats.spec_accepted_tokens},
                         {"kv_bytes", run->stats.kv_bytes},
                         {"kills", run->stats.kills},
                         {"retries", run->stats.retries},
@@ -284,6 +311,8 @@ int Run(const Options& o) {
       {"placement_receipts", c.placement_receipts},
       {"max_num_batched_tokens", c.max_num_batched_tokens},
       {"max_num_seqs", c.max_num_seqs},
+      {"num_speculative_tokens", c.num_speculative_tokens},
+      {"spec_acceptance_rate", c.spec_acceptance_rate},
       {"load_poll_ms", c.load_poll_ms},
       {"router_overhead_us", c.router_overhead_us},
       {"hop_latency_us", c.hop_latency_us}};

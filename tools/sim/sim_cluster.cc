@@ -140,6 +140,9 @@ class Cluster {
         run.stats.jumped_steps += node->num_jumped_steps();
         run.stats.decode_runs += node->num_decode_runs();
         run.stats.preemptions += node->num_preemptions();
+        run.stats.spec_verifications += node->num_spec_verifications();
+        run.stats.spec_draft_tokens += node->num_spec_draft_tokens();
+        run.stats.spec_accepted_tokens += node->num_spec_accepted_tokens();
       }
     }
     for (const auto& [pair, link] : links_) run.stats.kv_bytes += link->bytes_moved();
@@ -173,6 +176,8 @@ class Cluster {
                       .max_num_seqs = options_.max_num_seqs},
         .prefix_caching = options_.prefix_caching,
         .step_jumps = options_.step_jumps,
+        .num_speculative_tokens = prefill ? 0 : options_.num_speculative_tokens,
+        .spec_acceptance_rate = options_.spec_acceptance_rate,
     };
     return SimNode::Create(std::move(config), &loop_, &clock_,
                            prefill ? PrefillEvents() : (auto_ ? AutoEvents(i) : DecodeEvents()));

@@ -62,6 +62,10 @@ struct SimClusterOptions {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 256;
   bool prefix_caching = true;
+  // Speculative decoding on the nodes that decode (SimNodeConfig): drafts per step (0: off), and
+  // the chance that each is right.
+  int32_t num_speculative_tokens = 0;
+  double spec_acceptance_rate = 0.7;
   // The router.
   PlacementPolicy policy = PlacementPolicy::kLeastLoaded;
   int64_t load_poll_ms = 500;  // the router's --health-interval-ms: how stale load reports are
@@ -93,6 +97,10 @@ struct SimRunStats {
   int64_t jumped_steps = 0;  // of `steps`, those inside runs stepped over in one jump
   int64_t decode_runs = 0;
   int64_t preemptions = 0;
+  // Speculative decoding: sequences' steps that verified drafts, the drafts, the accepted ones.
+  int64_t spec_verifications = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
   int64_t kv_bytes = 0;    // over the KV links
   int64_t kills = 0;       // nodes killed
   int64_t retries = 0;     // attempts retried from the prompt after a node died

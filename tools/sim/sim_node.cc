@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/backend/sim/sim_backend.h"
+#include "common/engine/speculative.h"
 #include "common/sampling/sampling_params.h"
 #include "tools/sim/decode_run.h"
 
@@ -37,6 +39,12 @@ absl::StatusOr<std::unique_ptr<SimNode>> SimNode::Create(SimNodeConfig config, E
                                                    config.block_size, " tokens"));
   }
   if (absl::Status s = config.scheduler.Validate(); !s.ok()) return s;
+  if (config.num_speculative_tokens < 0 || config.num_speculative_tokens > kMaxSpeculativeTokens ||
+      !(config.spec_acceptance_rate >= 0 && config.spec_acceptance_rate <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sim node ", config.name, ": ", config.num_speculative_tokens, " speculative tokens (0 to ",
+        kMaxSpeculativeTokens, "), acceptance rate ", config.spec_acceptance_rate, " (0 to 1)"));
+  }
   const int64_t pool_tokens = int64_t{config.num_blocks} * config.block_size;
   int64_t limit = pool_tokens;
   const int max_positions = config.model->model().max_position_embeddings;
@@ -263,9 +271,56 @@ SimNodeLoad SimNode::LiveLoad() const {
       .max_num_seqs = config_.scheduler.max_num_seqs};
 }
 
+void SimNode::ProposeDrafts() {
+  for (Sequence* seq : scheduler_.running()) {
+    if (seq->num_uncomputed_tokens() != 1 || seq->num_draft_tokens != 0 ||
+        exporting_.contains(seq->id)) {
+      continue;
+    }
+    const int32_t room = std::min({config_.num_speculative_tokens,
+                                   seq->params.max_tokens - seq->num_output_tokens() - 1,
+                                   config_.max_context_tokens - seq->num_tokens() - 1});
+    for (int32_t i = 0; i < room; ++i) {
+      const int32_t last = seq->tokens.back();
+      const int64_t position = seq->num_tokens();
+      const int32_t right = NextToken(last, position);
+      seq->tokens.push_back(SimBackend::DraftIsRight(last, position, config_.spec_acceptance_rate)
+                                ? right
+                                : right + 1);
+      ++seq->num_draft_tokens;
+    }
+  }
+}
+
+void SimNode::VerifyDrafts() {
+  accepted_.assign(step_.chunks.size(), -1);
+  for (size_t c = 0; c < step_.chunks.size(); ++c) {
+    ScheduledChunk& chunk = step_.chunks[c];
+    if (!chunk.want_logits || chunk.num_logits <= 1) continue;
+    Sequence* seq = chunk.seq;
+    const int32_t drafts = chunk.num_logits - 1;
+    const int32_t first = seq->num_tokens() - drafts;
+    int32_t accepted = 0;
+    while (accepted < drafts &&
+           seq->tokens[first + accepted] ==
+               NextToken(seq->tokens[first + accepted - 1], first + accepted)) {
+      ++accepted;
+    }
+    ++num_spec_verifications_;
+    num_spec_draft_tokens_ += drafts;
+    num_spec_accepted_tokens_ += accepted;
+    seq->tokens.resize(first + accepted);
+    seq->num_draft_tokens = 0;
+    chunk.num_tokens -= drafts - accepted;
+    accepted_[c] = accepted;
+  }
+}
+
 void SimNode::MaybeStep() {
   if (busy_) return;
-  if (config_.step_jumps && TryStartDecodeRun()) return;
+  const bool speculates = config_.num_speculative_tokens > 0;
+  if (config_.step_jumps && !speculates && TryStartDecodeRun()) return;
+  if (speculates) ProposeDrafts();
   while (true) {
     if (!scheduler_.HasUnfinished()) return;
     scheduler_.Schedule(&step_);
@@ -281,7 +336,8 @@ void SimNode::MaybeStep() {
   for (const ScheduledChunk& chunk : step_.chunks) {
     items_.push_back(SimStepItem{.new_tokens = chunk.num_tokens,
                                  .context_before = chunk.start_pos,
-                                 .wants_logits = chunk.want_logits});
+                                 .wants_logits = chunk.want_logits,
+                                 .num_logits = chunk.num_logits});
   }
   const int64_t nanos = StepNanos(config_.model->Time(items_));
   busy_ = true;
@@ -296,8 +352,10 @@ void SimNode::FinishStep() {
   ++num_steps_;
   busy_nanos_ += loop_->now() - step_started_;
   NoteStepCost(loop_->now() - step_started_);
+  VerifyDrafts();
   scheduler_.CompleteStep(step_);
-  for (const ScheduledChunk& chunk : step_.chunks) {
+  for (size_t c = 0; c < step_.chunks.size(); ++c) {
+    const ScheduledChunk& chunk = step_.chunks[c];
     Sequence* seq = chunk.seq;
     if (exporting_.contains(seq->id)) {
       // Prefill-only: hand out the final blocks; the last chunk ends it, its blocks held.
@@ -312,8 +370,12 @@ void SimNode::FinishStep() {
       continue;
     }
     if (!chunk.want_logits) continue;
-    seq->tokens.push_back(NextToken(seq->tokens.back(), seq->num_tokens()));
     const uint64_t key = seq->id;
+    // Accepted drafts (already in the sequence) go out first, then the step's own token.
+    for (int32_t i = accepted_[c]; i > 0; --i) {
+      events_.on_token(key, seq->num_output_tokens() - i, loop_->now());
+    }
+    seq->tokens.push_back(NextToken(seq->tokens.back(), seq->num_tokens()));
     events_.on_token(key, seq->num_output_tokens() - 1, loop_->now());
     if (seq->num_output_tokens() >= seq->params.max_tokens ||
         seq->num_tokens() >= config_.max_context_tokens) {

@@ -62,6 +62,14 @@ struct SimNodeConfig {
   int32_t max_context_tokens = 0;
   // Step over runs of decode steps in one jump (above); false: one event per step.
   bool step_jumps = true;
+  // Speculative decoding with drafts of known quality, as a sim cluster's --speculative sim:
+  // before each step every decoding sequence gets up to this many drafts, each right with
+  // probability spec_acceptance_rate (SimBackend::DraftIsRight), computed in the step with a
+  // logits row each (priced so) and verified at its end as the engine does (the right ones up to
+  // the first wrong one stand, and the step's own token follows). 0: off. Runs of decode steps
+  // are not jumped over while it is on (each step's yield is only known at its end).
+  int32_t num_speculative_tokens = 0;
+  double spec_acceptance_rate = 0.7;
 };
 
 // What a node reports (GetLoad's fields the router's placement reads).
@@ -145,6 +153,10 @@ class SimNode {
   // Runs of decode steps stepped over, and the steps they held.
   int64_t num_decode_runs() const { return num_decode_runs_; }
   int64_t num_jumped_steps() const { return num_jumped_steps_; }
+  // Speculative decoding: sequences' steps that verified drafts, the drafts, the accepted ones.
+  int64_t num_spec_verifications() const { return num_spec_verifications_; }
+  int64_t num_spec_draft_tokens() const { return num_spec_draft_tokens_; }
+  int64_t num_spec_accepted_tokens() const { return num_spec_accepted_tokens_; }
 
  private:
   SimNode(SimNodeConfig config, EventLoop* loop, ManualClock* clock, SimNodeEvents events);
@@ -155,6 +167,11 @@ class SimNode {
   void WakeSoon();
   void MaybeStep();
   void FinishStep();
+  // Speculative decoding: drafts onto the decoding sequences before Schedule(); at the step's
+  // end, before CompleteStep(), the rejected ones out of the sequences and the chunks, the
+  // accepted counts kept in accepted_ (per chunk).
+  void ProposeDrafts();
+  void VerifyDrafts();
   // Prefill role: hands newly final blocks out; the prompt done: all of them.
   void ExportBlocks(Sequence* seq, bool prompt_done);
   void AdmitReservations();
@@ -217,6 +234,10 @@ class SimNode {
   uint64_t run_generation_ = 0;
   int64_t num_decode_runs_ = 0;
   int64_t num_jumped_steps_ = 0;
+  std::vector<int32_t> accepted_;  // this step's, per chunk (-1: not a verification)
+  int64_t num_spec_verifications_ = 0;
+  int64_t num_spec_draft_tokens_ = 0;
+  int64_t num_spec_accepted_tokens_ = 0;
 };
 
 }  // namespace tandem::sim

@@ -42,6 +42,29 @@ TokenId SimBackend::NextToken(TokenId last_token, int64_t position, int32_t toke
   return static_cast<TokenId>(h % static_cast<uint64_t>(token_limit));
 }
 
+bool SimBackend::DraftIsRight(TokenId last_token, int64_t position, double acceptance_rate) {
+  const uint64_t h = Mix(Mix(static_cast<uint64_t>(position) ^ 0x5be3c1d2a4f60789ULL) ^
+                         static_cast<uint64_t>(static_cast<uint32_t>(last_token)));
+  return static_cast<double>(h >> 11) * 0x1.0p-53 < acceptance_rate;
+}
+
+void SimBackend::ProposeDrafts(std::span<const TokenId> context, int32_t max_drafts,
+                               double acceptance_rate, int32_t token_limit,
+                               std::vector<TokenId>* drafts) {
+  drafts->clear();
+  if (context.empty() || token_limit < 2) return;
+  TokenId last = context.back();
+  int64_t position = static_cast<int64_t>(context.size());  // the new token's
+  for (int32_t i = 0; i < max_drafts; ++i, ++position) {
+    const TokenId right = NextToken(last, position, token_limit);
+    // A wrong draft: the next token id (wrapping), never the right one.
+    const TokenId draft =
+        DraftIsRight(last, position, acceptance_rate) ? right : (right + 1) % token_limit;
+    drafts->push_back(draft);
+    last = draft;
+  }
+}
+
 uint16_t SimBackend::KvPatternWord(TokenId token, int64_t position, int layer, int kv, int head) {
   const uint64_t h = Mix(Mix(static_cast<uint64_t>(static_cast<uint32_t>(token)) ^
                              (static_cast<uint64_t>(position) << 24)) ^
@@ -164,7 +187,8 @@ absl::StatusOr<absl::Duration> SimBackend::Step(const ForwardBatch& batch, size_
   items.reserve(batch.items.size());
   size_t row = 0;
   for (const ForwardItem& item : batch.items) {
-    items.push_back({static_cast<int64_t>(item.tokens.size()), item.start_pos, item.want_logits});
+    items.push_back({static_cast<int64_t>(item.tokens.size()), item.start_pos, item.want_logits,
+                     LogitsRows(item)});
     WriteKvPattern(item);
     // Each row: the sim's token after the token at that position.
     const int64_t n = static_cast<int64_t>(item.tokens.size());

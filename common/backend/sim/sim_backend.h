@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -86,6 +87,17 @@ class SimBackend : public Backend {
   // The token the sim emits after `last_token` at `position` (the position of the new token),
   // uniform over [0, token_limit): the same context gives the same token on every node.
   static TokenId NextToken(TokenId last_token, int64_t position, int32_t token_limit);
+  // Drafts of known quality for speculative decoding on the sim (--speculative sim): replaces
+  // `drafts` with `max_drafts` tokens after `context`, each the sim's own next token with
+  // probability `acceptance_rate` and another token otherwise, independently per position (a hash
+  // of the position and the token before it decides). Position i of a step is then accepted
+  // with probability acceptance_rate^(i+1), the i.i.d. model of Leviathan et al.
+  static void ProposeDrafts(std::span<const TokenId> context, int32_t max_drafts,
+                            double acceptance_rate, int32_t token_limit,
+                            std::vector<TokenId>* drafts);
+  // Whether the draft for `position` after `last_token` is the right one (ProposeDrafts; tandem-sim
+  // draws its drafts with it too): true with probability `acceptance_rate`.
+  static bool DraftIsRight(TokenId last_token, int64_t position, double acceptance_rate);
   // The 16-bit word whose low DTypeSize bytes (repeated for f32) every element of (layer, kv,
   // head) of the token at `position` holds.
   static uint16_t KvPatternWord(TokenId token, int64_t position, int layer, int kv, int head);

@@ -81,7 +81,7 @@ StepTotals StepTimeModel::Totals(std::span<const SimStepItem> items) const {
   const int64_t w = model_.sliding_window;
   for (const SimStepItem& it : items) {
     t.tokens += it.new_tokens;
-    if (it.wants_logits) ++t.logits_rows;
+    if (it.wants_logits) t.logits_rows += std::max(1, it.num_logits);
     t.attended_keys += AttendedKeys(it.context_before, it.new_tokens, w);
     const int64_t span = it.context_before + it.new_tokens;
     t.kv_tokens_read += static_cast<double>(w > 0 ? std::min(span, w + it.new_tokens - 1) : span);

@@ -36,6 +36,8 @@ struct SimStepItem {
   int64_t new_tokens = 0;
   int64_t context_before = 0;
   bool wants_logits = false;
+  // Logits rows when wants_logits: 1, or 1 + drafts for a speculative verification.
+  int32_t num_logits = 1;
 };
 
 // What a step's price depends on, summed over its items: Cost and Time are functions of these

@@ -43,7 +43,9 @@ TEST(LoadRunnerTest, SendsAtArrivalTimesInOrder) {
   for (int i = 0; i < 15; ++i) {
     EXPECT_GE(result->results[i].start_s, (*times)[i] - kEps) << "request " << i << " went early";
     // Sent in arrival order.
-    if (i > 0) EXPECT_GE(result->results[i].start_s, result->results[i - 1].start_s);
+    if (i > 0) {
+      EXPECT_GE(result->results[i].start_s, result->results[i - 1].start_s);
+    }
   }
   // The run spans at least the first send to the last one.
   EXPECT_GE(result->duration_s, result->results.back().start_s - result->results[0].start_s);

@@ -1,7 +1,9 @@
 // Speculative decoding in the engine (common/engine/speculative.h): with n-gram drafts, greedy
-// output is token for token the output without them, under batching, chunked prefill, preemption,
-// prefix caching, stop tokens and max_tokens; accepted drafts are counted, and every block returns.
+// and seeded sampled output is token for token the output without them, under batching, chunked
+// prefill, preemption, prefix caching, stop tokens and max_tokens; accepted drafts are counted, and
+// every block returns.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -141,18 +143,87 @@ TEST(EngineSpeculativeTest, SameTokensUnderChunkingPreemptionAndStops) {
   EXPECT_GT(spec_preemptions, 0);
 }
 
-TEST(EngineSpeculativeTest, SampledRequestsDoNotSpeculate) {
-  FakeBackend backend(kVocab, 256, 4);
+// Sampled requests speculate too, and a seeded one gives the tokens it gives without speculation:
+// one draw per emitted token, in the same order (speculative.h). Low temperature: drafts mostly
+// accepted; high: mostly rejected.
+TEST(EngineSpeculativeTest, SeededSampledRequestsGiveTheSameTokens) {
+  for (float temperature : {0.2f, 1.0f}) {
+    FakeBackend plain_backend(kVocab, 256, 4);
+    FakeBackend spec_backend(kVocab, 256, 4);
+    plain_backend.set_repeat_period(3);
+    spec_backend.set_repeat_period(3);
+    auto requests = [&] {
+      std::vector<GenerateRequest> r = RepetitiveRequests(8, 40);
+      for (size_t i = 0; i < r.size(); ++i) {
+        r[i].params.temperature = temperature;
+        r[i].params.seed = 11 + i;
+        r[i].params.logprobs = i % 2 == 0 ? 2 : -1;
+      }
+      return r;
+    };
+    const EngineRun plain = RunEngineOn(plain_backend, 0, requests());
+    const EngineRun spec = RunEngineOn(spec_backend, 4, requests());
+    ExpectSameTokens(plain, spec);
+    for (size_t i = 0; i < plain.results.size(); ++i) {
+      EXPECT_EQ(spec.results[i].logprobs, plain.results[i].logprobs) << "request " << i;
+      EXPECT_EQ(spec.results[i].top_logprobs, plain.results[i].top_logprobs) << "request " << i;
+      EXPECT_EQ(spec.results[i].rng_counters, plain.results[i].rng_counters) << "request " << i;
+    }
+    EXPECT_GT(spec.stats.num_spec_verifications, 20) << temperature;
+    EXPECT_GT(spec.stats.num_spec_accepted_tokens, 0) << temperature;
+    EXPECT_LT(spec.stats.num_spec_accepted_tokens, spec.stats.num_spec_draft_tokens) << temperature;
+    if (temperature < 0.5f) {
+      EXPECT_LT(spec.stats.num_steps, plain.stats.num_steps) << temperature;
+    }
+    EXPECT_EQ(spec.stats.num_free_kv_blocks, 256);
+  }
+}
+
+// The statistical check, over 3,000 seeded requests: the repeat model gives the token 3 places
+// back probability p = e^4 / (e^4 + 63) at temperature 0.25 and every other token (1 - p) / 63,
+// whatever came before. Every token after the first (most of them from verification steps, where
+// drafts were accepted or rejected) is binned by its offset from the token 3 places back; the 64
+// bins must fit that distribution (chi-square, 63 degrees of freedom).
+TEST(EngineSpeculativeTest, SampledTokensFollowTheTargetDistribution) {
+  FakeBackend backend(kVocab, 1024, 4);
   backend.set_repeat_period(3);
-  auto engine = MakeSpeculativeEngine(&backend, 4);
-  std::vector<GenerateRequest> requests = RepetitiveRequests(2, 20);
-  for (GenerateRequest& r : requests) {
-    r.params.temperature = 0.7f;
-    r.params.seed = 11;
+  auto engine = MakeSpeculativeEngine(&backend, 3);
+  const std::vector<TokenId> prompt = {5, 9, 2, 5, 9, 2, 5, 9, 2};
+  constexpr int kRequests = 3000;
+  constexpr int kMaxTokens = 5;
+  std::vector<GenerateRequest> requests;
+  for (int i = 0; i < kRequests; ++i) {
+    GenerateRequest r = GreedyRequest(prompt, kMaxTokens);
+    r.params.temperature = 0.25f;
+    r.params.seed = 1000 + i;
+    requests.push_back(std::move(r));
   }
   const std::vector<GenerationResult> results = RunAll(*engine, std::move(requests));
-  for (size_t i = 0; i < results.size(); ++i) EXPECT_EQ(results[i].tokens.size(), 20 + i % 5);
-  EXPECT_EQ(engine->Stats().num_spec_verifications, 0);
+  std::vector<int64_t> bins(kVocab, 0);
+  int64_t samples = 0;
+  for (const GenerationResult& result : results) {
+    ASSERT_TRUE(result.status.ok()) << result.status;
+    ASSERT_EQ(result.tokens.size(), static_cast<size_t>(kMaxTokens));
+    std::vector<TokenId> history = prompt;
+    history.insert(history.end(), result.tokens.begin(), result.tokens.end());
+    for (size_t pos = prompt.size() + 1; pos < history.size(); ++pos) {
+      ++bins[(history[pos] - history[pos - 3] + kVocab) % kVocab];
+      ++samples;
+    }
+  }
+  const EngineStats stats = engine->Stats();
+  EXPECT_GT(stats.num_spec_verifications, kRequests);
+  EXPECT_GT(stats.num_spec_accepted_tokens, stats.num_spec_draft_tokens / 5);
+  EXPECT_LT(stats.num_spec_accepted_tokens, stats.num_spec_draft_tokens * 4 / 5);
+  const double p_repeat = std::exp(4.0) / (std::exp(4.0) + (kVocab - 1));
+  double chi_square = 0.0;
+  for (int b = 0; b < kVocab; ++b) {
+    const double expected = samples * (b == 0 ? p_repeat : (1.0 - p_repeat) / (kVocab - 1));
+    chi_square += (bins[b] - expected) * (bins[b] - expected) / expected;
+  }
+  // 63 degrees of freedom: mean 63, standard deviation 11.2; 115 is past the 99.99th percentile.
+  EXPECT_LT(chi_square, 115.0) << "repeat bin " << bins[0] << " of " << samples;
+  EXPECT_NEAR(static_cast<double>(bins[0]) / samples, p_repeat, 0.02);
 }
 
 TEST(EngineSpeculativeTest, BadOptionsAreRefused) {
@@ -164,6 +235,23 @@ TEST(EngineSpeculativeTest, BadOptionsAreRefused) {
   ASSERT_FALSE(engine.ok());
   EXPECT_NE(std::string(engine.status().message()).find("num-speculative-tokens"),
             std::string::npos);
+  // sim drafts come from the sim backend, and only sim takes a proposer from outside.
+  options.speculative.num_speculative_tokens = 2;
+  options.speculative.method = SpeculativeMethod::kSim;
+  engine = Engine::Create(&backend, options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(std::string(engine.status().message()).find("--backend sim"), std::string::npos);
+  options.speculative.method = SpeculativeMethod::kNgram;
+  options.draft_proposer = [](std::span<const TokenId>, int32_t, std::vector<TokenId>*) {};
+  EXPECT_FALSE(Engine::Create(&backend, options).ok());
+  options.draft_proposer = nullptr;
+  options.speculative.sim_acceptance_rate = 1.5;
+  EXPECT_TRUE(Engine::Create(&backend, options).ok());  // only sim reads the rate
+  options.speculative.method = SpeculativeMethod::kSim;
+  options.draft_proposer = [](std::span<const TokenId>, int32_t, std::vector<TokenId>*) {};
+  engine = Engine::Create(&backend, options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(std::string(engine.status().message()).find("sim-acceptance-rate"), std::string::npos);
 }
 
 }  // namespace

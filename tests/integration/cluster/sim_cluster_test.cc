@@ -63,5 +63,31 @@ TEST(SimClusterTest, ColocatedServesTheSameTokens) {
   ASSERT_NO_FATAL_FAILURE(ServeAndCheck(cluster));
 }
 
+// Speculation on the sim decode node (--speculative sim, drafts right 70% of the time): the
+// requests get the same tokens, and the node's metrics count the drafts and the accepted ones.
+TEST(SimClusterTest, SpeculationGivesTheSameTokensAndCountsItsDrafts) {
+  LocalCluster cluster;
+  ClusterSpec spec;
+  spec.model_dir = TestModelDir("llama3.2");
+  spec.num_prefill = 1;
+  spec.num_decode = 1;
+  spec.node_args = SimNodeArgs(1024);
+  spec.decode_args = {"--speculative",         "sim", "--num-speculative-tokens", "4",
+                      "--sim-acceptance-rate", "0.7"};
+  ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
+  ASSERT_NO_FATAL_FAILURE(ServeAndCheck(cluster));
+  absl::StatusOr<std::string> metrics = ScrapeMetrics(cluster.decode_metrics_address(0));
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const double drafts = MetricValue(*metrics, "tandem_decode_spec_draft_tokens_total");
+  const double accepted = MetricValue(*metrics, "tandem_decode_spec_accepted_tokens_total");
+  const double verifications = MetricValue(*metrics, "tandem_decode_spec_verifications_total");
+  // 6 requests of 12 tokens: the first comes from the prefill node, the other 11 from at least 3
+  // verifications each (4 drafts at most, the last steps fewer).
+  EXPECT_GE(verifications, 6 * 3);
+  EXPECT_GT(drafts, verifications);
+  EXPECT_GT(accepted, 0.2 * drafts);
+  EXPECT_LT(accepted, 0.8 * drafts);
+}
+
 }  // namespace
 }  // namespace tandem::testing

@@ -130,6 +130,21 @@ TEST(PlanKustomizeTest, ColocatedPlanScalesPrefillToZeroAndDropsTheRoutersPrefil
                         PatchOp{"add", kArgs, "--no-prefix-caching"}) != decode.end());
 }
 
+// A plan that speculates: the decode pool runs prompt lookup with the planned drafts; the
+// prefill pool never decodes and gets neither flag.
+TEST(PlanKustomizeTest, SpeculationGoesToTheDecodePoolOnly) {
+  PlanConfig planned = Disaggregated(2, 1, 6, 1);
+  planned.num_speculative_tokens = 3;
+  const Overlay o = Parse(RenderKustomization(planned, KustomizeOptions()));
+  const std::vector<PatchOp>& decode = o.patches.at("tandem-decode");
+  const std::vector<PatchOp>& prefill = o.patches.at("tandem-prefill");
+  for (const PatchOp& op : {PatchOp{"add", kArgs, "--speculative=ngram"},
+                            PatchOp{"add", kArgs, "--num-speculative-tokens=3"}}) {
+    EXPECT_TRUE(std::find(decode.begin(), decode.end(), op) != decode.end()) << op.value;
+    EXPECT_TRUE(std::find(prefill.begin(), prefill.end(), op) == prefill.end()) << op.value;
+  }
+}
+
 TEST(PlanKustomizeTest, AutoPlanRunsDecodeNodesThatPrefillForEachOther) {
   PlanConfig c = Auto(8, 8);
   c.local_prefill_threshold = 512;

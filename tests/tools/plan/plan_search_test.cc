@@ -305,6 +305,11 @@ TEST(PlanSearchTest, RejectsUnusableOptions) {
   options = Grid();
   options.space.chunk_sizes.clear();
   EXPECT_EQ(RunPlanSearch(options, fake).status().code(), absl::StatusCode::kInvalidArgument);
+  options = Grid();
+  options.space.speculative_tokens = {0, 17};
+  EXPECT_EQ(RunPlanSearch(options, fake).status().code(), absl::StatusCode::kInvalidArgument);
+  options.space.speculative_tokens.clear();
+  EXPECT_EQ(RunPlanSearch(options, fake).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(fake.probes.empty());
 }
 

@@ -98,6 +98,9 @@ TEST(PlanSimEvaluatorTest, ClusterOptionsCarryThePoolsAndKnobs) {
   EXPECT_EQ(auto_mode.local_prefill_threshold, 512);
   EXPECT_EQ(ShapeName(a), "auto 4 x TP2");
   EXPECT_EQ(ConfigName(a), "auto 4 x TP2, chunk 2048, threshold 512, least_loaded");
+  a.num_speculative_tokens = 4;
+  EXPECT_EQ(SimEvaluator::ClusterOptions({}, a).num_speculative_tokens, 4);
+  EXPECT_EQ(ConfigName(a), "auto 4 x TP2, chunk 2048, threshold 512, least_loaded, 4 drafts");
 }
 
 PlanSearchOptions SmallSearch(int parallelism) {

@@ -1,6 +1,7 @@
 #include "common/backend/sim/sim_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -225,6 +226,52 @@ TEST(SimBackendTest, LogitsPathPicksTheSameToken) {
   auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
   EXPECT_EQ(best, SimBackend::NextToken(6, 2, 128000));
   EXPECT_EQ(std::count(logits.begin(), logits.end(), 0.0f), 128255);
+}
+
+// --speculative sim: draft i is the sim's own token with probability rate, independently, so the
+// first j drafts are all right with probability rate^j; a verification step of the backend gives
+// the right tokens in its rows.
+TEST(SimBackendTest, DraftsAreRightAtTheirRateAndTheStepVerifiesThem) {
+  constexpr int kContexts = 20000;
+  constexpr double kRate = 0.6;
+  std::vector<int> right_prefix(5, 0);  // [j]: contexts whose first j drafts are right
+  std::vector<TokenId> drafts;
+  for (int c = 0; c < kContexts; ++c) {
+    const std::vector<TokenId> context = {c % 977, 10 + c % 13, c};
+    SimBackend::ProposeDrafts(context, 4, kRate, 128000, &drafts);
+    ASSERT_EQ(drafts.size(), 4u);
+    TokenId last = context.back();
+    int j = 0;
+    while (j < 4 && drafts[j] == SimBackend::NextToken(last, 3 + j, 128000)) last = drafts[j++];
+    for (int k = 0; k <= j; ++k) ++right_prefix[k];
+    for (TokenId d : drafts) ASSERT_LT(d, 128000);
+  }
+  for (int j = 1; j <= 4; ++j) {
+    EXPECT_NEAR(static_cast<double>(right_prefix[j]) / kContexts, std::pow(kRate, j), 0.015)
+        << j << " drafts";
+  }
+  SimBackend::ProposeDrafts({{7, 8}}, 3, 1.0, 128000, &drafts);
+  EXPECT_EQ(drafts[0], SimBackend::NextToken(8, 2, 128000));
+  EXPECT_EQ(drafts[2], SimBackend::NextToken(drafts[1], 4, 128000));
+  SimBackend::ProposeDrafts({{7, 8}}, 3, 0.0, 128000, &drafts);
+  EXPECT_NE(drafts[0], SimBackend::NextToken(8, 2, 128000));
+
+  // The step: the last token and the drafts, a row each; the rows hold the sim's tokens.
+  Recorded rec;
+  auto b = SimBackend::Create(Llama8b(), SmallPool(&rec));
+  ASSERT_TRUE(b.ok());
+  std::vector<TokenId> tokens = {5, 6};
+  SimBackend::ProposeDrafts(tokens, 3, 1.0, 128000, &drafts);
+  tokens.insert(tokens.end(), drafts.begin(), drafts.end());
+  std::vector<int32_t> table = {2};
+  ForwardItem item{tokens, 0, table, true};
+  item.num_logits = 4;
+  std::vector<DeviceSampling> rows(4);
+  std::vector<TokenId> out(4);
+  ASSERT_TRUE((*b)->ForwardAndSample(ForwardBatch{{&item, 1}}, rows, out).ok());
+  EXPECT_EQ(out[0], drafts[0]);
+  EXPECT_EQ(out[2], drafts[2]);
+  EXPECT_EQ(out[3], SimBackend::NextToken(drafts[2], 5, 128000));
 }
 
 TEST(SimBackendTest, WritesTheKvPatternIntoTheItemsBlocks) {

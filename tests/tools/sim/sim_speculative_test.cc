@@ -1,0 +1,109 @@
+// Speculative decoding in tandem-sim (SimNodeConfig::num_speculative_tokens): a verification step
+// is priced with its drafts and yields the accepted ones and one token more, all at its end; the
+// acceptance follows the i.i.d. model (position i accepted with probability rate^(i+1)).
+#include <cmath>
+#include <vector>
+
+#include "bench/serve/arrivals.h"
+#include "bench/serve/datasets.h"
+#include "gtest/gtest.h"
+#include "tools/sim/sim_cluster.h"
+
+namespace tandem::sim {
+namespace {
+
+bench::BenchRequest SpecRequest(int32_t prompt_len, int32_t output_len, int salt = 0) {
+  bench::BenchRequest r;
+  for (int32_t i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(1000 + (salt * 7919 + i) % 9000);
+  r.prompt_len = prompt_len;
+  r.output_len = output_len;
+  return r;
+}
+
+SimClusterOptions Speculating(int drafts, double rate) {
+  SimClusterOptions o;
+  o.router_overhead_us = 0;
+  o.hop_latency_us = 0;
+  o.num_speculative_tokens = drafts;
+  o.spec_acceptance_rate = rate;
+  return o;
+}
+
+double SpecStepSeconds(const StepTimeModel& model, std::vector<SimStepItem> items) {
+  return static_cast<double>(std::llround(model.Time(items).total_s() * 1e9)) * 1e-9;
+}
+
+// Every draft right: the prefill step gives token 1, then each step 4 drafts and its own token.
+TEST(SimSpeculativeTest, AStepOfRightDraftsYieldsThemAllAndOneMore) {
+  const SimClusterOptions options = Speculating(4, 1.0);
+  auto model = MakeStepTimeModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto run = RunSimulation(options, {SpecRequest(100, 11)}, {0.0});
+  ASSERT_TRUE(run.ok()) << run.status();
+  const bench::RequestResult& r = run->results[0];
+  ASSERT_TRUE(r.success) << r.error;
+  EXPECT_EQ(r.output_tokens, 11);
+  const double prefill = SpecStepSeconds(*model, {{100, 0, true}});
+  const double verify1 = SpecStepSeconds(*model, {{5, 100, true, 5}});
+  const double verify2 = SpecStepSeconds(*model, {{5, 105, true, 5}});
+  EXPECT_NEAR(r.ttft_s, prefill, 1e-9);
+  EXPECT_NEAR(r.e2e_s, prefill + verify1 + verify2, 1e-9);
+  // One inter-token sample per token: a step's first token waited for the step, the rest none.
+  ASSERT_EQ(r.itl_s.size(), 10u);
+  EXPECT_NEAR(r.itl_s[0], verify1, 1e-9);
+  EXPECT_EQ(r.itl_s[1], 0.0);
+  EXPECT_NEAR(r.itl_s[5], verify2, 1e-9);
+  EXPECT_EQ(run->stats.steps, 3);
+  EXPECT_EQ(run->stats.spec_verifications, 2);
+  EXPECT_EQ(run->stats.spec_draft_tokens, 8);
+  EXPECT_EQ(run->stats.spec_accepted_tokens, 8);
+}
+
+// Every draft wrong: as many steps as without speculation, each dearer by its drafts.
+TEST(SimSpeculativeTest, WrongDraftsCostComputeAndYieldNothing) {
+  auto plain = RunSimulation(Speculating(0, 0.0), {SpecRequest(100, 6)}, {0.0});
+  auto wrong = RunSimulation(Speculating(3, 0.0), {SpecRequest(100, 6)}, {0.0});
+  ASSERT_TRUE(plain.ok() && wrong.ok());
+  ASSERT_TRUE(wrong->results[0].success) << wrong->results[0].error;
+  EXPECT_EQ(wrong->results[0].output_tokens, 6);
+  EXPECT_EQ(wrong->stats.steps, plain->stats.steps);
+  EXPECT_EQ(wrong->stats.spec_accepted_tokens, 0);
+  EXPECT_GT(wrong->stats.spec_draft_tokens, 0);
+  EXPECT_GT(wrong->results[0].e2e_s, plain->results[0].e2e_s);
+}
+
+// Many long requests at a rate of 0.6: tokens per verification 1 + 0.6 + 0.36 + 0.216 with three
+// drafts (a little less where max_tokens caps the last steps' drafts); fewer steps (the batch's
+// steps: about 300 / 2.2); the same tokens.
+TEST(SimSpeculativeTest, AcceptanceFollowsTheRatePerPosition) {
+  std::vector<bench::BenchRequest> requests;
+  std::vector<double> arrivals;
+  for (int i = 0; i < 40; ++i) {
+    requests.push_back(SpecRequest(200, 300, i));
+    arrivals.push_back(0.0);  // one batch: its steps are the longest request's
+  }
+  auto plain = RunSimulation(Speculating(0, 0.6), requests, arrivals);
+  auto spec = RunSimulation(Speculating(3, 0.6), requests, arrivals);
+  ASSERT_TRUE(plain.ok() && spec.ok());
+  int64_t plain_tokens = 0, spec_tokens = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(spec->results[i].success) << spec->results[i].error;
+    plain_tokens += plain->results[i].output_tokens;
+    spec_tokens += spec->results[i].output_tokens;
+  }
+  EXPECT_EQ(spec_tokens, plain_tokens);
+  const double per_verification = 1.0 + static_cast<double>(spec->stats.spec_accepted_tokens) /
+                                            static_cast<double>(spec->stats.spec_verifications);
+  EXPECT_NEAR(per_verification, 1 + 0.6 + 0.36 + 0.216, 0.05);
+  EXPECT_LT(spec->stats.steps, plain->stats.steps * 2 / 3);
+}
+
+TEST(SimSpeculativeTest, BadSpeculationOptionsAreRefused) {
+  auto too_many = RunSimulation(Speculating(17, 0.5), {SpecRequest(10, 2)}, {0.0});
+  EXPECT_FALSE(too_many.ok());
+  auto bad_rate = RunSimulation(Speculating(2, 1.5), {SpecRequest(10, 2)}, {0.0});
+  EXPECT_FALSE(bad_rate.ok());
+}
+
+}  // namespace
+}  // namespace tandem::sim
