@@ -8,7 +8,8 @@
 #   scripts/fuzz.sh --configure-only            configures build-fuzz/ and stops
 #
 # Prints a table (harness, executions, exec/s, corpus size, crashes) and writes it as JSON to
-# build-fuzz/fuzz-results.json (TANDEM_FUZZ_JSON overrides). Environment: TANDEM_FUZZ_BUILD_DIR,
+# build-fuzz/fuzz-results.json (TANDEM_FUZZ_JSON overrides). Environment: TANDEM_FUZZ_PARALLEL
+# (harnesses run at once, default 2), TANDEM_FUZZ_BUILD_DIR,
 # TANDEM_BUILD_JOBS (default 2), TANDEM_BUILD_LOCK (a file to flock around configure and build
 # steps, for machines where several builds share the cores), TANDEM_FUZZ_ARGS (extra libFuzzer
 # flags, e.g. "-jobs=2 -workers=2").
@@ -60,10 +61,10 @@ json="${TANDEM_FUZZ_JSON:-$build/fuzz-results.json}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 export TANDEM_SOURCE_DIR="$root"
-failed=0
-rows=()
-for h in "${harnesses[@]}"; do
-  dir="$runs/$h"
+# fuzz_one NAME: runs one harness; its row (name, executions, exec/s, corpus files and bytes,
+# crashes, exit code) goes to $runs/NAME/row, its report to stdout.
+fuzz_one() {
+  local h="$1" dir="$runs/$1" rc
   rm -rf "$dir"
   mkdir -p "$dir/corpus"
   cp "$root/tests/fuzz/corpus/$h/"* "$dir/corpus/"
@@ -78,6 +79,7 @@ for h in "${harnesses[@]}"; do
   rc=$?
   set -e
   stat() { sed -n "s/^stat::$1: *//p" "$dir/log.txt" | tail -1; }
+  local execs rate corpus_files corpus_bytes crashes
   execs="$(stat number_of_executed_units)"
   rate="$(stat average_exec_per_sec)"
   corpus_files="$(find "$dir/corpus" -type f | wc -l)"
@@ -89,12 +91,38 @@ for h in "${harnesses[@]}"; do
   crashes="$(artifacts | wc -l)"
   if [ "$rc" != 0 ] && [ "$crashes" = 0 ]; then crashes=1; fi
   if [ "$crashes" != 0 ]; then
-    failed=1
     echo "[fuzz] $h FAILED (exit $rc); the report:"
     grep -m1 -B2 -A40 -E "ERROR: |runtime error|FUZZ_CHECK|==[0-9]+==" "$dir/log.txt" | head -60 || tail -40 "$dir/log.txt"
     artifacts | sed 's/^/[fuzz] input: /'
   fi
-  rows+=("$h ${execs:-0} ${rate:-0} $corpus_files $corpus_bytes $crashes $rc")
+  echo "$h ${execs:-0} ${rate:-0} $corpus_files $corpus_bytes $crashes $rc" > "$dir/row"
+}
+
+# TANDEM_FUZZ_PARALLEL harnesses at a time (default 2: each fuzzer is one process on one core).
+parallel="${TANDEM_FUZZ_PARALLEL:-2}"
+running=0
+for h in "${harnesses[@]}"; do
+  if [ "$running" -ge "$parallel" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$h" &
+  running=$((running + 1))
+done
+wait || true
+failed=0
+rows=()
+for h in "${harnesses[@]}"; do
+  if [ ! -f "$runs/$h/row" ]; then
+    echo "[fuzz] $h: no result" >&2
+    rows+=("$h 0 0 0 0 1 1")
+    failed=1
+    continue
+  fi
+  row="$(cat "$runs/$h/row")"
+  rows+=("$row")
+  read -r _ _ _ _ _ crashes _ <<< "$row"
+  if [ "$crashes" != 0 ]; then failed=1; fi
 done
 
 printf '\n%-16s %12s %8s %20s %8s\n' harness executions exec/s "corpus (files, B)" crashes

@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"EmptyTextPrompt", "--model {model} --prompt '' --no-special-tokens",
                      "prompt 0"},
         BadInputCase{"UnknownSpeculativeMethod", "--model {model} --prompt hi --speculative eagle",
-                     "--speculative expects none or ngram"},
+                     "--speculative expects none, ngram or sim"},
         BadInputCase{"ZeroSpeculativeTokens",
                      "--model {model} --prompt hi --speculative ngram --num-speculative-tokens 0",
                      "--num-speculative-tokens must be in [1, 16]"}),
