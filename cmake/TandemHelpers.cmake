@@ -9,6 +9,12 @@ function(tandem_library)
     add_library(${ARG_NAME} STATIC ${ARG_SOURCES})
     target_include_directories(${ARG_NAME} PUBLIC ${CMAKE_SOURCE_DIR})
     target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS})
+    # Library sources compile in batches too (TANDEM_UNITY_LIBS in CMakeLists.txt): file-local
+    # names must be distinct within a library.
+    if(TANDEM_UNITY_LIBS)
+      set_target_properties(${ARG_NAME} PROPERTIES UNITY_BUILD ON
+        UNITY_BUILD_BATCH_SIZE ${TANDEM_UNITY_LIB_BATCH})
+    endif()
   else()  # header-only so far
     add_library(${ARG_NAME} INTERFACE)
     target_include_directories(${ARG_NAME} INTERFACE ${CMAKE_SOURCE_DIR})

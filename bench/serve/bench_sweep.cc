@@ -16,7 +16,7 @@
 namespace tandem::bench {
 namespace {
 
-std::string RateLabel(double rate) {
+std::string SweepRateLabel(double rate) {
   return std::isinf(rate) ? std::string("rate inf") : absl::StrFormat("rate %g", rate);
 }
 
@@ -136,7 +136,7 @@ absl::StatusOr<BenchReport> RunSweep(BenchClient& client, const std::vector<Benc
       prompts.resize(
           RequestsForRun(static_cast<int>(prompts.size()), rate, options.run_duration_s));
     }
-    ProgressBar bar(options.progress, RateLabel(rate), static_cast<int>(prompts.size()));
+    ProgressBar bar(options.progress, SweepRateLabel(rate), static_cast<int>(prompts.size()));
     load.on_request_done = [&bar](int ended, int) { bar.Update(ended); };
     absl::StatusOr<LoadResult> result = RunLoad(client, prompts, load);
     if (!result.ok()) return result.status();

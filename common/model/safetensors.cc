@@ -28,7 +28,7 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
+std::string TensorShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
@@ -94,8 +94,8 @@ absl::StatusOr<ParsedTensor> ParseTensorEntry(const std::string& name, const jso
   uint64_t expected = static_cast<uint64_t>(numel) * DTypeSize(t.dtype);
   if (t.end - t.begin != expected) {
     return absl::DataLossError(absl::StrCat(
-        path, ": tensor '", name, "' has shape ", ShapeString(t.shape), " of ", dtype_name, " (",
-        expected, " bytes) but its data_offsets span ", t.end - t.begin, " bytes"));
+        path, ": tensor '", name, "' has shape ", TensorShapeString(t.shape), " of ", dtype_name,
+        " (", expected, " bytes) but its data_offsets span ", t.end - t.begin, " bytes"));
   }
   return t;
 }

@@ -10,7 +10,7 @@
 namespace tandem {
 namespace {
 
-using json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // OpenAI's stand-in for -inf (JSON has no infinities); vLLM clamps the same way.
 constexpr double kMinLogprob = -9999.0;
@@ -29,19 +29,21 @@ int64_t CodePoints(std::string_view s) {
   return n;
 }
 
-json NullIfEmpty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+OrderedJson NullIfEmpty(const std::string& s) {
+  return s.empty() ? OrderedJson(nullptr) : OrderedJson(s);
+}
 
 }  // namespace
 
-std::string DumpJson(const json& object) {
-  return object.dump(-1, ' ', false, json::error_handler_t::replace);
+std::string DumpJson(const OrderedJson& object) {
+  return object.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
-std::string SseEvent(const json& object) {
+std::string SseEvent(const OrderedJson& object) {
   return absl::StrCat("data: ", DumpJson(object), "\n\n");
 }
 
-json UsageJson(const v1::Usage& usage) {
+OrderedJson UsageJson(const v1::Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens()},
           {"completion_tokens", usage.completion_tokens()},
           {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()},
@@ -57,7 +59,7 @@ OpenAiResponseFormatter::OpenAiResponseFormatter(OpenAiOutputOptions options,
       model_(std::move(model)),
       created_(created) {}
 
-json OpenAiResponseFormatter::Envelope(const char* object) const {
+OrderedJson OpenAiResponseFormatter::Envelope(const char* object) const {
   return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}};
 }
 
@@ -66,21 +68,21 @@ std::string OpenAiResponseFormatter::TokenText(int32_t id) const {
   return tokenizer_.Decode(std::span<const TokenId>(ids, 1), /*skip_special_tokens=*/false);
 }
 
-json OpenAiResponseFormatter::TokenBytes(int32_t id) const {
+OrderedJson OpenAiResponseFormatter::TokenBytes(int32_t id) const {
   const TokenId ids[1] = {id};
   const std::string raw = tokenizer_.DecodeBytes(std::span<const TokenId>(ids, 1), false);
-  json bytes = json::array();
+  OrderedJson bytes = OrderedJson::array();
   for (char c : raw) bytes.push_back(static_cast<int>(static_cast<unsigned char>(c)));
   return bytes;
 }
 
-json OpenAiResponseFormatter::Logprobs(const v1::GenerateResponse& response) {
+OrderedJson OpenAiResponseFormatter::Logprobs(const v1::GenerateResponse& response) {
   if (options_.logprobs < 0) return nullptr;
   const int top_n = options_.logprobs;
   if (is_chat()) {
-    json content = json::array();
+    OrderedJson content = OrderedJson::array();
     for (const v1::Token& t : response.tokens()) {
-      json top = json::array();
+      OrderedJson top = OrderedJson::array();
       for (int i = 0; i < t.top_logprobs_size() && i < top_n; ++i) {
         const v1::TokenLogprob& alt = t.top_logprobs(i);
         top.push_back({{"token", TokenText(alt.token_id())},
@@ -96,12 +98,12 @@ json OpenAiResponseFormatter::Logprobs(const v1::GenerateResponse& response) {
   }
   // The completions API's legacy format. top_logprobs has the chosen token and the top N
   // alternatives (vLLM's and OpenAI's "N + 1"), keyed by token text.
-  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
-       text_offset = json::array();
+  OrderedJson tokens = OrderedJson::array(), token_logprobs = OrderedJson::array(),
+              top_logprobs = OrderedJson::array(), text_offset = OrderedJson::array();
   for (const v1::Token& t : response.tokens()) {
     std::string text = TokenText(t.id());
     const double lp = ClampLogprob(t.logprob());
-    json top = json::object();
+    OrderedJson top = OrderedJson::object();
     top[text] = lp;
     for (int i = 0; i < t.top_logprobs_size() && i < top_n; ++i) {
       const v1::TokenLogprob& alt = t.top_logprobs(i);
@@ -120,62 +122,62 @@ json OpenAiResponseFormatter::Logprobs(const v1::GenerateResponse& response) {
           {"text_offset", std::move(text_offset)}};
 }
 
-json OpenAiResponseFormatter::TokenIds(const v1::GenerateResponse& response) const {
-  json ids = json::array();
+OrderedJson OpenAiResponseFormatter::TokenIds(const v1::GenerateResponse& response) const {
+  OrderedJson ids = OrderedJson::array();
   for (const v1::Token& t : response.tokens()) ids.push_back(t.id());
   return ids;
 }
 
-json OpenAiResponseFormatter::PromptTokenIds(const v1::GenerateResponse& response) const {
-  return json(
+OrderedJson OpenAiResponseFormatter::PromptTokenIds(const v1::GenerateResponse& response) const {
+  return OrderedJson(
       std::vector<int32_t>(response.prompt_token_ids().begin(), response.prompt_token_ids().end()));
 }
 
-std::vector<json> OpenAiResponseFormatter::StreamChunks(const v1::GenerateResponse& response) {
-  std::vector<json> chunks;
+std::vector<OrderedJson> OpenAiResponseFormatter::StreamChunks(const v1::GenerateResponse& response) {
+  std::vector<OrderedJson> chunks;
   const bool first = first_chunk_;
   first_chunk_ = false;
   const char* object = is_chat() ? "chat.completion.chunk" : "text_completion";
   auto envelope = [&] {
-    json e = Envelope(object);
+    OrderedJson e = Envelope(object);
     if (options_.include_usage) e["usage"] = nullptr;
     return e;
   };
 
   if (is_chat() && first) {
-    json role = envelope();
-    role["choices"] = json::array({{{"index", 0},
-                                    {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                    {"logprobs", nullptr},
-                                    {"finish_reason", nullptr}}});
+    OrderedJson role = envelope();
+    role["choices"] = OrderedJson::array({{{"index", 0},
+                                           {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", nullptr}}});
     if (options_.return_token_ids) role["prompt_token_ids"] = PromptTokenIds(response);
     chunks.push_back(std::move(role));
   }
 
   if (!response.text().empty() || response.tokens_size() > 0 || !response.finish_reason().empty()) {
-    json choice = {{"index", 0}};
+    OrderedJson choice = {{"index", 0}};
     if (is_chat()) {
-      choice["delta"] =
-          response.text().empty() ? json::object() : json{{"content", response.text()}};
+      choice["delta"] = response.text().empty() ? OrderedJson::object()
+                                                : OrderedJson{{"content", response.text()}};
     } else {
       choice["text"] = response.text();
     }
-    choice["logprobs"] = response.tokens_size() > 0 ? Logprobs(response) : json(nullptr);
+    choice["logprobs"] = response.tokens_size() > 0 ? Logprobs(response) : OrderedJson(nullptr);
     choice["finish_reason"] = NullIfEmpty(response.finish_reason());
     if (options_.return_token_ids) {
       if (!is_chat()) {
-        choice["prompt_token_ids"] = first ? PromptTokenIds(response) : json(nullptr);
+        choice["prompt_token_ids"] = first ? PromptTokenIds(response) : OrderedJson(nullptr);
       }
       choice["token_ids"] = TokenIds(response);
     }
-    json chunk = envelope();
-    chunk["choices"] = json::array({std::move(choice)});
+    OrderedJson chunk = envelope();
+    chunk["choices"] = OrderedJson::array({std::move(choice)});
     chunks.push_back(std::move(chunk));
   }
 
   if (!response.finish_reason().empty() && options_.include_usage) {
-    json usage = Envelope(object);
-    usage["choices"] = json::array();
+    OrderedJson usage = Envelope(object);
+    usage["choices"] = OrderedJson::array();
     usage["usage"] = UsageJson(response.usage());
     chunks.push_back(std::move(usage));
   }
@@ -195,33 +197,33 @@ void OpenAiResponseFormatter::Add(const v1::GenerateResponse& response) {
     has_usage_ = true;
   }
   if (options_.logprobs >= 0 && response.tokens_size() > 0) {
-    json part = Logprobs(response);
+    OrderedJson part = Logprobs(response);
     if (logprobs_.is_null()) {
       logprobs_ = std::move(part);
     } else {
       for (auto& item : part.items()) {
-        for (json& v : item.value()) logprobs_[item.key()].push_back(std::move(v));
+        for (OrderedJson& v : item.value()) logprobs_[item.key()].push_back(std::move(v));
       }
     }
   }
 }
 
-json OpenAiResponseFormatter::Final() const {
-  json out = Envelope(is_chat() ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}};
+OrderedJson OpenAiResponseFormatter::Final() const {
+  OrderedJson out = Envelope(is_chat() ? "chat.completion" : "text_completion");
+  OrderedJson choice = {{"index", 0}};
   if (is_chat()) {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
   } else {
     choice["text"] = text_;
   }
-  json logprobs = logprobs_;
+  OrderedJson logprobs = logprobs_;
   if (options_.logprobs >= 0 && logprobs.is_null()) {
     // Asked for, but no token was generated: empty lists rather than null.
-    logprobs = is_chat() ? json{{"content", json::array()}}
-                         : json{{"tokens", json::array()},
-                                {"token_logprobs", json::array()},
-                                {"top_logprobs", json::array()},
-                                {"text_offset", json::array()}};
+    logprobs = is_chat() ? OrderedJson{{"content", OrderedJson::array()}}
+                         : OrderedJson{{"tokens", OrderedJson::array()},
+                                       {"token_logprobs", OrderedJson::array()},
+                                       {"top_logprobs", OrderedJson::array()},
+                                       {"text_offset", OrderedJson::array()}};
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = NullIfEmpty(finish_reason_);
@@ -233,7 +235,7 @@ json OpenAiResponseFormatter::Final() const {
     }
     choice["token_ids"] = token_ids_;
   }
-  out["choices"] = json::array({std::move(choice)});
+  out["choices"] = OrderedJson::array({std::move(choice)});
   v1::Usage usage = usage_;
   if (!has_usage_) {
     usage.set_prompt_tokens(static_cast<int32_t>(prompt_token_ids_.size()));

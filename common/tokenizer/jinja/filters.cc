@@ -14,7 +14,9 @@
 namespace tandem::jinja {
 namespace {
 
-absl::Status Error(std::string_view what) { return absl::InvalidArgumentError(std::string(what)); }
+absl::Status FilterError(std::string_view what) {
+  return absl::InvalidArgumentError(std::string(what));
+}
 // Arguments after the first `skip` positional ones, as a new CallArgs.
 CallArgs Rest(const CallArgs& args, size_t skip) {
   CallArgs rest;
@@ -137,7 +139,7 @@ absl::StatusOr<Value> SelectFilter(const Value& input, const CallArgs& args, boo
   std::optional<std::string> attr;
   if (by_attr) {
     attr = OptStringArg(args, next++, "attribute");
-    if (!attr) return Error("selectattr/rejectattr need an attribute name");
+    if (!attr) return FilterError("selectattr/rejectattr need an attribute name");
   }
   std::optional<std::string> test = OptStringArg(args, next, "");
   if (test) ++next;
@@ -170,7 +172,7 @@ absl::StatusOr<Value> MapFilter(const Value& input, const CallArgs& args) {
     return Value(std::move(out));
   }
   auto filter = OptStringArg(args, 0, "");
-  if (!filter) return Error("map needs a filter name or attribute=");
+  if (!filter) return FilterError("map needs a filter name or attribute=");
   const CallArgs rest = Rest(args, 1);
   for (const Value& item : items) {
     ASSIGN_OR_RETURN(Value v, ApplyFilter(*filter, item, rest));
@@ -186,7 +188,7 @@ absl::StatusOr<Value> ToNumber(const Value& input, const CallArgs& args, bool in
   auto truncated = [&](double d) -> absl::StatusOr<Value> {
     if (!std::isfinite(d)) return fallback;
     std::optional<int64_t> i = TruncateToInt64(d);
-    if (!i) return Error("int: the value does not fit in 64 bits");
+    if (!i) return FilterError("int: the value does not fit in 64 bits");
     return Value(*i);
   };
   if (input.is_int()) return integer ? input : Value(input.as_double());
@@ -199,7 +201,7 @@ absl::StatusOr<Value> ToNumber(const Value& input, const CallArgs& args, bool in
       errno = 0;
       const long long v = std::strtoll(s.c_str(), &end, 10);
       if (end != s.c_str() && *end == '\0') {
-        if (errno == ERANGE) return Error("int: the value does not fit in 64 bits");
+        if (errno == ERANGE) return FilterError("int: the value does not fit in 64 bits");
         return Value(static_cast<int64_t>(v));
       }
       const double d = std::strtod(s.c_str(), &end);
@@ -227,7 +229,7 @@ absl::StatusOr<Value> PercentFormat(const std::string& format, const ValueList& 
                                  format[j] == '.' || format[j] == '-' || format[j] == '+')) {
       ++j;
     }
-    if (j >= format.size()) return Error("incomplete format");
+    if (j >= format.size()) return FilterError("incomplete format");
     const char conv = format[j];
     const std::string spec = format.substr(i + 1, j - i - 1);
     i = j;
@@ -235,7 +237,7 @@ absl::StatusOr<Value> PercentFormat(const std::string& format, const ValueList& 
       out.push_back('%');
       continue;
     }
-    if (next >= args.size()) return Error("not enough arguments for format string");
+    if (next >= args.size()) return FilterError("not enough arguments for format string");
     const Value& v = args[next++];
     char buf[128];
     if (conv == 's' || conv == 'r') {
@@ -243,19 +245,20 @@ absl::StatusOr<Value> PercentFormat(const std::string& format, const ValueList& 
       std::snprintf(buf, sizeof(buf), ("%" + spec + "s").c_str(), s.c_str());
       out += s.size() >= sizeof(buf) - 1 ? s : std::string(buf);
     } else if (conv == 'd' || conv == 'i' || conv == 'x') {
-      if (!v.is_number() && !v.is_bool()) return Error("%d format: a number is required");
+      if (!v.is_number() && !v.is_bool()) return FilterError("%d format: a number is required");
       std::snprintf(buf, sizeof(buf), ("%" + spec + "ll" + (conv == 'x' ? "x" : "d")).c_str(),
                     static_cast<long long>(v.as_double()));
       out += buf;
     } else if (conv == 'f' || conv == 'e' || conv == 'g') {
-      if (!v.is_number() && !v.is_bool()) return Error("%f format: a number is required");
+      if (!v.is_number() && !v.is_bool()) return FilterError("%f format: a number is required");
       std::snprintf(buf, sizeof(buf), ("%" + spec + conv).c_str(), v.as_double());
       out += buf;
     } else {
-      return Error(Cat("unsupported format character '", std::string(1, conv), "'"));
+      return FilterError(Cat("unsupported format character '", std::string(1, conv), "'"));
     }
   }
-  if (next < args.size()) return Error("not all arguments converted during string formatting");
+  if (next < args.size())
+    return FilterError("not all arguments converted during string formatting");
   return Value(std::move(out));
 }
 
@@ -282,7 +285,7 @@ absl::StatusOr<Value> Length(const Value& input, const CallArgs&) {
   if (input.is_list()) return Value(static_cast<int64_t>(input.as_list().size()));
   if (input.is_dict()) return Value(static_cast<int64_t>(input.as_dict().size()));
   if (input.is_undefined()) return Value(0);
-  return Error(Cat("object of type '", input.TypeName(), "' has no len()"));
+  return FilterError(Cat("object of type '", input.TypeName(), "' has no len()"));
 }
 
 absl::StatusOr<Value> ToString(const Value& input, const CallArgs&) { return Value(input.Str()); }
@@ -301,11 +304,11 @@ absl::StatusOr<Value> List(const Value& input, const CallArgs&) {
 absl::StatusOr<Value> Abs(const Value& input, const CallArgs&) {
   if (input.is_int()) return Value(input.as_int() < 0 ? -input.as_int() : input.as_int());
   if (input.is_float()) return Value(std::fabs(input.as_double()));
-  return Error("abs needs a number");
+  return FilterError("abs needs a number");
 }
 
 absl::StatusOr<Value> Round(const Value& input, const CallArgs& args) {
-  if (!input.is_number()) return Error("round needs a number");
+  if (!input.is_number()) return FilterError("round needs a number");
   const Value* p = args.Get(0, "precision");
   const int64_t precision = p != nullptr && p->is_int() ? p->as_int() : 0;
   const std::string method = OptStringArg(args, 1, "method").value_or("common");
@@ -360,12 +363,12 @@ absl::StatusOr<Value> Capitalize(const Value& input, const CallArgs&) {
 
 absl::StatusOr<Value> Items(const Value& input, const CallArgs&) {
   if (input.is_undefined()) return Value(ValueList{});
-  if (!input.is_dict()) return Error("items filter needs a mapping");
+  if (!input.is_dict()) return FilterError("items filter needs a mapping");
   return CallMethod(input, "items");
 }
 
 absl::StatusOr<Value> DictSort(const Value& input, const CallArgs& args) {
-  if (!input.is_dict()) return Error("dictsort needs a mapping");
+  if (!input.is_dict()) return FilterError("dictsort needs a mapping");
   ASSIGN_OR_RETURN(Value items, CallMethod(input, "items"));
   ValueList list = items.as_list();
   const bool case_sensitive = BoolArg(args, 0, "case_sensitive", false);
@@ -404,7 +407,7 @@ absl::StatusOr<Value> Sum(const Value& input, const CallArgs& args) {
   Value total = start != nullptr ? *start : Value(0);
   for (const Value& v : items) {
     const Value x = attr ? Attribute(v, *attr) : v;
-    if (!x.is_number() || !total.is_number()) return Error("sum needs numbers");
+    if (!x.is_number() || !total.is_number()) return FilterError("sum needs numbers");
     total = total.is_int() && x.is_int() ? Value(total.as_int() + x.as_int())
                                          : Value(total.as_double() + x.as_double());
   }
@@ -424,13 +427,13 @@ absl::StatusOr<Value> MinOrMax(const Value& input, bool min) {
 }
 
 absl::StatusOr<Value> Format(const Value& input, const CallArgs& args) {
-  if (!input.is_string()) return Error("format needs a format string");
+  if (!input.is_string()) return FilterError("format needs a format string");
   return PercentFormat(input.as_string(), args.positional);
 }
 
 absl::StatusOr<Value> Attr(const Value& input, const CallArgs& args) {
   const auto attr = OptStringArg(args, 0, "name");
-  if (!attr) return Error("attr needs a name");
+  if (!attr) return FilterError("attr needs a name");
   return input.is_dict() && input.as_dict().Find(*attr) ? *input.as_dict().Find(*attr)
                                                         : Value::MakeUndefined(*attr);
 }
@@ -521,7 +524,7 @@ const absl::flat_hash_map<std::string_view, Filter>& Filters() {
 
 absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& input, const CallArgs& args) {
   const auto it = Filters().find(name);
-  if (it == Filters().end()) return Error(Cat("unknown filter '", name, "'"));
+  if (it == Filters().end()) return FilterError(Cat("unknown filter '", name, "'"));
   return it->second(input, args);
 }
 

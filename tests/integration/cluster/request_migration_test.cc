@@ -43,8 +43,8 @@ struct Sampling {
 };
 
 // tandem-generate's tokens for `prompt` in one process.
-std::vector<int> ReferenceTokens(const std::string& model, const std::vector<int>& prompt,
-                                 const Sampling& s) {
+std::vector<int> MigrationReferenceTokens(const std::string& model, const std::vector<int>& prompt,
+                                          const Sampling& s) {
   const std::string dir = MakeTestTempDir("migration_reference_");
   const std::string file = dir + "/prompts.jsonl";
   {
@@ -164,7 +164,7 @@ StreamOutcome StreamAndAct(LocalCluster& cluster, const v1::GenerateRequest& req
 TEST_P(RequestMigrationTest, ADecodeNodeKilledMidStreamLosesNoTokenAndRepeatsNone) {
   const Sampling s = SamplingFor(GetParam());
   const std::vector<int> prompt = MigrationPrompt();
-  const std::vector<int> expected = ReferenceTokens(TestModelDir("llama"), prompt, s);
+  const std::vector<int> expected = MigrationReferenceTokens(TestModelDir("llama"), prompt, s);
   ASSERT_EQ(expected.size(), static_cast<size_t>(kMigrateMaxTokens));
   // Stop the node where it is, then kill it.
   const StreamOutcome got = StreamAndAct(cluster_, Request(prompt, s), [](LaunchedProcess& node) {
@@ -198,7 +198,7 @@ TEST_P(RequestMigrationTest, ADecodeNodeKilledMidStreamLosesNoTokenAndRepeatsNon
 TEST_P(RequestMigrationTest, ADecodeNodeDrainedMidStreamMovesTheKvAndLosesNoToken) {
   const Sampling s = SamplingFor(GetParam());
   const std::vector<int> prompt = MigrationPrompt();
-  const std::vector<int> expected = ReferenceTokens(TestModelDir("llama"), prompt, s);
+  const std::vector<int> expected = MigrationReferenceTokens(TestModelDir("llama"), prompt, s);
   ASSERT_EQ(expected.size(), static_cast<size_t>(kMigrateMaxTokens));
   const StreamOutcome got = StreamAndAct(cluster_, Request(prompt, s),
                                          [](LaunchedProcess& node) { node.Signal(SIGTERM); });

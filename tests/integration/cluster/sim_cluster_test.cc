@@ -40,26 +40,26 @@ void ServeAndCheck(LocalCluster& cluster) {
   }
 }
 
-TEST(SimClusterTest, DisaggregatedServesTheSimsTokens) {
-  LocalCluster cluster;
+// One sim decode node, and a sim prefill node when `num_prefill` is 1.
+ClusterSpec OneSimDecodeNodeSpec(int num_prefill) {
   ClusterSpec spec;
   spec.model_dir = TestModelDir("llama3.2");
-  spec.num_prefill = 1;
+  spec.num_prefill = num_prefill;
   spec.num_decode = 1;
   spec.node_args = SimNodeArgs(1024);
-  ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
+  if (num_prefill == 0) spec.router_args = {"--mode", "colocated"};
+  return spec;
+}
+
+TEST(SimClusterTest, DisaggregatedServesTheSimsTokens) {
+  LocalCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.Start(OneSimDecodeNodeSpec(1)));
   ASSERT_NO_FATAL_FAILURE(ServeAndCheck(cluster));
 }
 
 TEST(SimClusterTest, ColocatedServesTheSameTokens) {
   LocalCluster cluster;
-  ClusterSpec spec;
-  spec.model_dir = TestModelDir("llama3.2");
-  spec.num_prefill = 0;
-  spec.num_decode = 1;
-  spec.node_args = SimNodeArgs(1024);
-  spec.router_args = {"--mode", "colocated"};
-  ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
+  ASSERT_NO_FATAL_FAILURE(cluster.Start(OneSimDecodeNodeSpec(0)));
   ASSERT_NO_FATAL_FAILURE(ServeAndCheck(cluster));
 }
 
@@ -67,11 +67,7 @@ TEST(SimClusterTest, ColocatedServesTheSameTokens) {
 // requests get the same tokens, and the node's metrics count the drafts and the accepted ones.
 TEST(SimClusterTest, SpeculationGivesTheSameTokensAndCountsItsDrafts) {
   LocalCluster cluster;
-  ClusterSpec spec;
-  spec.model_dir = TestModelDir("llama3.2");
-  spec.num_prefill = 1;
-  spec.num_decode = 1;
-  spec.node_args = SimNodeArgs(1024);
+  ClusterSpec spec = OneSimDecodeNodeSpec(1);
   spec.decode_args = {"--speculative",         "sim", "--num-speculative-tokens", "4",
                       "--sim-acceptance-rate", "0.7"};
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));

@@ -10,17 +10,10 @@
 #include "bench/serve/datasets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/tools/sim/sim_test_requests.h"
 
 namespace tandem::sim {
 namespace {
-
-bench::BenchRequest Request(int32_t prompt_len, int32_t output_len, int salt = 0) {
-  bench::BenchRequest r;
-  for (int32_t i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(1000 + (salt * 7919 + i) % 9000);
-  r.prompt_len = prompt_len;
-  r.output_len = output_len;
-  return r;
-}
 
 // Exact step times: no router or network cost.
 SimClusterOptions Exact() {
@@ -30,23 +23,18 @@ SimClusterOptions Exact() {
   return o;
 }
 
-double StepSeconds(const StepTimeModel& model, std::vector<SimStepItem> items) {
-  // The node rounds each step to whole nanoseconds.
-  return static_cast<double>(std::llround(model.Time(items).total_s() * 1e9)) * 1e-9;
-}
-
 TEST(SimClusterTest, OneRequestIsAPrefillThenOneDecodeStepPerToken) {
   const SimClusterOptions options = Exact();
   auto model = MakeStepTimeModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto run = RunSimulation(options, {Request(100, 3)}, {0.0});
+  auto run = RunSimulation(options, {SimTestRequest(100, 3)}, {0.0});
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->results.size(), 1u);
   const bench::RequestResult& r = run->results[0];
   ASSERT_TRUE(r.success) << r.error;
-  const double prefill = StepSeconds(*model, {{100, 0, true}});
-  const double decode1 = StepSeconds(*model, {{1, 100, true}});
-  const double decode2 = StepSeconds(*model, {{1, 101, true}});
+  const double prefill = SimStepSeconds(*model, {{100, 0, true}});
+  const double decode1 = SimStepSeconds(*model, {{1, 100, true}});
+  const double decode2 = SimStepSeconds(*model, {{1, 101, true}});
   EXPECT_NEAR(r.ttft_s, prefill, 1e-9);
   EXPECT_NEAR(r.e2e_s, prefill + decode1 + decode2, 1e-9);
   ASSERT_EQ(r.itl_s.size(), 2u);
@@ -60,17 +48,18 @@ TEST(SimClusterTest, ARequestArrivingDuringAStepWaitsForItThenSharesAMixedStep) 
   const SimClusterOptions options = Exact();
   auto model = MakeStepTimeModel(options);
   ASSERT_TRUE(model.ok());
-  const double prefill0 = StepSeconds(*model, {{512, 0, true}});
+  const double prefill0 = SimStepSeconds(*model, {{512, 0, true}});
   const double arrival1 = prefill0 / 2;  // during the first prefill
-  auto run = RunSimulation(options, {Request(512, 2, 1), Request(256, 2, 2)}, {0.0, arrival1});
+  auto run = RunSimulation(options, {SimTestRequest(512, 2, 1), SimTestRequest(256, 2, 2)},
+                           {0.0, arrival1});
   ASSERT_TRUE(run.ok()) << run.status();
   const bench::RequestResult& first = run->results[0];
   const bench::RequestResult& second = run->results[1];
   ASSERT_TRUE(first.success && second.success);
   // Step 2: the first request's decode and the second's whole prefill (decodes come first).
-  const double mixed = StepSeconds(*model, {{1, 512, true}, {256, 0, true}});
+  const double mixed = SimStepSeconds(*model, {{1, 512, true}, {256, 0, true}});
   // Step 3: the first request has its 2 tokens and is gone; the second decodes alone.
-  const double alone = StepSeconds(*model, {{1, 256, true}});
+  const double alone = SimStepSeconds(*model, {{1, 256, true}});
   EXPECT_NEAR(first.ttft_s, prefill0, 1e-9);
   EXPECT_NEAR(first.e2e_s, prefill0 + mixed, 1e-9);
   EXPECT_NEAR(second.ttft_s, prefill0 - arrival1 + mixed, 1e-9);
@@ -83,14 +72,14 @@ TEST(SimClusterTest, RouterAndNetworkCostsAddToEveryToken) {
   options.hop_latency_us = 50;
   auto model = MakeStepTimeModel(options);
   ASSERT_TRUE(model.ok());
-  auto run = RunSimulation(options, {Request(64, 2)}, {1.0});
+  auto run = RunSimulation(options, {SimTestRequest(64, 2)}, {1.0});
   ASSERT_TRUE(run.ok());
   const bench::RequestResult& r = run->results[0];
   // In: client → router (50 µs), the router's half (375 µs), router → node (50 µs); out the same.
-  const double prefill = StepSeconds(*model, {{64, 0, true}});
+  const double prefill = SimStepSeconds(*model, {{64, 0, true}});
   EXPECT_NEAR(r.start_s, 1.0, 1e-12);
   EXPECT_NEAR(r.ttft_s, prefill + 2 * (50e-6 + 375e-6 + 50e-6), 1e-9);
-  EXPECT_NEAR(r.itl_s[0], StepSeconds(*model, {{1, 64, true}}), 1e-9);
+  EXPECT_NEAR(r.itl_s[0], SimStepSeconds(*model, {{1, 64, true}}), 1e-9);
 }
 
 TEST(SimClusterTest, RequestsBetweenTwoLoadReportsSpreadOverTheNodes) {
@@ -99,12 +88,12 @@ TEST(SimClusterTest, RequestsBetweenTwoLoadReportsSpreadOverTheNodes) {
   options.load_poll_ms = 60'000;  // one report, before everything
   // Four requests at once: the router's own count of what it placed spreads them 2 + 2.
   std::vector<bench::BenchRequest> requests;
-  for (int i = 0; i < 4; ++i) requests.push_back(Request(1024, 4, i));
+  for (int i = 0; i < 4; ++i) requests.push_back(SimTestRequest(1024, 4, i));
   auto run = RunSimulation(options, requests, {0, 0, 0, 0});
   ASSERT_TRUE(run.ok());
   auto model = MakeStepTimeModel(options);
   // Two prefills of 1024 share each node's first step: every TTFT is that one step.
-  const double two = StepSeconds(*model, {{1024, 0, true}, {1024, 0, true}});
+  const double two = SimStepSeconds(*model, {{1024, 0, true}, {1024, 0, true}});
   for (const auto& r : run->results) EXPECT_NEAR(r.ttft_s, two, 1e-9);
 }
 
@@ -116,21 +105,21 @@ TEST(SimClusterTest, ADisaggregatedRequestWaitsForItsKvToCrossTheLink) {
   options.kv_link_latency_us = 10;
   auto model = MakeStepTimeModel(options);
   ASSERT_TRUE(model.ok());
-  auto run = RunSimulation(options, {Request(100, 3)}, {0.0});
+  auto run = RunSimulation(options, {SimTestRequest(100, 3)}, {0.0});
   ASSERT_TRUE(run.ok()) << run.status();
   const bench::RequestResult& r = run->results[0];
   ASSERT_TRUE(r.success) << r.error;
   // The prefill node computes the prompt in one step, then its 7 blocks (100 tokens of 16) cross
   // the link in one write (+ 10 µs), then the completion notice (+ 10 µs), then the decode node
   // admits it and sends its first token.
-  const double prefill = StepSeconds(*model, {{100, 0, true}});
+  const double prefill = SimStepSeconds(*model, {{100, 0, true}});
   const int64_t bytes = 7 * model->KvBytesPerToken() * 16;
   EXPECT_EQ(run->stats.kv_bytes, bytes);
   const double transfer = std::ceil(static_cast<double>(bytes) / 50.0) * 1e-9 + 20e-6;
   EXPECT_NEAR(r.ttft_s, prefill + transfer, 1e-9);
   // Then the decode node decodes the second and third tokens.
-  EXPECT_NEAR(r.itl_s[0], StepSeconds(*model, {{1, 100, true}}), 1e-9);
-  EXPECT_NEAR(r.itl_s[1], StepSeconds(*model, {{1, 101, true}}), 1e-9);
+  EXPECT_NEAR(r.itl_s[0], SimStepSeconds(*model, {{1, 100, true}}), 1e-9);
+  EXPECT_NEAR(r.itl_s[1], SimStepSeconds(*model, {{1, 101, true}}), 1e-9);
 }
 
 TEST(SimClusterTest, ChunksCrossTheLinkWhileTheNextChunkComputes) {
@@ -141,10 +130,10 @@ TEST(SimClusterTest, ChunksCrossTheLinkWhileTheNextChunkComputes) {
   options.kv_link_gbps = 400;
   options.kv_link_latency_us = 10;
   auto model = MakeStepTimeModel(options);
-  auto run = RunSimulation(options, {Request(1024, 2)}, {0.0});
+  auto run = RunSimulation(options, {SimTestRequest(1024, 2)}, {0.0});
   ASSERT_TRUE(run.ok()) << run.status();
-  const double chunk1 = StepSeconds(*model, {{512, 0, false}});
-  const double chunk2 = StepSeconds(*model, {{512, 512, true}});
+  const double chunk1 = SimStepSeconds(*model, {{512, 0, false}});
+  const double chunk2 = SimStepSeconds(*model, {{512, 512, true}});
   const int64_t half = 32 * model->KvBytesPerToken() * 16;  // 32 blocks per chunk
   const double per_write = std::ceil(static_cast<double>(half) / 50.0) * 1e-9;
   // The first chunk's write (shorter than the second chunk's step) is hidden; only the second's
@@ -160,7 +149,7 @@ TEST(SimClusterTest, PromptsTheDecodeNodeCachesAreNotSentAgain) {
   // The same 320-token prompt twice, the second after the first finished: the decode node's
   // prefix cache holds its 20 full blocks, and serves all but the last (a prompt keeps one block
   // to compute, as the BlockManager always leaves it): the second moves one block.
-  auto run = RunSimulation(options, {Request(320, 2), Request(320, 2)}, {0.0, 1.0});
+  auto run = RunSimulation(options, {SimTestRequest(320, 2), SimTestRequest(320, 2)}, {0.0, 1.0});
   ASSERT_TRUE(run.ok());
   ASSERT_TRUE(run->results[1].success);
   auto model = MakeStepTimeModel(options);
@@ -177,14 +166,14 @@ TEST(SimClusterTest, PrefixAwarePlacementSendsAPromptWhereItsPrefixIsCached) {
   // B repeats A's 1024 tokens and adds 64, after A is done: the prefill node that computed A holds
   // its 64 blocks, so B computes only its last 64 tokens there; the decode node holds them too,
   // so only B's 4 new blocks cross the link.
-  bench::BenchRequest a = Request(1024, 2, 5);
+  bench::BenchRequest a = SimTestRequest(1024, 2, 5);
   bench::BenchRequest b = a;
   for (int i = 0; i < 64; ++i) b.prompt_ids.push_back(20000 + i);
   b.prompt_len = 1088;
   auto run = RunSimulation(options, {a, b}, {0.0, 1.0});
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_TRUE(run->results[1].success);
-  const double tail = StepSeconds(*model, {{64, 1024, true}});
+  const double tail = SimStepSeconds(*model, {{64, 1024, true}});
   const int64_t bytes = 4 * model->KvBytesPerToken() * 16;
   const double write = std::ceil(static_cast<double>(bytes) / 50.0) * 1e-9;
   EXPECT_NEAR(run->results[1].ttft_s, tail + write + 20e-6, 1e-9);
@@ -220,7 +209,7 @@ TEST(SimClusterTest, TheSameInputsGiveTheSameRun) {
 TEST(SimClusterTest, APromptNoNodeCanHoldFailsWithAClearError) {
   SimClusterOptions options = Exact();
   options.num_kv_blocks = 8;  // 128 tokens
-  auto run = RunSimulation(options, {Request(200, 2), Request(50, 2, 1)}, {0, 0});
+  auto run = RunSimulation(options, {SimTestRequest(200, 2), SimTestRequest(50, 2, 1)}, {0, 0});
   ASSERT_TRUE(run.ok());
   EXPECT_FALSE(run->results[0].success);
   EXPECT_THAT(run->results[0].error, ::testing::HasSubstr("never fit"));

@@ -9,24 +9,13 @@
 
 #include "common/util/clock.h"
 #include "gtest/gtest.h"
+#include "tests/tools/sim/sim_test_requests.h"
 #include "tools/sim/event_loop.h"
 #include "tools/sim/sim_cluster.h"
 #include "tools/sim/sim_node.h"
 
 namespace tandem::sim {
 namespace {
-
-bench::BenchRequest Request(int32_t prompt_len, int32_t output_len, int salt) {
-  bench::BenchRequest r;
-  for (int32_t i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(1000 + (salt * 7919 + i) % 9000);
-  r.prompt_len = prompt_len;
-  r.output_len = output_len;
-  return r;
-}
-
-double StepSeconds(const StepTimeModel& model, std::vector<SimStepItem> items) {
-  return static_cast<double>(std::llround(model.Time(items).total_s() * 1e9)) * 1e-9;
-}
 
 TEST(SimHandoffTimingTest, ReservationAndCompletionDuringADecodeStepWaitForItsEnd) {
   SimClusterOptions options;
@@ -40,14 +29,14 @@ TEST(SimHandoffTimingTest, ReservationAndCompletionDuringADecodeStepWaitForItsEn
   ASSERT_TRUE(model.ok()) << model.status();
   // A (100-token prompt) alone: prefill, its 7 blocks over the link, the completion notice; then
   // it decodes on the decode node, step k over a context of 99 + k tokens.
-  const double prefill = StepSeconds(*model, {{100, 0, true}});
+  const double prefill = SimStepSeconds(*model, {{100, 0, true}});
   const int64_t bytes = 7 * model->KvBytesPerToken() * 16;
   const double transfer = std::ceil(static_cast<double>(bytes) / 50.0) * 1e-9 + 20e-6;
   const double a_first_token = prefill + transfer;
   std::vector<double> step_ends;  // A's decode steps' ends
   double t = a_first_token;
   for (int k = 1; k < 60; ++k) {
-    t += StepSeconds(*model, {{1, 99 + k, true}});
+    t += SimStepSeconds(*model, {{1, 99 + k, true}});
     step_ends.push_back(t);
   }
   // B arrives in the middle of A's first decode step: its reservation waits for that step's end,
@@ -63,7 +52,8 @@ TEST(SimHandoffTimingTest, ReservationAndCompletionDuringADecodeStepWaitForItsEn
     }
   }
   ASSERT_GT(b_first_token, completion);  // it does land during a step
-  auto run = RunSimulation(options, {Request(100, 60, 1), Request(100, 3, 2)}, {0.0, b_arrival});
+  auto run = RunSimulation(options, {SimTestRequest(100, 60, 1), SimTestRequest(100, 3, 2)},
+                           {0.0, b_arrival});
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_TRUE(run->results[0].success && run->results[1].success);
   EXPECT_NEAR(run->results[0].ttft_s, a_first_token, 1e-9);
@@ -80,8 +70,8 @@ TEST(SimNodeLoadTest, AReportDuringAStepShowsTheNodeAsItWasBeforeTheStep) {
                               SimNodeEvents{.on_token = [](uint64_t, int32_t, int64_t) {},
                                             .on_finished = [](uint64_t, bool) {}});
   ASSERT_TRUE(node.ok()) << node.status();
-  (*node)->Submit(1, Request(160, 3, 1).prompt_ids, 3);
-  const int64_t prefill = std::llround(StepSeconds(*model, {{160, 0, true}}) * 1e9);
+  (*node)->Submit(1, SimTestRequest(160, 3, 1).prompt_ids, 3);
+  const int64_t prefill = std::llround(SimStepSeconds(*model, {{160, 0, true}}) * 1e9);
   loop.Run(prefill / 2);  // the prefill step has started (its 10 blocks taken), not ended
   const SimNodeLoad during = (*node)->Load();
   EXPECT_EQ(during.num_free_kv_blocks, 1000);

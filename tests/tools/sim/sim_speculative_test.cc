@@ -7,18 +7,11 @@
 #include "bench/serve/arrivals.h"
 #include "bench/serve/datasets.h"
 #include "gtest/gtest.h"
+#include "tests/tools/sim/sim_test_requests.h"
 #include "tools/sim/sim_cluster.h"
 
 namespace tandem::sim {
 namespace {
-
-bench::BenchRequest SpecRequest(int32_t prompt_len, int32_t output_len, int salt = 0) {
-  bench::BenchRequest r;
-  for (int32_t i = 0; i < prompt_len; ++i) r.prompt_ids.push_back(1000 + (salt * 7919 + i) % 9000);
-  r.prompt_len = prompt_len;
-  r.output_len = output_len;
-  return r;
-}
 
 SimClusterOptions Speculating(int drafts, double rate) {
   SimClusterOptions o;
@@ -29,23 +22,19 @@ SimClusterOptions Speculating(int drafts, double rate) {
   return o;
 }
 
-double SpecStepSeconds(const StepTimeModel& model, std::vector<SimStepItem> items) {
-  return static_cast<double>(std::llround(model.Time(items).total_s() * 1e9)) * 1e-9;
-}
-
 // Every draft right: the prefill step gives token 1, then each step 4 drafts and its own token.
 TEST(SimSpeculativeTest, AStepOfRightDraftsYieldsThemAllAndOneMore) {
   const SimClusterOptions options = Speculating(4, 1.0);
   auto model = MakeStepTimeModel(options);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto run = RunSimulation(options, {SpecRequest(100, 11)}, {0.0});
+  auto run = RunSimulation(options, {SimTestRequest(100, 11)}, {0.0});
   ASSERT_TRUE(run.ok()) << run.status();
   const bench::RequestResult& r = run->results[0];
   ASSERT_TRUE(r.success) << r.error;
   EXPECT_EQ(r.output_tokens, 11);
-  const double prefill = SpecStepSeconds(*model, {{100, 0, true}});
-  const double verify1 = SpecStepSeconds(*model, {{5, 100, true, 5}});
-  const double verify2 = SpecStepSeconds(*model, {{5, 105, true, 5}});
+  const double prefill = SimStepSeconds(*model, {{100, 0, true}});
+  const double verify1 = SimStepSeconds(*model, {{5, 100, true, 5}});
+  const double verify2 = SimStepSeconds(*model, {{5, 105, true, 5}});
   EXPECT_NEAR(r.ttft_s, prefill, 1e-9);
   EXPECT_NEAR(r.e2e_s, prefill + verify1 + verify2, 1e-9);
   // One inter-token sample per token: a step's first token waited for the step, the rest none.
@@ -61,8 +50,8 @@ TEST(SimSpeculativeTest, AStepOfRightDraftsYieldsThemAllAndOneMore) {
 
 // Every draft wrong: as many steps as without speculation, each dearer by its drafts.
 TEST(SimSpeculativeTest, WrongDraftsCostComputeAndYieldNothing) {
-  auto plain = RunSimulation(Speculating(0, 0.0), {SpecRequest(100, 6)}, {0.0});
-  auto wrong = RunSimulation(Speculating(3, 0.0), {SpecRequest(100, 6)}, {0.0});
+  auto plain = RunSimulation(Speculating(0, 0.0), {SimTestRequest(100, 6)}, {0.0});
+  auto wrong = RunSimulation(Speculating(3, 0.0), {SimTestRequest(100, 6)}, {0.0});
   ASSERT_TRUE(plain.ok() && wrong.ok());
   ASSERT_TRUE(wrong->results[0].success) << wrong->results[0].error;
   EXPECT_EQ(wrong->results[0].output_tokens, 6);
@@ -79,7 +68,7 @@ TEST(SimSpeculativeTest, AcceptanceFollowsTheRatePerPosition) {
   std::vector<bench::BenchRequest> requests;
   std::vector<double> arrivals;
   for (int i = 0; i < 40; ++i) {
-    requests.push_back(SpecRequest(200, 300, i));
+    requests.push_back(SimTestRequest(200, 300, i));
     arrivals.push_back(0.0);  // one batch: its steps are the longest request's
   }
   auto plain = RunSimulation(Speculating(0, 0.6), requests, arrivals);
@@ -99,9 +88,9 @@ TEST(SimSpeculativeTest, AcceptanceFollowsTheRatePerPosition) {
 }
 
 TEST(SimSpeculativeTest, BadSpeculationOptionsAreRefused) {
-  auto too_many = RunSimulation(Speculating(17, 0.5), {SpecRequest(10, 2)}, {0.0});
+  auto too_many = RunSimulation(Speculating(17, 0.5), {SimTestRequest(10, 2)}, {0.0});
   EXPECT_FALSE(too_many.ok());
-  auto bad_rate = RunSimulation(Speculating(2, 1.5), {SpecRequest(10, 2)}, {0.0});
+  auto bad_rate = RunSimulation(Speculating(2, 1.5), {SimTestRequest(10, 2)}, {0.0});
   EXPECT_FALSE(bad_rate.ok());
 }
 
