@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
 }
 
 MetricsServer::~MetricsServer() {
+  if (exposer_ == nullptr) return;
   // civetweb's listener thread waits for connections in a poll with a 2-second timeout and sees
   // its stop flag only when the poll returns, so closing the exposer took up to 2 s in every
   // process (and every test) that ends. Connections to our own port end each poll at once.
