@@ -60,6 +60,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(Backend* backend,
   if (options.speculative.method == SpeculativeMethod::kSim && options.draft_proposer == nullptr) {
     return absl::InvalidArgumentError("--speculative sim needs the sim backend (--backend sim)");
   }
+  if ((options.speculative.method == SpeculativeMethod::kDraft) !=
+      (options.draft_model != nullptr)) {
+    return absl::InvalidArgumentError(
+        options.draft_model == nullptr
+            ? "--speculative draft needs a draft model (--draft-model DIR)"
+            : "a draft model was given without --speculative draft");
+  }
   if (options.speculative.method != SpeculativeMethod::kSim && options.draft_proposer != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a draft proposer was given for --speculative ",
@@ -96,6 +103,8 @@ Engine::Engine(Backend* backend, const EngineOptions& options, Clock* clock)
     };
   } else if (options.speculative.method == SpeculativeMethod::kSim) {
     draft_proposer_ = options.draft_proposer;
+  } else if (options.speculative.method == SpeculativeMethod::kDraft) {
+    draft_model_ = options.draft_model;
   }
   PublishStats();
 }

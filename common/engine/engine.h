@@ -59,6 +59,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/backend/backend.h"
+#include "common/engine/draft_model.h"
 #include "common/engine/engine_commands.h"
 #include "common/engine/placement_receipts.h"
 #include "common/engine/request.h"
@@ -106,6 +107,9 @@ struct EngineOptions {
   // The proposer of --speculative sim, built beside the sim backend (common/serving); must be
   // unset for the other methods, which the engine builds itself.
   DraftProposer draft_proposer;
+  // The draft model of --speculative draft (draft_model.h), built by whoever built the backend;
+  // required for draft and unset otherwise. Used on the engine thread only.
+  std::shared_ptr<DraftModel> draft_model;
   // Called on the engine thread after every step that ran the backend (one per
   // EngineStats::num_steps, failed steps included), after the step's events and stats are out,
   // with no engine lock held. Must be quick and must not block; may call Stats().
@@ -335,6 +339,8 @@ class Engine {
   // --- Speculative decoding (engine_speculative.cc, speculative.h). ---
   // Appends drafts to every running sequence about to decode.
   void ProposeDrafts();
+  // Appends up to `room` of `drafts` to `seq` as its drafts for this step.
+  void AppendDrafts(Sequence* seq, std::span<const TokenId> drafts, int32_t room);
   // Samples each verifying chunk's rows (or takes the device's tokens), cuts its rejected drafts
   // from the sequence and from the chunk (before CompleteStep), and keeps the rows to emit in
   // verified_, in chunk order.
@@ -436,7 +442,10 @@ class Engine {
   // Device sampling (Backend::ForwardAndSample) of the current step, when every row allows it.
   std::vector<DeviceSampling> device_rows_;
   std::vector<TokenId> device_tokens_;
-  DraftProposer draft_proposer_;          // set when speculation is on
+  DraftProposer draft_proposer_;          // set for ngram and sim
+  std::shared_ptr<DraftModel> draft_model_;  // set for draft
+  std::vector<DraftAsk> draft_asks_;         // ProposeDrafts' scratch for the draft model
+  std::vector<std::vector<TokenId>> draft_outputs_;
   std::vector<TokenId> drafts_;           // ProposeDrafts' scratch
   std::vector<VerifiedDrafts> verified_;  // this step's, in chunk order
   int64_t num_spec_verifications_ = 0;

@@ -92,6 +92,7 @@ void Engine::EndRequest(RequestId id, FinishReason reason, const absl::Status& s
   TakenRequest taken = TakeRequest(id, reason);
   if (taken.seq == nullptr) return;  // already ended, or never existed
   pause_asked_.erase(id);
+  if (draft_model_ != nullptr) draft_model_->Forget(id);
   Sequence& seq = *taken.seq;
   seq.status = SequenceStatus::kFinished;
   seq.finish_reason = reason;

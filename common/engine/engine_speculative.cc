@@ -6,11 +6,13 @@
 #include <vector>
 
 #include "common/engine/engine.h"
+#include "spdlog/spdlog.h"
 
 namespace tandem {
 
 void Engine::ProposeDrafts() {
   const SpeculativeOptions& spec = options_.speculative;
+  draft_asks_.clear();
   for (Sequence* seq : scheduler_.running()) {
     // Decoding (one token to compute), and not a prefill-only request. Greedy or sampled: see
     // VerifyDrafts for why sampling stays exact.
@@ -24,12 +26,33 @@ void Engine::ProposeDrafts() {
                                    seq->params.max_tokens - seq->num_output_tokens() - 1,
                                    max_context_tokens_ - seq->num_tokens() - 1});
     if (room <= 0) continue;
+    if (draft_model_ != nullptr) {
+      // Asked all at once below: the draft model batches the step's sequences.
+      draft_asks_.push_back(DraftAsk{.id = seq->id, .context = seq->tokens, .max_drafts = room});
+      continue;
+    }
     draft_proposer_(seq->tokens, room, &drafts_);
-    if (drafts_.empty()) continue;
-    if (static_cast<int32_t>(drafts_.size()) > room) drafts_.resize(room);
-    seq->tokens.insert(seq->tokens.end(), drafts_.begin(), drafts_.end());
-    seq->num_draft_tokens = static_cast<int32_t>(drafts_.size());
+    AppendDrafts(seq, drafts_, room);
   }
+  if (draft_asks_.empty()) return;
+  if (draft_outputs_.size() < draft_asks_.size()) draft_outputs_.resize(draft_asks_.size());
+  for (size_t i = 0; i < draft_asks_.size(); ++i) draft_asks_[i].drafts = &draft_outputs_[i];
+  // A failing draft model costs this step its drafts, never a request.
+  if (absl::Status proposed = draft_model_->Propose(draft_asks_); !proposed.ok()) {
+    spdlog::warn("draft model: {}; this step goes without drafts", proposed.ToString());
+    return;
+  }
+  for (const DraftAsk& ask : draft_asks_) {
+    Sequence* seq = scheduler_.Find(ask.id);
+    if (seq != nullptr) AppendDrafts(seq, *ask.drafts, ask.max_drafts);
+  }
+}
+
+void Engine::AppendDrafts(Sequence* seq, std::span<const TokenId> drafts, int32_t room) {
+  if (drafts.empty()) return;
+  if (static_cast<int32_t>(drafts.size()) > room) drafts = drafts.first(room);
+  seq->tokens.insert(seq->tokens.end(), drafts.begin(), drafts.end());
+  seq->num_draft_tokens = static_cast<int32_t>(drafts.size());
 }
 
 void Engine::VerifyDrafts(const BatchPlan& plan) {

@@ -10,9 +10,10 @@ namespace tandem {
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name) {
   if (name == "none") return SpeculativeMethod::kNone;
   if (name == "ngram") return SpeculativeMethod::kNgram;
+  if (name == "draft") return SpeculativeMethod::kDraft;
   if (name == "sim") return SpeculativeMethod::kSim;
   return absl::InvalidArgumentError(absl::StrCat("unknown speculative method '", std::string(name),
-                                                 "' (have: none, ngram, sim)"));
+                                                 "' (have: none, ngram, draft, sim)"));
 }
 
 std::string_view SpeculativeMethodName(SpeculativeMethod method) {
@@ -21,6 +22,8 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method) {
       return "none";
     case SpeculativeMethod::kNgram:
       return "ngram";
+    case SpeculativeMethod::kDraft:
+      return "draft";
     case SpeculativeMethod::kSim:
       return "sim";
   }
@@ -28,7 +31,15 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method) {
 }
 
 absl::Status SpeculativeOptions::Validate() const {
+  if (!draft_model_dir.empty() && method != SpeculativeMethod::kDraft) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--draft-model is for --speculative draft, not --speculative ",
+                     std::string(SpeculativeMethodName(method))));
+  }
   if (!enabled()) return absl::OkStatus();
+  if (method == SpeculativeMethod::kDraft && draft_model_dir.empty()) {
+    return absl::InvalidArgumentError("--speculative draft needs --draft-model DIR");
+  }
   if (num_speculative_tokens < 1 || num_speculative_tokens > kMaxSpeculativeTokens) {
     return absl::InvalidArgumentError(absl::StrCat("--num-speculative-tokens must be in [1, ",
                                                    kMaxSpeculativeTokens, "], got ",
@@ -49,14 +60,25 @@ absl::Status SpeculativeOptions::Validate() const {
 void AddSpeculativeFlags(FlagSet& flags, SpeculativeOptions* o) {
   flags.Section("Speculative decoding");
   flags.Custom("speculative",
-               {"none|ngram|sim",
+               {"none|ngram|draft|sim",
                 "draft tokens verified in one step of the model, greedy or sampled (default "
                 "none); ngram: copied from the latest earlier occurrence of the context's "
-                "suffix; sim (sim backend only): right with probability --sim-acceptance-rate"},
+                "suffix; draft: a smaller model's greedy tokens (--draft-model); sim (sim "
+                "backend only): right with probability --sim-acceptance-rate"},
                [o](std::string_view value) -> std::string {
                  absl::StatusOr<SpeculativeMethod> method = ParseSpeculativeMethod(value);
-                 if (!method.ok()) return "expects none, ngram or sim";
+                 if (!method.ok()) return "expects none, ngram, draft or sim";
                  o->method = *method;
+                 return "";
+               });
+  flags.Custom("draft-model",
+               {"DIR",
+                "a Hugging Face model directory with the target's tokenizer, run on the same "
+                "backend with its own KV cache; implies --speculative draft"},
+               [o](std::string_view value) -> std::string {
+                 if (value.empty()) return "expects a model directory";
+                 o->draft_model_dir = std::string(value);
+                 if (o->method == SpeculativeMethod::kNone) o->method = SpeculativeMethod::kDraft;
                  return "";
                });
   flags.Number("num-speculative-tokens", &o->num_speculative_tokens,

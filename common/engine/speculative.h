@@ -23,6 +23,10 @@
 //    its latest earlier occurrence are the drafts, the copy running on into the drafts themselves
 //    when it reaches the end of the context (text that repeats with a period of p tokens gives a
 //    full set of drafts, not p). No model, no state.
+//  - draft (a draft model, draft_model.h): a smaller model with the target's tokenizer proposes
+//    its greedy tokens, batched over the step's decoding sequences, its own KV cache kept in step
+//    with the target's (drafts the target rejected roll back by themselves). Built by the binary
+//    that builds the backend and handed in through EngineOptions::draft_model.
 //  - sim (the sim backend only): each draft is the sim's own
 //    next token with probability `sim_acceptance_rate`, independently per position, else a wrong
 //    one: a draft of known quality, so that tandem-sim, tandem-plan and a sim cluster can weigh
@@ -49,10 +53,11 @@ class FlagSet;
 enum class SpeculativeMethod {
   kNone,
   kNgram,
+  kDraft,  // a draft model (draft_model.h)
   kSim,
 };
 
-// "none" | "ngram" | "sim"; InvalidArgument naming the choices otherwise.
+// "none" | "ngram" | "draft" | "sim"; InvalidArgument naming the choices otherwise.
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name);
 std::string_view SpeculativeMethodName(SpeculativeMethod method);
 
@@ -62,15 +67,18 @@ struct SpeculativeOptions {
   int32_t ngram_min = 1;               // the shortest suffix matched
   int32_t ngram_max = 4;               // the longest suffix matched
   double sim_acceptance_rate = 0.7;    // sim: each draft is right with this probability
+  std::string draft_model_dir;         // draft: the draft model (--draft-model DIR)
   bool enabled() const { return method != SpeculativeMethod::kNone; }
   // InvalidArgument unless 1 <= num_speculative_tokens <= kMaxSpeculativeTokens,
-  // 1 <= ngram_min <= ngram_max, and 0 <= sim_acceptance_rate <= 1 for sim, when enabled.
+  // 1 <= ngram_min <= ngram_max, 0 <= sim_acceptance_rate <= 1 for sim, and draft_model_dir is
+  // set exactly for draft.
   absl::Status Validate() const;
 };
 
 inline constexpr int32_t kMaxSpeculativeTokens = 16;
 
-// --speculative, --num-speculative-tokens, --ngram-min, --ngram-max, --sim-acceptance-rate, for
+// --speculative, --draft-model, --num-speculative-tokens, --ngram-min, --ngram-max,
+// --sim-acceptance-rate, for
 // every binary that runs an engine (nodes, tandem-generate, tandem-sim), under the section
 // "Speculative decoding".
 void AddSpeculativeFlags(FlagSet& flags, SpeculativeOptions* options);

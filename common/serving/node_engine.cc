@@ -158,6 +158,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const NodeEngineOption
   o.num_threads = options.cpu.num_threads;
   o.block_size = options.block_size;
   o.kv_cache_bytes = size_t{static_cast<size_t>(options.kv_cache_mib)} << 20;
+  o.num_kv_blocks = options.num_kv_blocks;
   o.max_batch_tokens = options.max_num_batched_tokens;
   o.kv_dtype = options.kv_cache_dtype.Or(DType::kF32);
   o.kv_pool_allocator = std::move(hooks.allocate_host_pool);
@@ -185,6 +186,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const NodeEngineOptio
   o.device = options.cuda.device;
   o.block_size = options.block_size;
   o.kv_cache_bytes = size_t{static_cast<size_t>(options.kv_cache_mib)} << 20;
+  o.num_kv_blocks = options.num_kv_blocks;
   o.max_batch_tokens = options.max_num_batched_tokens;
   o.max_num_seqs = options.max_num_seqs;
   o.max_context = options.cuda.max_model_len;
@@ -220,6 +222,34 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const NodeEngineOptions& 
   return absl::InternalError("unreachable: every BackendKind is handled above");
 }
 
+// --speculative draft: the draft model on the target's backend kind, with a pool of its own that
+// no transport sees (the draft's KV never leaves the node: see the README's "Speculative
+// decoding" for why the decode node prefills the draft itself).
+absl::StatusOr<std::unique_ptr<DraftModel>> CreateDraftModel(const NodeEngineOptions& options,
+                                                             const Backend& target) {
+  if (options.backend == BackendKind::kSim) {
+    return absl::InvalidArgumentError(
+        "--speculative draft needs the cpu or cuda backend (the sim backend models drafts with "
+        "--speculative sim)");
+  }
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<DraftModel> draft,
+      LoadDraftModel(options.speculative.draft_model_dir, options.model_dir, target,
+                     options.max_num_batched_tokens, options.max_num_seqs,
+                     [&options](const ModelWeights& weights, int32_t blocks) {
+                       NodeEngineOptions draft_options = options;
+                       draft_options.num_kv_blocks = blocks;
+                       KvPoolHooks no_transport;
+                       return draft_options.backend == BackendKind::kCuda
+                                  ? CreateCudaBackend(draft_options, weights, no_transport)
+                                  : CreateCpuBackend(draft_options, weights, no_transport);
+                     }));
+  spdlog::info("draft model {}: {} layers, hidden {}; KV pool {} blocks",
+               options.speculative.draft_model_dir, draft->backend().config().num_layers,
+               draft->backend().config().hidden_size, draft->backend().kv_layout().num_blocks);
+  return draft;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(const NodeEngineOptions& options,
@@ -228,6 +258,7 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(const NodeEngineO
   if (options.kv_cache_mib < 1) {
     return absl::InvalidArgumentError("--kv-cache-mb must be at least 1");
   }
+  RETURN_IF_ERROR(options.speculative.Validate());
   if (!options.node_id.empty()) {
     spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [" + options.node_id + "] [%l] %v");
   }
@@ -255,6 +286,9 @@ absl::StatusOr<std::unique_ptr<NodeEngine>> NodeEngine::Create(const NodeEngineO
             SimBackend::ProposeDrafts(context, max_drafts, rate, limit, drafts);
           };
     }
+  }
+  if (options.speculative.method == SpeculativeMethod::kDraft) {
+    ASSIGN_OR_RETURN(engine_options.draft_model, CreateDraftModel(options, *node->backend_));
   }
   engine_options.on_step = options.on_step;
   ASSIGN_OR_RETURN(node->engine_, Engine::Create(node->backend_.get(), engine_options));

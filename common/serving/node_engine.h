@@ -54,6 +54,7 @@ struct NodeEngineOptions {
   // kv_blocks, not kv_cache_mib).
   int block_size = 16;
   int kv_cache_mib = 256;
+  int num_kv_blocks = 0;  // > 0: this many blocks instead of kv_cache_mib (a draft's pool); no flag
   // --kv-cache-dtype: auto (f32 on cpu, bf16 on cuda and sim), f32, bf16 or fp8_e4m3; prefill and
   // decode nodes must match.
   KvCacheDType kv_cache_dtype;

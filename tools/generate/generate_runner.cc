@@ -128,6 +128,7 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
     return absl::InvalidArgumentError("give --prompt TEXT or --prompts-file FILE");
   }
   RETURN_IF_ERROR(options.sampling.Validate(std::numeric_limits<int>::max()));
+  RETURN_IF_ERROR(options.speculative.Validate());
 
   // A bad --backend (or cuda without a GPU) fails before the model loads.
   RETURN_IF_ERROR(CheckGenerateBackend(options));
@@ -152,6 +153,22 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;
   engine_options.enable_prefix_caching = options.enable_prefix_caching;
   engine_options.speculative = options.speculative;
+  std::shared_ptr<DraftModel> draft;
+  if (options.speculative.method == SpeculativeMethod::kDraft) {
+    // The draft runs on the target's backend kind, with its own pool.
+    ASSIGN_OR_RETURN(
+        draft, LoadDraftModel(options.speculative.draft_model_dir, options.model_dir, *backend,
+                              options.max_num_batched_tokens, options.max_num_seqs,
+                              [&options](const ModelWeights& draft_weights, int32_t blocks) {
+                                GenerateOptions draft_options = options;
+                                draft_options.num_kv_blocks = blocks;
+                                return CreateGenerateBackend(draft_options, draft_weights);
+                              }));
+    spdlog::info("draft model {}: {} layers, hidden {}; KV pool {} blocks",
+                 options.speculative.draft_model_dir, draft->backend().config().num_layers,
+                 draft->backend().config().hidden_size, draft->backend().kv_layout().num_blocks);
+    engine_options.draft_model = draft;
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(backend.get(), engine_options));
 
   // Validate every request before running any, so a bad prompt fails the whole run cleanly.
@@ -183,6 +200,12 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
         100.0 * static_cast<double>(stats.num_spec_accepted_tokens) /
             static_cast<double>(std::max<int64_t>(stats.num_spec_draft_tokens, 1)),
         1.0 + static_cast<double>(stats.num_spec_accepted_tokens) / v);
+  }
+  if (draft != nullptr) {
+    const DraftModelStats& d = draft->stats();
+    spdlog::info("draft model: {} passes, {} context tokens caught up, {} drafts, {:.3f} s",
+                 d.num_forwards, d.num_catch_up_tokens, d.num_proposed_tokens,
+                 static_cast<double>(d.busy_nanos) * 1e-9);
   }
 
   for (size_t i = 0; i < prompts.size(); ++i) {

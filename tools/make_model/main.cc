@@ -78,6 +78,14 @@ void AddMakeModelFlags(tandem::FlagSet& flags, MakeModelOptions* o) {
                  return "";
                });
   flags.Number("seed", &o->seed, {"S", "random seed (default 0)"});
+  flags.Custom("extra-layers-from",
+               {"N",
+                "a target for a draft of known agreement: layers N and up write\n"
+                "  --extra-layer-gain times the usual amount to the residual stream; a model\n"
+                "  made with the same --seed and --layers N is exactly this one's first layers"},
+               PositiveInt(&o->extra_layers_from));
+  flags.Number("extra-layer-gain", &o->extra_layer_gain,
+               {"G", "with --extra-layers-from: 0 (the draft's logits exactly) .. 1 (default)"});
   flags.Custom("shards", {"N", "write N shards plus an index (default 1: model.safetensors)"},
                [o](std::string_view value) -> std::string {
                  std::optional<int> shards;

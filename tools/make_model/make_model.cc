@@ -178,6 +178,15 @@ absl::StatusOr<ModelConfig> BuildModelConfig(const MakeModelOptions& o,
     return absl::InvalidArgumentError(
         absl::StrCat(c.num_kv_heads, " kv heads do not divide ", c.num_heads, " attention heads"));
   }
+  if (o.extra_layers_from && (*o.extra_layers_from < 1 || *o.extra_layers_from >= c.num_layers)) {
+    return absl::InvalidArgumentError(absl::StrCat("--extra-layers-from ", *o.extra_layers_from,
+                                                   " must be in [1, ", c.num_layers - 1,
+                                                   "] (the model has ", c.num_layers, " layers)"));
+  }
+  if (!(o.extra_layer_gain >= 0.0f && o.extra_layer_gain <= 100.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--extra-layer-gain ", o.extra_layer_gain, " must be in [0, 100]"));
+  }
   c.vocab_size = o.vocab.value_or(tokenizer.vocab_size);
   if (c.vocab_size < tokenizer.vocab_size) {
     return absl::InvalidArgumentError(absl::StrCat("--vocab ", c.vocab_size,
@@ -229,7 +238,10 @@ absl::StatusOr<MakeModelResult> MakeModel(const MakeModelOptions& o) {
   RETURN_IF_ERROR(RemoveOldWeights(o.out_dir));
 
   // Generate in f32, store in the requested dtype.
-  std::vector<GeneratedTensor> generated = GenerateRandomWeights(c, o.seed);
+  WeightScales scales;
+  scales.extra_layers_from = o.extra_layers_from.value_or(-1);
+  scales.extra_layer_gain = o.extra_layer_gain;
+  std::vector<GeneratedTensor> generated = GenerateRandomWeights(c, o.seed, scales);
   std::vector<std::vector<uint8_t>> encoded;
   std::vector<TensorToWrite> tensors;
   encoded.reserve(generated.size());

@@ -41,7 +41,14 @@ struct MakeModelOptions {
   std::optional<int> hidden, layers, heads, kv_heads, head_dim, intermediate, vocab;
   DType dtype = DType::kBF16;
   uint64_t seed = 0;
-  int shards = 1;                     // 1: model.safetensors; N > 1: N shards + index
+  int shards = 1;  // 1: model.safetensors; N > 1: N shards + index
+  // A target for a draft of known agreement (speculative decoding): layers from
+  // `extra_layers_from` on write `extra_layer_gain` times the usual amount to the residual stream
+  // (their o_proj and down_proj scaled). Every tensor depends only on (seed, name, shape), so a
+  // model made with the same seed and `--layers extra_layers_from` is exactly this one's first
+  // layers: with gain 0 the two give the same logits, and as the gain grows they agree less.
+  std::optional<int> extra_layers_from;
+  float extra_layer_gain = 1.0f;
   std::string tokenizer_path;         // tokenizer.json (required)
   std::string tokenizer_config_path;  // tokenizer_config.json; default: beside tokenizer.json
 };

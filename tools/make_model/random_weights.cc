@@ -76,6 +76,30 @@ Init InitFor(const std::string& name, const std::vector<int64_t>& shape, const M
   return {0.0f, shape.empty() ? 1.0f : 1.0f / std::sqrt(static_cast<float>(shape.back()))};
 }
 
+// The layer index in "model.layers.<i>.…", or -1.
+int LayerIndex(const std::string& name) {
+  constexpr absl::string_view kPrefix = "model.layers.";
+  if (!absl::StartsWith(name, kPrefix)) return -1;
+  int index = 0;
+  size_t i = kPrefix.size();
+  if (i >= name.size() || name[i] < '0' || name[i] > '9') return -1;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9'; ++i)
+    index = index * 10 + (name[i] - '0');
+  return index;
+}
+
+// InitFor, with the output projections of the extra layers scaled (WeightScales).
+Init ScaledInitFor(const std::string& name, const std::vector<int64_t>& shape, const ModelConfig& c,
+                   const WeightScales& s) {
+  Init init = InitFor(name, shape, c, s);
+  if (s.extra_layers_from >= 0 && LayerIndex(name) >= s.extra_layers_from &&
+      (absl::StrContains(name, ".o_proj.") || absl::StrContains(name, ".down_proj."))) {
+    init.center *= s.extra_layer_gain;
+    init.stddev *= s.extra_layer_gain;
+  }
+  return init;
+}
+
 }  // namespace
 
 float GaussianSource::Next(float stddev) {
@@ -99,7 +123,7 @@ std::vector<GeneratedTensor> GenerateRandomWeights(const ModelConfig& config, ui
     t.shape = std::move(spec.shape);
     int64_t numel = 1;
     for (int64_t d : t.shape) numel *= d;
-    const Init init = InitFor(t.name, t.shape, config, scales);
+    const Init init = ScaledInitFor(t.name, t.shape, config, scales);
     GaussianSource gauss(SplitMix64(seed ^ HashName(t.name)).Next());
     t.values.resize(static_cast<size_t>(numel));
     for (float& v : t.values) v = init.center + gauss.Next(init.stddev);

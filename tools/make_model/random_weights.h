@@ -55,6 +55,10 @@ struct WeightScales {
   float norm_noise = 0.1f;       // RMSNorm weights are 1 + norm_noise * N(0, 1)
   float bias_std = 0.2f;         // q/k/v/o biases
   float tied_self_logit = 2.0f;  // tied models: the input token's own logit, in logit_stds
+  // Layers with index >= extra_layers_from (when >= 0) write extra_layer_gain times as much to
+  // the residual stream (o_proj, down_proj and their biases scaled); 0 makes them identities.
+  int extra_layers_from = -1;
+  float extra_layer_gain = 1.0f;
 };
 
 struct GeneratedTensor {

@@ -146,6 +146,80 @@ TEST_F(GenerateCliTest, NgramSpeculationGivesTheSameGreedyTokens) {
   EXPECT_THAT(spec.stderr_text, ::testing::Not(HasSubstr(": 0 verifications")));
 }
 
+// A draft model (--draft-model, common/engine/draft_model.h) on the real cpu backend: greedy and
+// seeded sampled output is the target's without speculation, token ids, text and logprobs, in a
+// batch with chunked prefill; a draft of known agreement gets most of its drafts accepted.
+TEST_F(GenerateCliTest, DraftModelSpeculationGivesTheTargetsTokens) {
+  const DraftTargetDirs pair = TestDraftTargetPair(0.1f);
+  std::string prompts = WriteFile("draft_prompts.jsonl",
+                                  "\"Hello there\"\n"
+                                  "\"The capital of France is\"\n"
+                                  "[791, 6864, 315, 9822, 374, 791, 6864, 315, 9822, 12, 13, 14]\n"
+                                  "\"def f(x):\\n    return x\"\n");
+  for (const std::string sampling : {"--temperature 0", "--temperature 0.8 --seed 7"}) {
+    const std::string args = "--model " + pair.target + " --prompts-file " + prompts +
+                             " --max-tokens 32 --ignore-eos --max-batch-tokens 8 --max-seqs 4"
+                             " --logprobs 1 " +
+                             sampling;
+    CommandResult plain = RunGenerateCli(args);
+    CommandResult spec =
+        RunGenerateCli(args + " --draft-model " + pair.draft + " --num-speculative-tokens 3");
+    ASSERT_EQ(plain.exit_code, 0) << plain.stderr_text;
+    ASSERT_EQ(spec.exit_code, 0) << spec.stderr_text;
+    std::vector<nlohmann::json> a = JsonLines(plain.stdout_text);
+    std::vector<nlohmann::json> b = JsonLines(spec.stdout_text);
+    ASSERT_EQ(a.size(), 4u);
+    ASSERT_EQ(b.size(), 4u);
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(b[i]["token_ids"], a[i]["token_ids"]) << sampling << ", prompt " << i;
+      EXPECT_EQ(b[i]["text"], a[i]["text"]) << sampling << ", prompt " << i;
+      EXPECT_EQ(b[i]["logprobs"], a[i]["logprobs"]) << sampling << ", prompt " << i;
+    }
+    // "speculative (draft): V verifications, D drafts, A accepted (P%), ..."
+    const size_t at = spec.stderr_text.find("speculative (draft): ");
+    ASSERT_NE(at, std::string::npos) << spec.stderr_text;
+    long verifications = 0, drafts = 0, accepted = 0;
+    ASSERT_EQ(std::sscanf(spec.stderr_text.c_str() + at,
+                          "speculative (draft): %ld verifications, %ld drafts, %ld accepted",
+                          &verifications, &drafts, &accepted),
+              3);
+    EXPECT_GT(verifications, 10) << sampling;
+    EXPECT_GT(accepted, 0) << sampling;
+    if (sampling == "--temperature 0") EXPECT_GT(accepted * 2, drafts) << spec.stderr_text;
+    EXPECT_THAT(spec.stderr_text, HasSubstr("draft model: "));
+  }
+}
+
+// A draft must share the target's tokenizer; the method and the directory go together.
+TEST_F(GenerateCliTest, ADraftModelOfAnotherTokenizerIsRefused) {
+  const DraftTargetDirs pair = TestDraftTargetPair(0.1f);
+  const std::string other = ScratchDir() + "/draft-other-tokenizer";
+  std::filesystem::remove_all(other);
+  std::filesystem::create_directories(other);
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer_config.json"}) {
+    std::filesystem::create_symlink(pair.draft + "/" + file, other + "/" + file);
+  }
+  {
+    std::ifstream in(pair.draft + "/tokenizer.json");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(other + "/tokenizer.json") << text << "\n";
+  }
+  const std::string base = "--model " + pair.target + " --prompt hi --max-tokens 2";
+  CommandResult r = RunGenerateCli(base + " --draft-model " + other);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text,
+              HasSubstr("--draft-model " + other + ": " + other + "/tokenizer.json differs from"));
+  r = RunGenerateCli(base + " --draft-model " + ScratchDir() + "/no-such-draft");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.stderr_text, HasSubstr("no-such-draft"));
+  r = RunGenerateCli(base + " --speculative draft");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.stderr_text, HasSubstr("--speculative draft needs --draft-model DIR"));
+  r = RunGenerateCli(base + " --speculative ngram --draft-model " + pair.draft);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.stderr_text, HasSubstr("--draft-model is for --speculative draft"));
+}
+
 TEST_F(GenerateCliTest, SameSeedSameOutputAcrossRuns) {
   std::string args = "--model " + model_ +
                      " --prompt 'Once upon a time' --max-tokens 8 --temperature 1.0 --top-p 0.9"
@@ -227,7 +301,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInputCase{"EmptyTextPrompt", "--model {model} --prompt '' --no-special-tokens",
                      "prompt 0"},
         BadInputCase{"UnknownSpeculativeMethod", "--model {model} --prompt hi --speculative eagle",
-                     "--speculative expects none, ngram or sim"},
+                     "--speculative expects none, ngram, draft or sim"},
         BadInputCase{"ZeroSpeculativeTokens",
                      "--model {model} --prompt hi --speculative ngram --num-speculative-tokens 0",
                      "--num-speculative-tokens must be in [1, 16]"}),

@@ -1,5 +1,6 @@
 #include "tools/make_model/make_model.h"
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -160,6 +161,58 @@ TEST(MakeModelTest, ShardsHoldTheSameWeightsAsOneFile) {
   EXPECT_TRUE(LoadModelWeights(sharded.out_dir).ok());
 }
 
+// A draft of known agreement: with the same seed, a 1-layer model is exactly a 3-layer model's
+// first layer (and embedding, final norm and LM head); the extra layers' output projections are
+// scaled by the gain and nothing else changes.
+TEST(MakeModelTest, ExtraLayersScaleOnlyTheirOutputProjections) {
+  ScopedTempDir dir;
+  MakeModelOptions draft = TinyOptions(dir, "qwen2");  // with q/k/v biases
+  draft.layers = 1;
+  draft.out_dir = dir.file("draft");
+  MakeModelOptions plain = draft;
+  plain.layers = 3;
+  plain.out_dir = dir.file("plain");
+  MakeModelOptions scaled = plain;
+  scaled.extra_layers_from = 1;
+  scaled.extra_layer_gain = 0.25f;
+  scaled.out_dir = dir.file("scaled");
+  MakeModelOptions zero = scaled;
+  zero.extra_layer_gain = 0.0f;
+  zero.out_dir = dir.file("zero");
+  for (const MakeModelOptions* o : {&draft, &plain, &scaled, &zero}) {
+    ASSERT_TRUE(MakeModel(*o).ok()) << o->out_dir;
+  }
+  absl::StatusOr<ModelWeights> d = LoadModelWeights(draft.out_dir);
+  absl::StatusOr<ModelWeights> p = LoadModelWeights(plain.out_dir);
+  absl::StatusOr<ModelWeights> s = LoadModelWeights(scaled.out_dir);
+  absl::StatusOr<ModelWeights> z = LoadModelWeights(zero.out_dir);
+  ASSERT_TRUE(d.ok() && p.ok() && s.ok() && z.ok());
+  for (const TensorSpec& spec : ExpectedTensors(d->config)) {
+    EXPECT_EQ(TensorF32(*d->store, spec.name), TensorF32(*s->store, spec.name)) << spec.name;
+  }
+  int scaled_tensors = 0;
+  for (const TensorSpec& spec : ExpectedTensors(p->config)) {
+    const std::vector<float> base = TensorF32(*p->store, spec.name);
+    const bool extra = spec.name.rfind("model.layers.0.", 0) != 0 &&
+                       spec.name.rfind("model.layers.", 0) == 0 &&
+                       (spec.name.find(".o_proj.") != std::string::npos ||
+                        spec.name.find(".down_proj.") != std::string::npos);
+    if (!extra) {
+      EXPECT_EQ(TensorF32(*s->store, spec.name), base) << spec.name;
+      continue;
+    }
+    ++scaled_tensors;
+    const std::vector<float> quarter = TensorF32(*s->store, spec.name);
+    const std::vector<float> none = TensorF32(*z->store, spec.name);
+    ASSERT_EQ(quarter.size(), base.size());
+    for (size_t i = 0; i < base.size(); ++i) {
+      EXPECT_NEAR(quarter[i], 0.25f * base[i], 1e-6f * std::abs(base[i]) + 1e-12f) << spec.name;
+      EXPECT_EQ(none[i], 0.0f) << spec.name;
+    }
+  }
+  EXPECT_EQ(scaled_tensors, 4);  // o_proj and down_proj of layers 1 and 2
+}
+
 TEST(MakeModelTest, DeterministicForASeed) {
   ScopedTempDir dir;
   MakeModelOptions o = TinyOptions(dir, "llama");
@@ -279,6 +332,13 @@ TEST(MakeModelTest, BadOptions) {
       {[](MakeModelOptions& o) { o.shards = 1000; }, "1000 non-empty shards"},
       {[](MakeModelOptions& o) { o.tokenizer_config_path = "/nonexistent/tc.json"; },
        "/nonexistent/tc.json"},
+      {[](MakeModelOptions& o) { o.extra_layers_from = 2; },
+       "--extra-layers-from 2 must be in [1, 1]"},
+      {[](MakeModelOptions& o) {
+         o.extra_layers_from = 1;
+         o.extra_layer_gain = -1.0f;
+       },
+       "--extra-layer-gain -1 must be in [0, 100]"},
   };
   for (const Case& k : cases) {
     MakeModelOptions o = TinyOptions(dir, "llama");
