@@ -13,6 +13,7 @@
 #include "common/tokenizer/chat_template.h"
 #include "common/tokenizer/tokenizer.h"
 #include "common/tokenizer/tokenizer_config.h"
+#include "common/util/clock.h"
 #include "common/util/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
@@ -186,10 +187,12 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
     }
     streams.push_back(std::move(stream));
   }
+  const int64_t run_start = Clock::Real()->NowNanos();
   absl::Status run_status = engine->RunUntilIdle();
+  const double run_seconds = static_cast<double>(Clock::Real()->NowNanos() - run_start) * 1e-9;
   const EngineStats stats = engine->Stats();
-  spdlog::info("engine: {} steps, {} tokens computed, {} generated", stats.num_steps,
-               stats.num_batched_tokens, stats.num_generated_tokens);
+  spdlog::info("engine: {} steps, {} tokens computed, {} generated, {:.3f} s", stats.num_steps,
+               stats.num_batched_tokens, stats.num_generated_tokens, run_seconds);
   if (options.speculative.enabled()) {
     const double v = static_cast<double>(std::max<int64_t>(stats.num_spec_verifications, 1));
     spdlog::info(

@@ -3,8 +3,12 @@
 // speculation, for 32 concurrent requests through gRPC (a prefill node computing the prompts, the
 // decode node proposing drafts wherever its context repeats), and the same text through the OpenAI
 // HTTP API; the decode node exports its speculation counters and frees every block afterwards.
+// The same with a draft model on the decode node (--draft-model): a draft of known agreement
+// (tandem-make-model --extra-layers-from), whose KV the decode node computes itself from the
+// imported context, gets most of its drafts accepted and changes no token.
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,8 +27,11 @@ namespace {
 constexpr int kSpeculatedRequests = 32;
 constexpr int kSpeculatedMaxTokens = 24;
 
-TEST(SpeculativeClusterTest, NgramDecodeNodeGivesTheSameTokensOverGrpcAndHttp) {
-  const std::string model = TestModelDir("llama");
+// Runs kSpeculatedRequests greedy requests through a 1P:1D cluster of `model` whose decode node
+// speculates with `decode_args`, and one over HTTP; checks tandem-generate's tokens and text, and
+// returns the decode node's (drafts, accepted) after checking every block came back.
+std::pair<double, double> RunSpeculativeCluster(const std::string& model,
+                                                std::vector<std::string> decode_args) {
   const std::vector<std::vector<int>> prompts = MixedPrompts(kSpeculatedRequests);
   const std::vector<std::vector<int>> expected =
       ReferenceTokens(model, prompts, kSpeculatedMaxTokens, "auto");
@@ -36,15 +43,16 @@ TEST(SpeculativeClusterTest, NgramDecodeNodeGivesTheSameTokensOverGrpcAndHttp) {
   spec.num_decode = 1;
   spec.node_args = {
       "--max-num-batched-tokens", "64", "--max-num-seqs", "32", "--kv-cache-mb", "32"};
-  spec.decode_args = {"--speculative", "ngram", "--num-speculative-tokens", "3"};
+  spec.decode_args = std::move(decode_args);
   spec.router_args = {"--local-prefill-threshold", "0"};
-  ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
+  cluster.Start(spec);
+  if (::testing::Test::HasFatalFailure()) return {-1, -1};
 
   ExpectConcurrentGreedyTokens(cluster, prompts, expected, kSpeculatedMaxTokens);
 
   // HTTP: the first prompt as token ids; the text is the gRPC answer's.
   const GenerateOutcome grpc = cluster.Generate(GreedyTokenRequest(prompts[0], 12));
-  ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
+  EXPECT_TRUE(grpc.status.ok()) << grpc.status.error_message();
   const std::string body =
       absl::StrCat(R"({"prompt": [)", absl::StrJoin(prompts[0], ","),
                    R"(], "max_tokens": 12, "temperature": 0, )", R"("ignore_eos": true})");
@@ -53,23 +61,20 @@ TEST(SpeculativeClusterTest, NgramDecodeNodeGivesTheSameTokensOverGrpcAndHttp) {
       {"-sS", "--max-time", "60", "-H", "Content-Type: application/json", "--data-binary", body,
        "http://" + cluster.router_http_address() + "/v1/completions"},
       {}, absl::Seconds(70));
-  ASSERT_EQ(http.exit_code, 0) << http.stderr_text;
+  EXPECT_EQ(http.exit_code, 0) << http.stderr_text;
   const nlohmann::json answer = nlohmann::json::parse(http.stdout_text, nullptr, false);
-  ASSERT_FALSE(answer.is_discarded()) << http.stdout_text;
-  ASSERT_TRUE(answer.contains("choices")) << http.stdout_text;
-  EXPECT_EQ(answer["choices"][0]["text"].get<std::string>(), grpc.text);
+  EXPECT_TRUE(answer.contains("choices")) << http.stdout_text;
+  if (answer.contains("choices")) {
+    EXPECT_EQ(answer["choices"][0]["text"].get<std::string>(), grpc.text);
+  }
 
-  // The node speculated on every decode step it could: its metrics carry the families (the tiny
-  // random model almost never repeats a token of its context, so prompt lookup finds few drafts
-  // and the verification paths themselves are the engine tests' and SimClusterTest's).
   absl::StatusOr<std::string> metrics = ScrapeMetrics(cluster.decode_metrics_address(0));
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-  const double drafts = MetricValue(*metrics, "tandem_decode_spec_draft_tokens_total");
-  const double accepted = MetricValue(*metrics, "tandem_decode_spec_accepted_tokens_total");
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
+  const double drafts =
+      metrics.ok() ? MetricValue(*metrics, "tandem_decode_spec_draft_tokens_total") : -1;
+  const double accepted =
+      metrics.ok() ? MetricValue(*metrics, "tandem_decode_spec_accepted_tokens_total") : -1;
   std::printf("decode node: %.0f drafts, %.0f accepted\n", drafts, accepted);
-  EXPECT_GE(drafts, 0);
-  EXPECT_GE(accepted, 0);
-  EXPECT_LE(accepted, drafts);
   v1::NodeLoad last;
   EXPECT_TRUE(cluster.WaitForLoad(
       cluster.decode(0).grpc_address(), /*decode=*/true,
@@ -80,7 +85,30 @@ TEST(SpeculativeClusterTest, NgramDecodeNodeGivesTheSameTokensOverGrpcAndHttp) {
       absl::Seconds(10)))
       << "the decode node still holds blocks: " << last.num_free_kv_blocks() << " of "
       << last.num_kv_blocks() << " free";
-  if (HasFailure()) ADD_FAILURE() << cluster.Logs();
+  if (::testing::Test::HasFailure()) ADD_FAILURE() << cluster.Logs();
+  return {drafts, accepted};
+}
+
+TEST(SpeculativeClusterTest, NgramDecodeNodeGivesTheSameTokensOverGrpcAndHttp) {
+  const auto [drafts, accepted] = RunSpeculativeCluster(
+      TestModelDir("llama"), {"--speculative", "ngram", "--num-speculative-tokens", "3"});
+  // The node speculated on every decode step it could: its metrics carry the families (the tiny
+  // random model almost never repeats a token of its context, so prompt lookup finds few drafts
+  // and the verification paths themselves are the engine tests' and SimClusterTest's).
+  EXPECT_GE(drafts, 0);
+  EXPECT_GE(accepted, 0);
+  EXPECT_LE(accepted, drafts);
+}
+
+TEST(SpeculativeClusterTest, DraftModelDecodeNodeGivesTheSameTokensOverGrpcAndHttp) {
+  const DraftTargetDirs pair = TestDraftTargetPair(0.1f);
+  const auto [drafts, accepted] = RunSpeculativeCluster(
+      pair.target, {"--draft-model", pair.draft, "--num-speculative-tokens", "3"});
+  // Every decoding request drafts (the draft model always has a guess), and this pair agrees on
+  // most greedy tokens.
+  EXPECT_GT(drafts, kSpeculatedRequests * 3);
+  EXPECT_GT(accepted, drafts / 3);  // 54% in the runs here; how many ride a step varies
+  EXPECT_LE(accepted, drafts);
 }
 
 }  // namespace
