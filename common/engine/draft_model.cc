@@ -82,13 +82,8 @@ absl::StatusOr<std::unique_ptr<DraftModel>> LoadDraftModel(
   };
   if (absl::Status same = CheckDraftTokenizer(draft_dir, target_dir); !same.ok())
     return named(same);
-  absl::StatusOr<ModelWeights> weights = LoadModelWeights(draft_dir);
-  if (!weights.ok()) return named(weights.status());
-  if (absl::Status fits = CheckDraftConfig(weights->config, target.config()); !fits.ok()) {
-    return named(fits);
-  }
   absl::StatusOr<std::unique_ptr<Backend>> backend =
-      factory(*weights, target.kv_layout().num_blocks + std::max(max_num_seqs, 1));
+      factory(target.kv_layout().num_blocks + std::max(max_num_seqs, 1));
   if (!backend.ok()) return named(backend.status());
   absl::StatusOr<std::unique_ptr<DraftModel>> draft =
       DraftModel::Create(std::move(*backend), target.config(), max_batch_tokens);

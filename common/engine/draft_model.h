@@ -36,8 +36,6 @@
 #include "absl/status/statusor.h"
 #include "common/backend/backend.h"
 #include "common/engine/request.h"
-#include "common/model/model_config.h"
-#include "common/model/model_weights.h"
 #include "common/types/dtype.h"
 #include "common/util/clock.h"
 
@@ -113,14 +111,15 @@ class DraftModel {
   std::vector<float> logits_;
 };
 
-// Builds a backend of the draft model's kind for `weights`, with a pool of `num_kv_blocks`.
-using DraftBackendFactory = std::function<absl::StatusOr<std::unique_ptr<Backend>>(
-    const ModelWeights& weights, int32_t num_kv_blocks)>;
+// Loads the draft model's weights and builds its backend, of the target's kind, with a pool of
+// `num_kv_blocks`.
+using DraftBackendFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Backend>>(int32_t num_kv_blocks)>;
 
-// Loads the draft model in `draft_dir` for the target in `target_dir` (checked with
-// CheckDraftTokenizer and CheckDraftConfig; errors name the draft directory), builds its backend
-// with a pool of the target's block count plus one block per sequence (`max_num_seqs`: room for
-// each sequence's drafts), and wraps it.
+// The draft model in `draft_dir` for the target in `target_dir`: checks the tokenizers
+// (CheckDraftTokenizer), builds the draft's backend through `factory` with a pool of the target's
+// block count plus one block per sequence (`max_num_seqs`: room for each sequence's drafts),
+// checks its config (CheckDraftConfig) and wraps it. Errors name the draft directory.
 absl::StatusOr<std::unique_ptr<DraftModel>> LoadDraftModel(
     const std::string& draft_dir, const std::string& target_dir, const Backend& target,
     int32_t max_batch_tokens, int32_t max_num_seqs, const DraftBackendFactory& factory);

@@ -236,7 +236,9 @@ absl::StatusOr<std::unique_ptr<DraftModel>> CreateDraftModel(const NodeEngineOpt
       std::unique_ptr<DraftModel> draft,
       LoadDraftModel(options.speculative.draft_model_dir, options.model_dir, target,
                      options.max_num_batched_tokens, options.max_num_seqs,
-                     [&options](const ModelWeights& weights, int32_t blocks) {
+                     [&options](int32_t blocks) -> absl::StatusOr<std::unique_ptr<Backend>> {
+                       ASSIGN_OR_RETURN(ModelWeights weights,
+                                        LoadModelWeights(options.speculative.draft_model_dir));
                        NodeEngineOptions draft_options = options;
                        draft_options.num_kv_blocks = blocks;
                        KvPoolHooks no_transport;

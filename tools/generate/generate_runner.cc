@@ -158,13 +158,16 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
   if (options.speculative.method == SpeculativeMethod::kDraft) {
     // The draft runs on the target's backend kind, with its own pool.
     ASSIGN_OR_RETURN(
-        draft, LoadDraftModel(options.speculative.draft_model_dir, options.model_dir, *backend,
-                              options.max_num_batched_tokens, options.max_num_seqs,
-                              [&options](const ModelWeights& draft_weights, int32_t blocks) {
-                                GenerateOptions draft_options = options;
-                                draft_options.num_kv_blocks = blocks;
-                                return CreateGenerateBackend(draft_options, draft_weights);
-                              }));
+        draft,
+        LoadDraftModel(options.speculative.draft_model_dir, options.model_dir, *backend,
+                       options.max_num_batched_tokens, options.max_num_seqs,
+                       [&options](int32_t blocks) -> absl::StatusOr<std::unique_ptr<Backend>> {
+                         ASSIGN_OR_RETURN(ModelWeights draft_weights,
+                                          LoadModelWeights(options.speculative.draft_model_dir));
+                         GenerateOptions draft_options = options;
+                         draft_options.num_kv_blocks = blocks;
+                         return CreateGenerateBackend(draft_options, draft_weights);
+                       }));
     spdlog::info("draft model {}: {} layers, hidden {}; KV pool {} blocks",
                  options.speculative.draft_model_dir, draft->backend().config().num_layers,
                  draft->backend().config().hidden_size, draft->backend().kv_layout().num_blocks);
