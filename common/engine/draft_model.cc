@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/util/mapped_file.h"
+#include "spdlog/spdlog.h"
 
 namespace tandem {
 namespace {
@@ -88,6 +89,10 @@ absl::StatusOr<std::unique_ptr<DraftModel>> LoadDraftModel(
   absl::StatusOr<std::unique_ptr<DraftModel>> draft =
       DraftModel::Create(std::move(*backend), target.config(), max_batch_tokens);
   if (!draft.ok()) return named(draft.status());
+  const Backend& loaded = (*draft)->backend();
+  spdlog::info("draft model {}: {} layers, hidden {}; KV pool {} blocks of {} tokens", draft_dir,
+               loaded.config().num_layers, loaded.config().hidden_size,
+               loaded.kv_layout().num_blocks, loaded.kv_layout().block_size);
   return draft;
 }
 

@@ -246,9 +246,6 @@ absl::StatusOr<std::unique_ptr<DraftModel>> CreateDraftModel(const NodeEngineOpt
                                   ? CreateCudaBackend(draft_options, weights, no_transport)
                                   : CreateCpuBackend(draft_options, weights, no_transport);
                      }));
-  spdlog::info("draft model {}: {} layers, hidden {}; KV pool {} blocks",
-               options.speculative.draft_model_dir, draft->backend().config().num_layers,
-               draft->backend().config().hidden_size, draft->backend().kv_layout().num_blocks);
   return draft;
 }
 

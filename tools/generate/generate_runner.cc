@@ -168,9 +168,6 @@ absl::Status RunGenerate(const GenerateOptions& options, std::ostream& out) {
                          draft_options.num_kv_blocks = blocks;
                          return CreateGenerateBackend(draft_options, draft_weights);
                        }));
-    spdlog::info("draft model {}: {} layers, hidden {}; KV pool {} blocks",
-                 options.speculative.draft_model_dir, draft->backend().config().num_layers,
-                 draft->backend().config().hidden_size, draft->backend().kv_layout().num_blocks);
     engine_options.draft_model = draft;
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(backend.get(), engine_options));
