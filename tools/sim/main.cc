@@ -161,6 +161,11 @@ std::string CompleteOptions(Options* o) {
     return "--speculative ngram needs text; tandem-sim models a draft by how often it is right: "
            "--speculative sim --sim-acceptance-rate P";
   }
+  if (o->speculative.method == tandem::SpeculativeMethod::kDraft) {
+    return "--speculative draft: tandem-sim models a draft by how often it is right "
+           "(--speculative sim --sim-acceptance-rate P) and does not price a draft model's own "
+           "passes yet";
+  }
   if (o->speculative.method == tandem::SpeculativeMethod::kSim) {
     o->cluster.num_speculative_tokens = o->speculative.num_speculative_tokens;
     o->cluster.spec_acceptance_rate = o->speculative.sim_acceptance_rate;
