@@ -23,10 +23,13 @@ absl::Status CudaDeviceAvailable();
 }  // namespace tandem::kernels
 
 // Evaluates a cudaError_t expression; returns a Status from the enclosing function on error.
+// The runtime also records the error as the thread's last error, which a later kernel launch's
+// check would report as its own: it is taken off here (a sticky error stays, as it should).
 #define TANDEM_RETURN_IF_CUDA_ERROR(expr, what)                         \
   do {                                                                  \
     const cudaError_t tandem_cuda_error_ = (expr);                      \
     if (tandem_cuda_error_ != cudaSuccess) {                            \
+      cudaGetLastError();                                               \
       return ::tandem::kernels::CudaStatus(tandem_cuda_error_, (what)); \
     }                                                                   \
   } while (false)

@@ -30,8 +30,9 @@ GPU_BENCHES=(
 # are made here by make_reference_models.sh into data/reference-models/.
 REFERENCES=(
   "compare_transformers.py --tandem-generate {pack}/bin/tandem-generate --out {out}/reference.json {pack}/data/reference-models"
+  "speculative_check.sh {pack} {out}"
 )
-REFERENCE_SCRIPTS=(compare_transformers.py compare_rules.py)
+REFERENCE_SCRIPTS=(compare_transformers.py compare_rules.py speculative_check.sh)
 # CPU binaries the GPU integration tests start (through $TANDEM_BINARY_DIR/bin/NAME).
 CPU_BINARIES=(
   tandem-generate

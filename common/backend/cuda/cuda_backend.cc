@@ -135,17 +135,7 @@ absl::Status CudaBackend::Init(CudaWeights weights) {
       cudaMemcpy(inv_freq_.data(), inv_freq.data(), inv_freq_.bytes(), cudaMemcpyHostToDevice),
       "copying inv_freq");
 
-  const size_t seqs = options_.max_num_seqs;
-  ASSIGN_OR_RETURN(h_rows_, Allocate(seqs * c.hidden_size * 2, "logits rows"));
-  ASSIGN_OR_RETURN(logits_, Allocate(seqs * c.vocab_size * sizeof(float), "logits"));
-  ASSIGN_OR_RETURN(logits_host_, kernels::PinnedHostBuffer::Allocate(logits_.bytes()));
-  ASSIGN_OR_RETURN(sampling_params_,
-                   Allocate(seqs * sizeof(kernels::SamplingRowParams), "sampling parameters"));
-  ASSIGN_OR_RETURN(sampled_tokens_, Allocate(seqs * sizeof(int32_t), "sampled tokens"));
-  ASSIGN_OR_RETURN(sampling_params_host_,
-                   kernels::PinnedHostBuffer::Allocate(sampling_params_.bytes()));
-  ASSIGN_OR_RETURN(sampled_tokens_host_,
-                   kernels::PinnedHostBuffer::Allocate(sampled_tokens_.bytes()));
+  RETURN_IF_ERROR(EnsureLogitRows(options_.max_num_seqs));
   decode_workspace_bytes_ =
       kernels::DecodeAttentionWorkspaceBytes(options_.max_num_seqs, c.num_heads, c.num_kv_heads,
                                              c.head_dim, max_table_width_ * options_.block_size);
@@ -176,6 +166,27 @@ absl::Status CudaBackend::EnsureScratch(int tokens) {
   ASSIGN_OR_RETURN(meta_, Allocate(meta_bytes, "step metadata"));
   ASSIGN_OR_RETURN(meta_host_, kernels::PinnedHostBuffer::Allocate(meta_bytes));
   scratch_tokens_ = tokens;
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnsureLogitRows(int rows) {
+  if (rows <= logit_rows_capacity_) return absl::OkStatus();
+  TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "growing the logits buffers");
+  for (auto& [shape, exec] : graphs_) cudaGraphExecDestroy(exec);  // they hold the old pointers
+  graphs_.clear();
+  const ModelConfig& c = config_;
+  const size_t r = rows;
+  ASSIGN_OR_RETURN(h_rows_, Allocate(r * c.hidden_size * 2, "logits rows"));
+  ASSIGN_OR_RETURN(logits_, Allocate(r * c.vocab_size * sizeof(float), "logits"));
+  ASSIGN_OR_RETURN(logits_host_, kernels::PinnedHostBuffer::Allocate(logits_.bytes()));
+  ASSIGN_OR_RETURN(sampling_params_,
+                   Allocate(r * sizeof(kernels::SamplingRowParams), "sampling parameters"));
+  ASSIGN_OR_RETURN(sampled_tokens_, Allocate(r * sizeof(int32_t), "sampled tokens"));
+  ASSIGN_OR_RETURN(sampling_params_host_,
+                   kernels::PinnedHostBuffer::Allocate(sampling_params_.bytes()));
+  ASSIGN_OR_RETURN(sampled_tokens_host_,
+                   kernels::PinnedHostBuffer::Allocate(sampled_tokens_.bytes()));
+  logit_rows_capacity_ = rows;
   return absl::OkStatus();
 }
 
@@ -368,8 +379,10 @@ absl::Status CudaBackend::RunPass(const ForwardBatch& batch, int* logit_rows) {
   }
   int tokens = 0;
   int longest = 0;
+  int logits_rows = 0;
   for (const ForwardItem& item : batch.items) {
     tokens += static_cast<int>(item.tokens.size());
+    logits_rows += LogitsRows(item);
     longest = std::max(longest, item.start_pos + static_cast<int>(item.tokens.size()));
   }
   if (longest > max_context_) {
@@ -378,6 +391,8 @@ absl::Status CudaBackend::RunPass(const ForwardBatch& batch, int* logit_rows) {
   }
   TANDEM_RETURN_IF_CUDA_ERROR(cudaSetDevice(options_.device), "cudaSetDevice");
   RETURN_IF_ERROR(EnsureScratch(tokens));
+  // Speculative verification asks for several rows per sequence: grown here, kept from then on.
+  RETURN_IF_ERROR(EnsureLogitRows(logits_rows));
   if (options_.cuda_graphs && IsDecodeOnly(batch) && GraphShape(batch).first > 0) {
     const absl::Status graph = RunGraph(batch);
     if (graph.ok()) {

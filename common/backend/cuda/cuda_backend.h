@@ -83,6 +83,8 @@ class CudaBackend : public Backend {
   absl::Status Init(CudaWeights weights);
   // Grows the scratch buffers for `tokens` rows (dropping captured graphs when they move).
   absl::Status EnsureScratch(int tokens);
+  // Grows the buffers of logits rows (the normed rows, logits, sampling) to hold `rows`.
+  absl::Status EnsureLogitRows(int rows);
   // Enqueues the whole pass for `plan`, whose bytes are already at meta_ on the device; logits
   // rows end in logits_.
   absl::Status EnqueuePass(const DeviceForwardPlan& plan);
@@ -110,12 +112,15 @@ class CudaBackend : public Backend {
   // Scratch, sized for scratch_tokens_ rows.
   int scratch_tokens_ = 0;
   kernels::DeviceBuffer x_, h_, qkv_, q_, attn_, o_, gate_up_, act_, mlp_out_;
-  // Sized for max_num_seqs rows.
-  kernels::DeviceBuffer h_rows_, logits_, decode_workspace_;
+  kernels::DeviceBuffer decode_workspace_;  // sized for max_num_seqs
   size_t decode_workspace_bytes_ = 0;
   kernels::DeviceBuffer meta_;
-  kernels::PinnedHostBuffer meta_host_, logits_host_;
-  // Device sampling: per-row parameters in, tokens out (max_num_seqs rows).
+  kernels::PinnedHostBuffer meta_host_;
+  // Logits rows (at least max_num_seqs; more once a pass verifies drafts): the normed rows, the
+  // logits, and device sampling's per-row parameters in and tokens out.
+  int logit_rows_capacity_ = 0;
+  kernels::DeviceBuffer h_rows_, logits_;
+  kernels::PinnedHostBuffer logits_host_;
   kernels::DeviceBuffer sampling_params_, sampled_tokens_;
   kernels::PinnedHostBuffer sampling_params_host_, sampled_tokens_host_;
   DeviceForwardPlan plan_;

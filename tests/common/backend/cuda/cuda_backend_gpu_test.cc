@@ -58,7 +58,7 @@ std::unique_ptr<CpuBackend> MakeCpu(const ModelWeights& weights) {
 
 std::vector<float> RunBackend(Backend& backend, const std::vector<ForwardItem>& items) {
   int rows = 0;
-  for (const ForwardItem& item : items) rows += item.want_logits ? 1 : 0;
+  for (const ForwardItem& item : items) rows += LogitsRows(item);
   std::vector<float> logits(static_cast<size_t>(rows) * backend.config().vocab_size);
   const absl::Status status = backend.Forward({items}, {logits});
   EXPECT_TRUE(status.ok()) << status;
@@ -227,6 +227,52 @@ TEST_P(CudaBackendTest, DeviceSamplingGreedyEqualsArgmaxOfTheLogits) {
   ASSERT_TRUE(b->ForwardAndSample({step}, top1, tokens).ok());
   EXPECT_EQ(tokens[0], Argmax(step_logits.data(), vocab));
   EXPECT_EQ(tokens[1], Argmax(step_logits.data() + vocab, vocab));
+}
+
+// Speculative verification: each of max_num_seqs sequences asks for the logits of its last 5
+// tokens, 5x the rows a decode step has (the first GPU run of draft models failed here: the
+// logits buffers held max_num_seqs rows). Device sampling takes the same rows, and a decode step
+// after the buffers grew still runs as a CUDA graph and matches.
+TEST_P(CudaBackendTest, SeveralLogitsRowsPerSequenceMatchTheCpuBackend) {
+  TANDEM_REQUIRE_GPU();
+  TestModel model(GpuConfig(GetParam()), DType::kBF16, 17);
+  auto cuda = MakeCuda(model.weights());
+  auto cpu = MakeCpu(model.weights());
+  ASSERT_NE(cuda, nullptr);
+  const int vocab = model.config().vocab_size;
+  constexpr int kSeqs = 8, kVerify = 5;
+  std::vector<std::vector<TokenId>> prompts, verify, next;
+  std::vector<std::vector<int32_t>> tables;
+  for (int i = 0; i < kSeqs; ++i) {
+    prompts.push_back(RandomTokens(10 + 3 * i, vocab, 30 + i));
+    verify.push_back(RandomTokens(kVerify, vocab, 50 + i));
+    next.push_back(RandomTokens(1, vocab, 70 + i));
+    tables.push_back(Blocks(9 * (i / 3) + i % 3, 3));  // 3 blocks each, none shared
+  }
+  std::vector<ForwardItem> prefill, verify_step, decode_step;
+  for (int i = 0; i < kSeqs; ++i) {
+    const int32_t n = static_cast<int32_t>(prompts[i].size());
+    prefill.push_back({prompts[i], 0, tables[i], false});
+    verify_step.push_back({verify[i], n, tables[i], true, kVerify});
+    decode_step.push_back({next[i], n + kVerify, tables[i], true});
+  }
+  RunBackend(*cpu, prefill);
+  RunBackend(*cuda, prefill);
+  const std::vector<float> want = RunBackend(*cpu, verify_step);
+  const std::vector<float> got = RunBackend(*cuda, verify_step);
+  ASSERT_EQ(got.size(), size_t{kSeqs * kVerify} * vocab);
+  EXPECT_LT(RelativeError(got, want), 0.03);
+  // The same pass again (it rewrites the same KV) with device sampling: greedy = argmax per row.
+  const std::vector<DeviceSampling> greedy(kSeqs * kVerify);
+  std::vector<TokenId> sampled(kSeqs * kVerify, -1);
+  ASSERT_TRUE(cuda->ForwardAndSample({verify_step}, greedy, sampled).ok());
+  for (int r = 0; r < kSeqs * kVerify; ++r) {
+    EXPECT_EQ(sampled[r], Argmax(got.data() + size_t{static_cast<size_t>(r)} * vocab, vocab))
+        << "row " << r;
+  }
+  const int64_t replays = cuda->graph_replays();
+  EXPECT_LT(RelativeError(RunBackend(*cuda, decode_step), RunBackend(*cpu, decode_step)), 0.03);
+  EXPECT_GT(cuda->graph_replays(), replays);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTest, ::testing::ValuesIn(AllModelCases()),
