@@ -12,13 +12,16 @@ bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }  // namespace
 
 absl::Status CheckAttentionShape(const std::string& kernel, const KvLayout& layout, int num_heads,
-                                 int layer, int sliding_window) {
+                                 int layer, int sliding_window, const float* kv_scales) {
   auto invalid = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(kernel, ": ", what));
   };
-  if (layout.dtype != DType::kBF16) {
-    return invalid(
-        absl::StrCat("layout.dtype ", std::string(DTypeName(layout.dtype)), " is not BF16"));
+  if (layout.dtype != DType::kBF16 && layout.dtype != DType::kFP8E4M3) {
+    return invalid(absl::StrCat("layout.dtype ", std::string(DTypeName(layout.dtype)),
+                                " is not BF16 or F8_E4M3"));
+  }
+  if (layout.dtype == DType::kFP8E4M3 && kv_scales == nullptr) {
+    return invalid("kv_scales is null (an fp8 pool needs its scales)");
   }
   if (layout.head_dim != 64 && layout.head_dim != 128) {
     return invalid(absl::StrCat("layout.head_dim ", layout.head_dim, " is not 64 or 128"));

@@ -1,6 +1,7 @@
-// The argument checks prefill and decode attention share: a bf16 pool of head_dim 64 or 128, query
-// heads a multiple of KV heads within the grid limit, the layer in range, a sane layout and window,
-// and 16-byte aligned q/out/pool (the kernels load 16 bytes at a time).
+// The argument checks prefill and decode attention share: a bf16 or fp8 (E4M3, with its scales)
+// pool of head_dim 64 or 128, query heads a multiple of KV heads within the grid limit, the layer
+// in range, a sane layout and window, and 16-byte aligned q/out/pool (the kernels load 16 bytes at
+// a time).
 #ifndef TANDEM_KERNELS_ATTENTION_CHECKS_H_
 #define TANDEM_KERNELS_ATTENTION_CHECKS_H_
 
@@ -12,8 +13,9 @@
 namespace tandem::kernels {
 
 // InvalidArgument starting with "`kernel`: " and naming the bad argument, else OK.
+// `kv_scales` must be set for an fp8 pool (and is not read here).
 absl::Status CheckAttentionShape(const std::string& kernel, const KvLayout& layout, int num_heads,
-                                 int layer, int sliding_window);
+                                 int layer, int sliding_window, const float* kv_scales);
 absl::Status CheckAttentionPointers(const std::string& kernel, const void* q, const void* out,
                                     const void* kv_pool);
 

@@ -1,6 +1,7 @@
 // CPU reference of kernels/prefill_attention.h and kernels/decode_attention.h on host memory:
-// the same arguments (bf16 as its bits), computed per query row and head with a plain two-pass
-// softmax in f32 over bf16 K/V, output rounded once to bf16.
+// the same arguments (bf16 as its bits, fp8 as its codes), computed per query row and head with a
+// plain two-pass softmax in f32 over K/V widened to f32 (fp8 codes times their scale), output
+// rounded once to bf16.
 #ifndef TANDEM_KERNELS_ATTENTION_REFERENCE_H_
 #define TANDEM_KERNELS_ATTENTION_REFERENCE_H_
 
@@ -14,7 +15,10 @@ namespace tandem::kernels {
 struct PrefillAttentionReferenceArgs {
   const Bf16Bits* q = nullptr;
   Bf16Bits* out = nullptr;
-  const Bf16Bits* kv_pool = nullptr;
+  // layout.dtype kBF16 (Bf16Bits elements) or kFP8E4M3 (uint8_t codes, each worth its code's
+  // value times kv_scales[(layer * 2 + kv) * num_kv_heads + kv_head]).
+  const void* kv_pool = nullptr;
+  const float* kv_scales = nullptr;
   KvLayout layout;
   int layer = 0;
   int num_heads = 0;
@@ -31,7 +35,10 @@ struct PrefillAttentionReferenceArgs {
 struct DecodeAttentionReferenceArgs {
   const Bf16Bits* q = nullptr;
   Bf16Bits* out = nullptr;
-  const Bf16Bits* kv_pool = nullptr;
+  // layout.dtype kBF16 (Bf16Bits elements) or kFP8E4M3 (uint8_t codes, each worth its code's
+  // value times kv_scales[(layer * 2 + kv) * num_kv_heads + kv_head]).
+  const void* kv_pool = nullptr;
+  const float* kv_scales = nullptr;
   KvLayout layout;
   int layer = 0;
   int num_heads = 0;

@@ -31,7 +31,7 @@ absl::Status PagedDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t 
   const KvLayout& layout = args.layout;
   if (args.num_seqs < 0) return Invalid(absl::StrCat("num_seqs ", args.num_seqs, " < 0"));
   RETURN_IF_ERROR(CheckAttentionShape("PagedDecodeAttention", layout, args.num_heads, args.layer,
-                                      args.sliding_window));
+                                      args.sliding_window, args.kv_scales));
   if (args.max_context < 0) return Invalid(absl::StrCat("max_context ", args.max_context, " < 0"));
   if (args.max_blocks_per_seq < 0) {
     return Invalid(absl::StrCat("max_blocks_per_seq ", args.max_blocks_per_seq, " < 0"));
@@ -71,8 +71,15 @@ absl::Status PagedDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t 
   internal::DecodeAttentionLaunchArgs launch;
   launch.q = args.q;
   launch.out = args.out;
-  launch.k_layer = args.kv_pool + layout.Offset(args.layer, 0, 0, 0, 0);
-  launch.v_layer = args.kv_pool + layout.Offset(args.layer, 1, 0, 0, 0);
+  const auto* pool = static_cast<const uint8_t*>(args.kv_pool);
+  const size_t element = DTypeSize(layout.dtype);
+  launch.k_layer = pool + layout.Offset(args.layer, 0, 0, 0, 0) * element;
+  launch.v_layer = pool + layout.Offset(args.layer, 1, 0, 0, 0) * element;
+  launch.kv_fp8 = layout.dtype == DType::kFP8E4M3;
+  if (launch.kv_fp8) {
+    launch.k_scales = args.kv_scales + 2 * args.layer * layout.num_kv_heads;
+    launch.v_scales = launch.k_scales + layout.num_kv_heads;
+  }
   launch.block_stride = layout.block_stride();
   launch.head_stride = layout.head_stride();
   launch.block_size = layout.block_size;

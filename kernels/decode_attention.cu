@@ -20,6 +20,7 @@
 #include "kernels/bf16_vector.cuh"
 #include "kernels/block_reduce.cuh"
 #include "kernels/decode_attention_launch.h"
+#include "kernels/kv_element.cuh"
 
 namespace tandem::kernels::internal {
 namespace {
@@ -59,7 +60,9 @@ struct Workspace {
   }
 };
 
-template <int kHeadDim>
+// KvT: the pool's element, __nv_bfloat16 or __nv_fp8_e4m3 (kernels/kv_element.cuh); an fp8
+// pool's K scale joins q's, its V scale multiplies the output.
+template <int kHeadDim, typename KvT>
 __global__ void __launch_bounds__(kThreads)
     DecodePartitionKernel(const DecodeAttentionLaunchArgs args, const int partition_tokens,
                           const int num_partitions, const int group_blocks) {
@@ -101,7 +104,9 @@ __global__ void __launch_bounds__(kThreads)
   if (key_begin >= key_end) return;
   const int n = key_end - key_begin;
 
-  const float q_scale = args.scale * kLog2e;
+  const float k_scale = args.k_scales != nullptr ? args.k_scales[kv_head] : 1.0f;
+  const float v_scale = args.v_scales != nullptr ? args.v_scales[kv_head] : 1.0f;
+  const float q_scale = args.scale * kLog2e * k_scale;
   for (int i = threadIdx.x; i < heads * kHeadDim; i += kThreads) {
     q_s[i / kHeadDim][i % kHeadDim] = __bfloat162float(q[i]) * q_scale;
   }
@@ -117,8 +122,8 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32;
   const int key_in_step = lane / kLanesPerKey;              // which key of the warp's step
   const int dim0 = (lane % kLanesPerKey) * kBf16PerVector;  // this lane's 8 dims of a row
-  const __nv_bfloat16* k_head = args.k_layer + kv_head * args.head_stride;
-  const __nv_bfloat16* v_head = args.v_layer + kv_head * args.head_stride;
+  const KvT* k_head = static_cast<const KvT*>(args.k_layer) + kv_head * args.head_stride;
+  const KvT* v_head = static_cast<const KvT*>(args.v_layer) + kv_head * args.head_stride;
   const int first_block = key_begin / args.block_size;
   auto row_offset = [&](int t) {
     const int pos = key_begin + t;
@@ -142,7 +147,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int u = 0; u < kUnroll; ++u) {
         const int t = base + u * kKeysPerBlockStep + key_in_step;
         if (t < n) {
-          LoadBf16x8(k_head + row_offset(t), k[u]);
+          LoadKvF32x8(k_head + row_offset(t), k[u]);
         } else {
 #pragma unroll
           for (int j = 0; j < kBf16PerVector; ++j) k[u][j] = 0.0f;
@@ -195,7 +200,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const int t = base + u * kKeysPerBlockStep + key_in_step;
       if (t < n) {
-        LoadBf16x8(v_head + row_offset(t), v[u]);
+        LoadKvF32x8(v_head + row_offset(t), v[u]);
       } else {
 #pragma unroll
         for (int j = 0; j < kBf16PerVector; ++j) v[u][j] = 0.0f;
@@ -243,6 +248,7 @@ __global__ void __launch_bounds__(kThreads)
     float value = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) value += partial_s[w][g][d];
+    value *= v_scale;
     if (direct) {
       out[i] = __float2bfloat16(value / sum_s[g]);
     } else {
@@ -346,11 +352,17 @@ cudaError_t Launch(const DecodeAttentionLaunchArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.num_seqs),
                   static_cast<unsigned>(args.num_kv_heads * group_blocks),
                   static_cast<unsigned>(num_partitions));
-  if (args.tensor_cores) {
-    DecodePartitionMmaKernel<kHeadDim>
+  if (args.tensor_cores && args.kv_fp8) {
+    DecodePartitionMmaKernel<kHeadDim, __nv_fp8_e4m3>
+        <<<grid, kThreads, 0, stream>>>(args, partition_tokens, num_partitions, group_blocks);
+  } else if (args.tensor_cores) {
+    DecodePartitionMmaKernel<kHeadDim, __nv_bfloat16>
+        <<<grid, kThreads, 0, stream>>>(args, partition_tokens, num_partitions, group_blocks);
+  } else if (args.kv_fp8) {
+    DecodePartitionKernel<kHeadDim, __nv_fp8_e4m3>
         <<<grid, kThreads, 0, stream>>>(args, partition_tokens, num_partitions, group_blocks);
   } else {
-    DecodePartitionKernel<kHeadDim>
+    DecodePartitionKernel<kHeadDim, __nv_bfloat16>
         <<<grid, kThreads, 0, stream>>>(args, partition_tokens, num_partitions, group_blocks);
   }
   if (num_partitions > 1) {

@@ -20,8 +20,11 @@ namespace tandem::kernels {
 struct DecodeAttentionArgs {
   const __nv_bfloat16* q = nullptr;  // [tokens, num_heads * head_dim], rotated
   __nv_bfloat16* out = nullptr;      // [tokens, num_heads * head_dim]
-  const __nv_bfloat16* kv_pool = nullptr;
-  KvLayout layout;  // dtype kBF16
+  const void* kv_pool = nullptr;     // layout.dtype elements: bf16, or fp8 E4M3 codes
+  KvLayout layout;                   // dtype kBF16 or kFP8E4M3
+  // kFP8E4M3: [num_layers][2 (K, V)][num_kv_heads] scales on the device (common/kv/kv_scales.h):
+  // an element's value is its code's times its head's scale. Unused for bf16.
+  const float* kv_scales = nullptr;
   int layer = 0;
   int num_heads = 0;
   int num_seqs = 0;
@@ -49,9 +52,9 @@ struct DecodeAttentionArgs {
 size_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_heads, int num_kv_heads, int head_dim,
                                      int max_context);
 
-// Checks: pointers, num_seqs >= 0, layout.dtype == kBF16, head_dim 64 or 128, num_heads a multiple
-// of num_kv_heads, layer in range, max_context <= max_blocks_per_seq * block_size, workspace
-// large enough. num_seqs == 0 is a no-op.
+// Checks: pointers (kv_scales for fp8), num_seqs >= 0, layout.dtype kBF16 or kFP8E4M3, head_dim 64
+// or 128, num_heads a multiple of num_kv_heads, layer in range, max_context <= max_blocks_per_seq *
+// block_size, workspace large enough. num_seqs == 0 is a no-op.
 absl::Status PagedDecodeAttention(const DecodeAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace tandem::kernels

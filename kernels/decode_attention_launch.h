@@ -69,9 +69,14 @@ inline size_t DecodeWorkspaceFloats(int num_seqs, int num_heads, int num_kv_head
 struct DecodeAttentionLaunchArgs {
   const __nv_bfloat16* q = nullptr;
   __nv_bfloat16* out = nullptr;
-  const __nv_bfloat16* k_layer = nullptr;  // kv_pool + KvLayout::Offset(layer, 0, 0, 0, 0)
-  const __nv_bfloat16* v_layer = nullptr;  // kv_pool + KvLayout::Offset(layer, 1, 0, 0, 0)
-  int64_t block_stride = 0;                // KvLayout strides, in elements
+  // kv_pool + KvLayout::Offset(layer, 0|1, 0, 0, 0): __nv_bfloat16, or __nv_fp8_e4m3 codes when
+  // kv_fp8, whose values are the codes' times k_scales / v_scales[kv_head] (this layer's).
+  const void* k_layer = nullptr;
+  const void* v_layer = nullptr;
+  bool kv_fp8 = false;
+  const float* k_scales = nullptr;
+  const float* v_scales = nullptr;
+  int64_t block_stride = 0;  // KvLayout strides, in elements
   int64_t head_stride = 0;
   int block_size = 0;
   int num_kv_heads = 0;
@@ -90,9 +95,9 @@ struct DecodeAttentionLaunchArgs {
                                // partition
 };
 
-// Preconditions (checked by the caller): num_seqs > 0, non-null pointers with q, out and the pool
-// 16-byte aligned, head_dim 64 or 128, num_heads a positive multiple of num_kv_heads,
-// block_size > 0, sliding_window >= 0, max_context >= 0, the workspace as large as
+// Preconditions (checked by the caller): num_seqs > 0, non-null pointers (the scales with kv_fp8)
+// with q, out and the pool 16-byte aligned, head_dim 64 or 128, num_heads a positive multiple of
+// num_kv_heads, block_size > 0, sliding_window >= 0, max_context >= 0, the workspace as large as
 // DecodeWorkspaceFloatsOneLaunch.
 cudaError_t LaunchPagedDecodeAttention(const DecodeAttentionLaunchArgs& args, cudaStream_t stream);
 

@@ -68,7 +68,9 @@ __device__ __forceinline__ void MmaBf16(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int kHeadDim>
+// KvT: __nv_bfloat16 (staged by cp.async) or __nv_fp8_e4m3 (8-byte loads widened to bf16 on the
+// way into shared memory; the K scale joins the score scale, the V scale the output).
+template <int kHeadDim, typename KvT>
 __global__ void __launch_bounds__(kThreads)
     DecodePartitionMmaKernel(const DecodeAttentionLaunchArgs args, const int partition_tokens,
                              const int num_partitions, const int group_blocks) {
@@ -130,10 +132,12 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % 32;
   const int group_id = lane / 4;  // the mma fragments' row within an 8-row half
   const int pair = lane % 4;      // their column pair
-  const float score_scale = args.scale * kLog2e;
+  const float k_scale = args.k_scales != nullptr ? args.k_scales[kv_head] : 1.0f;
+  const float v_scale = args.v_scales != nullptr ? args.v_scales[kv_head] : 1.0f;
+  const float score_scale = args.scale * kLog2e * k_scale;
 
   // Stages rows [tile0, tile0 + 64) of `head` (K or V) into tile_s; rows past n are zeros.
-  auto stage = [&](const __nv_bfloat16* head, int tile0) {
+  auto stage = [&](const KvT* head, int tile0) {
 #pragma unroll
     for (int i = 0; i < kMmaTileKeys * kChunksPerRow / kThreads; ++i) {
       const int chunk = threadIdx.x + i * kThreads;
@@ -144,7 +148,11 @@ __global__ void __launch_bounds__(kThreads)
         const int pos = key_begin + t;
         const int64_t offset = block_s[pos / args.block_size - first_block] * args.block_stride +
                                int64_t{pos % args.block_size} * kHeadDim + c;
-        CpAsync16(&tile_s[r][c], head + offset);
+        if constexpr (sizeof(KvT) == 2) {
+          CpAsync16(&tile_s[r][c], head + offset);
+        } else {
+          *reinterpret_cast<uint4*>(&tile_s[r][c]) = LoadKvAsBf16x8(head + offset);
+        }
       } else {
         *reinterpret_cast<uint4*>(&tile_s[r][c]) = make_uint4(0, 0, 0, 0);
       }
@@ -154,7 +162,7 @@ __global__ void __launch_bounds__(kThreads)
   };
 
   // 1. Scores: each warp takes 16 of the tile's keys against the 8 heads.
-  const __nv_bfloat16* k_head = args.k_layer + kv_head * args.head_stride;
+  const KvT* k_head = static_cast<const KvT*>(args.k_layer) + kv_head * args.head_stride;
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int tile0 = tile * kMmaTileKeys;
     stage(k_head, tile0);
@@ -204,7 +212,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // 3. O^T[dims x heads] += V^T · P^T: each warp owns kDimsPerWarp of the dims.
   float o[kMTilesPerWarp][4] = {};
-  const __nv_bfloat16* v_head = args.v_layer + kv_head * args.head_stride;
+  const KvT* v_head = static_cast<const KvT*>(args.v_layer) + kv_head * args.head_stride;
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int tile0 = tile * kMmaTileKeys;
     stage(v_head, tile0);
@@ -234,11 +242,11 @@ __global__ void __launch_bounds__(kThreads)
       const int g = 2 * pair + i % 2;
       if (g >= heads) continue;
       if (direct) {
-        out[g * kHeadDim + d] = __float2bfloat16(o[mt][i] / sum_s[g]);
+        out[g * kHeadDim + d] = __float2bfloat16(o[mt][i] * v_scale / sum_s[g]);
       } else {
         const size_t slot =
             (static_cast<size_t>(seq) * args.num_heads + head0 + g) * num_partitions + partition;
-        workspace.acc[slot * kHeadDim + d] = o[mt][i];
+        workspace.acc[slot * kHeadDim + d] = o[mt][i] * v_scale;
       }
     }
   }

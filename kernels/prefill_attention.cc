@@ -26,7 +26,7 @@ absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t str
   if (args.num_items < 0) return Invalid(absl::StrCat("num_items ", args.num_items, " < 0"));
   if (args.max_q_len < 0) return Invalid(absl::StrCat("max_q_len ", args.max_q_len, " < 0"));
   RETURN_IF_ERROR(CheckAttentionShape("PrefillAttention", layout, args.num_heads, args.layer,
-                                      args.sliding_window));
+                                      args.sliding_window, args.kv_scales));
   const int64_t num_q_tiles =
       (int64_t{args.max_q_len} + kQueryRowsPerBlock - 1) / kQueryRowsPerBlock;
   if (num_q_tiles * args.num_items > std::numeric_limits<int32_t>::max()) {
@@ -50,8 +50,15 @@ absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t str
   internal::PrefillAttentionLaunchArgs launch;
   launch.q = args.q;
   launch.out = args.out;
-  launch.k_layer = args.kv_pool + layout.Offset(args.layer, 0, 0, 0, 0);
-  launch.v_layer = args.kv_pool + layout.Offset(args.layer, 1, 0, 0, 0);
+  const auto* pool = static_cast<const uint8_t*>(args.kv_pool);
+  const size_t element = DTypeSize(layout.dtype);
+  launch.k_layer = pool + layout.Offset(args.layer, 0, 0, 0, 0) * element;
+  launch.v_layer = pool + layout.Offset(args.layer, 1, 0, 0, 0) * element;
+  launch.kv_fp8 = layout.dtype == DType::kFP8E4M3;
+  if (launch.kv_fp8) {
+    launch.k_scales = args.kv_scales + 2 * args.layer * layout.num_kv_heads;
+    launch.v_scales = launch.k_scales + layout.num_kv_heads;
+  }
   launch.block_stride = layout.block_stride();
   launch.head_stride = layout.head_stride();
   launch.block_size = layout.block_size;

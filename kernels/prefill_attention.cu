@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/bf16_vector.cuh"
+#include "kernels/kv_element.cuh"
 #include "kernels/prefill_attention_launch.h"
 
 namespace tandem::kernels::internal {
@@ -56,7 +57,9 @@ struct Smem {
   static constexpr size_t kBytes = kO + Align(sizeof(float) * kBlockM * kLdO);
 };
 
-template <int kHeadDim>
+// KvT: the pool's element, __nv_bfloat16 or __nv_fp8_e4m3 (widened to bf16 as the tiles are
+// staged; the K scale joins the score scale, the V scale the output: kernels/kv_element.cuh).
+template <int kHeadDim, typename KvT>
 __global__ void __launch_bounds__(kThreads)
     PrefillAttentionKernel(const PrefillAttentionLaunchArgs args, const int num_q_tiles) {
   using L = Smem<kHeadDim>;
@@ -77,8 +80,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row_stride = int64_t{args.num_heads} * kHeadDim;
   const int kv_head = head / (args.num_heads / args.num_kv_heads);
   const int32_t* block_table = args.block_tables + int64_t{item} * args.max_blocks_per_seq;
-  const __nv_bfloat16* k_head = args.k_layer + kv_head * args.head_stride;
-  const __nv_bfloat16* v_head = args.v_layer + kv_head * args.head_stride;
+  const KvT* k_head = static_cast<const KvT*>(args.k_layer) + kv_head * args.head_stride;
+  const KvT* v_head = static_cast<const KvT*>(args.v_layer) + kv_head * args.head_stride;
+  const float k_scale = args.k_scales != nullptr ? args.k_scales[kv_head] : 1.0f;
+  const float v_scale = args.v_scales != nullptr ? args.v_scales[kv_head] : 1.0f;
 
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem + L::kQ);
@@ -121,7 +126,7 @@ __global__ void __launch_bounds__(kThreads)
   const bool row_valid = warp_row0 + my_row < rows;
   const int row_pos = start + q0 + warp_row0 + my_row;
   const int row_first = FirstVisible(row_pos, args.sliding_window);
-  const float scale_log2 = args.scale * kLog2e;
+  const float scale_log2 = args.scale * kLog2e * k_scale;
   float row_max = -INFINITY;  // running max of the scaled scores (log2 units)
   float row_sum = 0.0f;       // running sum of exp2(score - row_max)
 
@@ -143,8 +148,8 @@ __global__ void __launch_bounds__(kThreads)
       if (pos >= key_begin && pos < key_end) {
         const int64_t offset = block_table[pos / args.block_size] * args.block_stride +
                                int64_t{pos % args.block_size} * kHeadDim + c;
-        k_value = *reinterpret_cast<const uint4*>(k_head + offset);
-        v_value = *reinterpret_cast<const uint4*>(v_head + offset);
+        k_value = LoadKvAsBf16x8(k_head + offset);
+        v_value = LoadKvAsBf16x8(v_head + offset);
       }
       *reinterpret_cast<uint4*>(k_s + r * L::kLdQkv + c) = k_value;
       *reinterpret_cast<uint4*>(v_s + r * L::kLdQkv + c) = v_value;
@@ -222,7 +227,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // out = O / l for the valid rows; each lane writes its half of its row.
   if (!row_valid) return;
-  const float inv_sum = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
+  const float inv_sum = row_sum > 0.0f ? v_scale / row_sum : 0.0f;
   const float* o_row = o_w + my_row * L::kLdO;
   __nv_bfloat16* out_row =
       args.out + (first_row + warp_row0 + my_row) * row_stride + head * kHeadDim;
@@ -235,17 +240,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int kHeadDim>
+template <int kHeadDim, typename KvT>
 cudaError_t Launch(const PrefillAttentionLaunchArgs& args, cudaStream_t stream) {
   constexpr size_t kSmemBytes = Smem<kHeadDim>::kBytes;
-  const cudaError_t attribute = cudaFuncSetAttribute(PrefillAttentionKernel<kHeadDim>,
+  const cudaError_t attribute = cudaFuncSetAttribute(PrefillAttentionKernel<kHeadDim, KvT>,
                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                      static_cast<int>(kSmemBytes));
   if (attribute != cudaSuccess) return attribute;
   const int num_q_tiles = (args.max_q_len + kBlockM - 1) / kBlockM;
   const dim3 grid(static_cast<unsigned>(num_q_tiles) * static_cast<unsigned>(args.num_items),
                   static_cast<unsigned>(args.num_heads));
-  PrefillAttentionKernel<kHeadDim><<<grid, kThreads, kSmemBytes, stream>>>(args, num_q_tiles);
+  PrefillAttentionKernel<kHeadDim, KvT><<<grid, kThreads, kSmemBytes, stream>>>(args, num_q_tiles);
   return cudaGetLastError();
 }
 
@@ -254,9 +259,11 @@ cudaError_t Launch(const PrefillAttentionLaunchArgs& args, cudaStream_t stream) 
 cudaError_t LaunchPrefillAttention(const PrefillAttentionLaunchArgs& args, cudaStream_t stream) {
   switch (args.head_dim) {
     case 64:
-      return Launch<64>(args, stream);
+      return args.kv_fp8 ? Launch<64, __nv_fp8_e4m3>(args, stream)
+                         : Launch<64, __nv_bfloat16>(args, stream);
     case 128:
-      return Launch<128>(args, stream);
+      return args.kv_fp8 ? Launch<128, __nv_fp8_e4m3>(args, stream)
+                         : Launch<128, __nv_bfloat16>(args, stream);
     default:
       return cudaErrorInvalidValue;
   }

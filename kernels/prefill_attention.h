@@ -19,8 +19,10 @@ namespace tandem::kernels {
 struct PrefillAttentionArgs {
   const __nv_bfloat16* q = nullptr;  // [tokens, num_heads * head_dim], rotated
   __nv_bfloat16* out = nullptr;      // [tokens, num_heads * head_dim]
-  const __nv_bfloat16* kv_pool = nullptr;
-  KvLayout layout;  // dtype kBF16
+  const void* kv_pool = nullptr;     // layout.dtype elements: bf16, or fp8 E4M3 codes
+  KvLayout layout;                   // dtype kBF16 or kFP8E4M3
+  // kFP8E4M3: [num_layers][2 (K, V)][num_kv_heads] scales on the device (common/kv/kv_scales.h).
+  const float* kv_scales = nullptr;
   int layer = 0;
   int num_heads = 0;  // a multiple of layout.num_kv_heads
   // Item i's queries are rows [q_starts[i], q_starts[i] + q_lens[i]) at positions
@@ -39,8 +41,9 @@ struct PrefillAttentionArgs {
 };
 
 // out[row, head] = softmax(scale * q·K^T over the visible positions) · V, f32 accumulation, bf16
-// out. Checks: pointers, counts >= 0, layout.dtype == kBF16, head_dim 64 or 128, num_heads a
-// multiple of num_kv_heads, layer in range, max_q_len >= 0. num_items == 0 is a no-op.
+// out. Checks: pointers (kv_scales for fp8), counts >= 0, layout.dtype kBF16 or kFP8E4M3, head_dim
+// 64 or 128, num_heads a multiple of num_kv_heads, layer in range, max_q_len >= 0. num_items == 0
+// is a no-op.
 absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace tandem::kernels

@@ -14,9 +14,14 @@ namespace tandem::kernels::internal {
 struct PrefillAttentionLaunchArgs {
   const __nv_bfloat16* q = nullptr;
   __nv_bfloat16* out = nullptr;
-  const __nv_bfloat16* k_layer = nullptr;  // kv_pool + KvLayout::Offset(layer, 0, 0, 0, 0)
-  const __nv_bfloat16* v_layer = nullptr;  // kv_pool + KvLayout::Offset(layer, 1, 0, 0, 0)
-  int64_t block_stride = 0;                // KvLayout strides, in elements
+  // kv_pool + KvLayout::Offset(layer, 0|1, 0, 0, 0): __nv_bfloat16, or __nv_fp8_e4m3 codes when
+  // kv_fp8, whose values are the codes' times k_scales / v_scales[kv_head] (this layer's).
+  const void* k_layer = nullptr;
+  const void* v_layer = nullptr;
+  bool kv_fp8 = false;
+  const float* k_scales = nullptr;
+  const float* v_scales = nullptr;
+  int64_t block_stride = 0;  // KvLayout strides, in elements
   int64_t head_stride = 0;
   int block_size = 0;
   int num_kv_heads = 0;

@@ -26,9 +26,12 @@ absl::Status CheckArgs(const RopeKvWriteArgs& args) {
   }
   if (args.q_norm != nullptr && !(args.eps > 0.0f)) return Invalid(absl::StrCat("eps ", args.eps));
   if (args.n < 0) return Invalid(absl::StrCat("n ", args.n));
-  if (layout.dtype != DType::kBF16) {
-    return Invalid(
-        absl::StrCat("layout.dtype ", std::string(DTypeName(layout.dtype)), ", want BF16"));
+  if (layout.dtype != DType::kBF16 && layout.dtype != DType::kFP8E4M3) {
+    return Invalid(absl::StrCat("layout.dtype ", std::string(DTypeName(layout.dtype)),
+                                ", want BF16 or F8_E4M3"));
+  }
+  if (layout.dtype == DType::kFP8E4M3 && args.kv_scales == nullptr) {
+    return Invalid("kv_scales is null (an fp8 pool needs its scales)");
   }
   if (layout.head_dim <= 0 || layout.head_dim % 2 != 0) {
     return Invalid(absl::StrCat("layout.head_dim ", layout.head_dim, " (must be even and > 0)"));
@@ -75,6 +78,8 @@ absl::Status RopeKvWrite(const RopeKvWriteArgs& args, cudaStream_t stream) {
   launch.block_stride = layout.block_stride();
   launch.head_stride = layout.head_stride();
   launch.kv_pool = args.kv_pool;
+  launch.kv_fp8 = layout.dtype == DType::kFP8E4M3;
+  if (launch.kv_fp8) launch.layer_scales = args.kv_scales + 2 * args.layer * layout.num_kv_heads;
   launch.q_out = args.q_out;
   return CudaStatus(internal::LaunchRopeKvWrite(launch, stream), "RopeKvWrite kernel launch");
 }

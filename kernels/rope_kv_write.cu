@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/block_reduce.cuh"
+#include "kernels/kv_element.cuh"
 #include "kernels/rope_kv_write_launch.h"
 
 namespace tandem::kernels::internal {
@@ -18,6 +19,8 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kMaxGridY = 65535;
 
+// KvT: the pool's element, __nv_bfloat16 or __nv_fp8_e4m3 (kernels/kv_element.cuh).
+template <typename KvT>
 __global__ void RopeKvWriteKernel(const RopeKvWriteLaunchArgs args) {
   extern __shared__ float trig[];  // cos[half], then sin[half]
   const int t = blockIdx.x;
@@ -53,21 +56,34 @@ __global__ void RopeKvWriteKernel(const RopeKvWriteLaunchArgs args) {
     const float* src = row + int64_t{h} * head_dim;
     const __nv_bfloat16* bias =
         args.qkv_bias != nullptr ? args.qkv_bias + int64_t{h} * head_dim : nullptr;
-    __nv_bfloat16* dst;
+    __nv_bfloat16* q_dst = nullptr;
+    KvT* kv_dst = nullptr;
+    float inv_scale = 1.0f;  // fp8: 1 / scale, exact for the powers of two the scales are
     if (is_q) {
-      dst = args.q_out + (int64_t{t} * args.num_heads + h) * head_dim;
+      q_dst = args.q_out + (int64_t{t} * args.num_heads + h) * head_dim;
     } else {
       const int kv = is_k ? 0 : 1;
       const int kv_head = h - args.num_heads - kv * args.num_kv_heads;
-      dst = args.kv_pool + args.layer_offset + kv * args.kv_stride + block * args.block_stride +
-            kv_head * args.head_stride + slot_in_block * head_dim;
+      kv_dst = static_cast<KvT*>(args.kv_pool) + args.layer_offset + kv * args.kv_stride +
+               block * args.block_stride + kv_head * args.head_stride + slot_in_block * head_dim;
+      if (args.layer_scales != nullptr) {
+        inv_scale = 1.0f / args.layer_scales[kv * args.num_kv_heads + kv_head];
+      }
     }
+    // Element i of the head, rotated or not, to wherever it goes.
+    auto store = [&](int i, float value) {
+      if (is_q) {
+        q_dst[i] = __float2bfloat16_rn(value);
+      } else {
+        StoreKv(kv_dst + i, value, inv_scale);
+      }
+    };
 
     if (!is_q && !is_k) {  // V: bias only
       for (int i = lane; i < head_dim; i += 32) {
         float v = src[i];
         if (bias != nullptr) v += __bfloat162float(bias[i]);
-        dst[i] = __float2bfloat16_rn(v);
+        store(i, v);
       }
       continue;
     }
@@ -97,8 +113,8 @@ __global__ void RopeKvWriteKernel(const RopeKvWriteLaunchArgs args) {
       }
       const float c = cos_table[i];
       const float s = sin_table[i];
-      dst[i] = __float2bfloat16_rn(a * c - b * s);
-      dst[i + half] = __float2bfloat16_rn(b * c + a * s);
+      store(i, a * c - b * s);
+      store(i + half, b * c + a * s);
     }
   }
 }
@@ -111,7 +127,11 @@ cudaError_t LaunchRopeKvWrite(const RopeKvWriteLaunchArgs& args, cudaStream_t st
   if (groups > kMaxGridY) groups = kMaxGridY;
   const dim3 grid(static_cast<unsigned>(args.n), static_cast<unsigned>(groups));
   const size_t shared_bytes = sizeof(float) * static_cast<size_t>(args.head_dim);
-  RopeKvWriteKernel<<<grid, kWarps * 32, shared_bytes, stream>>>(args);
+  if (args.kv_fp8) {
+    RopeKvWriteKernel<__nv_fp8_e4m3><<<grid, kWarps * 32, shared_bytes, stream>>>(args);
+  } else {
+    RopeKvWriteKernel<__nv_bfloat16><<<grid, kWarps * 32, shared_bytes, stream>>>(args);
+  }
   return cudaGetLastError();
 }
 

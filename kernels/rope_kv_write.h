@@ -29,18 +29,23 @@ struct RopeKvWriteArgs {
   const int64_t* slot_mapping = nullptr;
   int n = 0;
   int num_heads = 0;
-  KvLayout layout;  // dtype kBF16; num_kv_heads and head_dim are the model's
+  KvLayout layout;  // dtype kBF16 or kFP8E4M3; num_kv_heads and head_dim are the model's
   int layer = 0;
-  __nv_bfloat16* kv_pool = nullptr;  // the whole pool, indexed as `layout` says
-  __nv_bfloat16* q_out = nullptr;    // [n, num_heads * head_dim]: rotated queries
+  void* kv_pool = nullptr;  // the whole pool, of layout.dtype elements indexed as `layout` says
+  // kFP8E4M3: [num_layers][2 (K, V)][num_kv_heads] scales on the device (common/kv/kv_scales.h);
+  // an element stores the E4M3 code of value / scale. Unused for bf16.
+  const float* kv_scales = nullptr;
+  __nv_bfloat16* q_out = nullptr;  // [n, num_heads * head_dim]: rotated queries
 };
 
 // For each token t and head h, in f32: x = qkv[t, head h] (+ bias); for q and k heads, x =
 // RMSNorm(x) * norm weight when q_norm/k_norm are set, then x is rotated by angle
 // f32(positions[t]) * inv_freq[i] (pairs i, i + head_dim/2). q heads go to q_out, k and v heads to
-// the pool at layout.Offset(layer, 0|1, slot / block_size, kv_head, slot % block_size), as bf16.
-// Checks: pointers, n >= 0, layout.dtype == kBF16, even head_dim, num_heads a multiple of
-// layout.num_kv_heads, 0 <= layer < layout.num_layers. Slots beyond the pool are skipped.
+// the pool at layout.Offset(layer, 0|1, slot / block_size, kv_head, slot % block_size), as bf16
+// (to nearest even) or as the E4M3 code of x / scale (to nearest even, saturating; the codec of
+// common/util/fp8.h). Checks: pointers (kv_scales too for fp8), n >= 0, layout.dtype kBF16 or
+// kFP8E4M3, even head_dim, num_heads a multiple of layout.num_kv_heads, 0 <= layer <
+// layout.num_layers. Slots beyond the pool are skipped.
 absl::Status RopeKvWrite(const RopeKvWriteArgs& args, cudaStream_t stream);
 
 }  // namespace tandem::kernels

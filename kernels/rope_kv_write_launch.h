@@ -30,7 +30,9 @@ struct RopeKvWriteLaunchArgs {
   int64_t kv_stride = 0;     // KvLayout strides, in elements
   int64_t block_stride = 0;
   int64_t head_stride = 0;
-  __nv_bfloat16* kv_pool = nullptr;
+  void* kv_pool = nullptr;  // __nv_bfloat16, or __nv_fp8_e4m3 codes when kv_fp8
+  bool kv_fp8 = false;
+  const float* layer_scales = nullptr;  // kv_fp8: this layer's [2][num_kv_heads] scales
   __nv_bfloat16* q_out = nullptr;
 };
 

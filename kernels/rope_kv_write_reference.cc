@@ -1,7 +1,10 @@
 #include "kernels/rope_kv_write_reference.h"
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
+
+#include "common/util/fp8.h"
 
 namespace tandem::kernels {
 namespace {
@@ -62,15 +65,22 @@ void RopeKvWriteReference(const RopeKvWriteReferenceArgs& args) {
         if (norm != nullptr) NormalizeHead(head.data(), norm, head_dim, args.eps);
         RotateHead(head.data(), cos.data(), sin.data(), half);
       }
-      Bf16Bits* dst;
       if (is_q) {
-        dst = args.q_out + (int64_t{t} * args.num_heads + h) * head_dim;
-      } else {
-        const int kv = is_k ? 0 : 1;
-        const int kv_head = h - args.num_heads - kv * kv_heads;
-        dst = args.kv_pool + layout.Offset(args.layer, kv, block, kv_head, slot_in_block);
+        Bf16Bits* dst = args.q_out + (int64_t{t} * args.num_heads + h) * head_dim;
+        for (int i = 0; i < head_dim; ++i) dst[i] = FloatToBf16(head[i]);
+        continue;
       }
-      for (int i = 0; i < head_dim; ++i) dst[i] = FloatToBf16(head[i]);
+      const int kv = is_k ? 0 : 1;
+      const int kv_head = h - args.num_heads - kv * kv_heads;
+      const int64_t offset = layout.Offset(args.layer, kv, block, kv_head, slot_in_block);
+      if (layout.dtype == DType::kFP8E4M3) {
+        const float scale = args.kv_scales[(args.layer * 2 + kv) * kv_heads + kv_head];
+        uint8_t* dst = static_cast<uint8_t*>(args.kv_pool) + offset;
+        for (int i = 0; i < head_dim; ++i) dst[i] = F32ToFp8E4M3(head[i] / scale);
+      } else {
+        Bf16Bits* dst = static_cast<Bf16Bits*>(args.kv_pool) + offset;
+        for (int i = 0; i < head_dim; ++i) dst[i] = FloatToBf16(head[i]);
+      }
     }
   }
 }

@@ -20,9 +20,10 @@ struct RopeKvWriteReferenceArgs {
   const int64_t* slot_mapping = nullptr;
   int n = 0;
   int num_heads = 0;
-  KvLayout layout;
+  KvLayout layout;  // dtype kBF16 (Bf16Bits elements) or kFP8E4M3 (uint8_t codes)
   int layer = 0;
-  Bf16Bits* kv_pool = nullptr;
+  void* kv_pool = nullptr;
+  const float* kv_scales = nullptr;  // kFP8E4M3: [num_layers][2][num_kv_heads]
   Bf16Bits* q_out = nullptr;
 };
 

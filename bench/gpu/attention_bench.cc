@@ -21,19 +21,20 @@ using kernels::DeviceBuffer;
 
 constexpr double kGoal = 0.85;
 
-std::string CaseName(int batch, int context, bool tensor_cores) {
+std::string CaseName(int batch, int context, bool tensor_cores, DType kv_dtype) {
   return absl::StrCat("batch ", batch, ", context ", context,
-                      tensor_cores ? ", tensor cores" : ", cuda cores");
+                      tensor_cores ? ", tensor cores" : ", cuda cores",
+                      kv_dtype == DType::kFP8E4M3 ? ", fp8" : "");
 }
 
 absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int context,
-                                 bool tensor_cores, const AttentionBenchOptions& o,
+                                 bool tensor_cores, DType kv_dtype, const AttentionBenchOptions& o,
                                  const DeviceRoofline& roofline) {
   ASSIGN_OR_RETURN(OwnedStream stream, OwnedStream::Create());
   const int block_size = 16;
   const int blocks_per_seq = (context + block_size - 1) / block_size;
   KvLayout layout;
-  layout.dtype = DType::kBF16;
+  layout.dtype = kv_dtype;
   layout.num_layers = o.layers;
   layout.num_kv_heads = config.num_kv_heads;
   layout.head_dim = config.head_dim;
@@ -41,8 +42,22 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int conte
   layout.num_blocks = batch * blocks_per_seq;
 
   ASSIGN_OR_RETURN(DeviceBuffer pool, DeviceBuffer::Allocate(layout.total_bytes()));
-  RETURN_IF_ERROR(kernels::FillRandomBf16(pool.as<__nv_bfloat16>(), size_t(layout.total_elements()),
-                                          -1.0f, 1.0f, o.seed, stream.get()));
+  if (kv_dtype == DType::kFP8E4M3) {
+    // Random bf16 values over the pool's bytes, each byte then an E4M3 code (the time does not
+    // depend on the values; a code that is NaN only makes its row's output NaN).
+    RETURN_IF_ERROR(kernels::FillRandomBf16(pool.as<__nv_bfloat16>(),
+                                            size_t(layout.total_elements()) / 2, -1.0f, 1.0f,
+                                            o.seed, stream.get()));
+  } else {
+    RETURN_IF_ERROR(kernels::FillRandomBf16(pool.as<__nv_bfloat16>(),
+                                            size_t(layout.total_elements()), -1.0f, 1.0f, o.seed,
+                                            stream.get()));
+  }
+  const std::vector<float> ones(size_t{2} * o.layers * config.num_kv_heads, 1.0f);
+  ASSIGN_OR_RETURN(DeviceBuffer scales, DeviceBuffer::Allocate(ones.size() * sizeof(float)));
+  TANDEM_RETURN_IF_CUDA_ERROR(
+      cudaMemcpy(scales.data(), ones.data(), scales.bytes(), cudaMemcpyHostToDevice),
+      "copying the fp8 scales");
   const size_t q_elements = size_t(batch) * config.q_size();
   ASSIGN_OR_RETURN(DeviceBuffer q, DeviceBuffer::Allocate(q_elements * 2));
   ASSIGN_OR_RETURN(DeviceBuffer out, DeviceBuffer::Allocate(q_elements * 2));
@@ -66,8 +81,9 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int conte
   kernels::DecodeAttentionArgs a;
   a.q = q.as<const __nv_bfloat16>();
   a.out = out.as<__nv_bfloat16>();
-  a.kv_pool = pool.as<const __nv_bfloat16>();
+  a.kv_pool = pool.data();
   a.layout = layout;
+  a.kv_scales = kv_dtype == DType::kFP8E4M3 ? scales.as<const float>() : nullptr;
   a.num_heads = config.num_heads;
   a.num_seqs = batch;
   a.token_rows = rows_d.as<const int32_t>();
@@ -90,11 +106,12 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int conte
                    TimeCalls(launch, stream.get(), o.warmup, o.iterations, o.repeats));
 
   // K and V of every position of every sequence, one layer: what one call must read.
-  const double kv_bytes = 2.0 * batch * double(context) * config.num_kv_heads * config.head_dim * 2;
+  const double kv_bytes = 2.0 * batch * double(context) * config.num_kv_heads * config.head_dim *
+                          double(DTypeSize(kv_dtype));
   const double best = Min(per_call);
   BenchRow row;
   row.section = kAttentionSection;
-  row.name = CaseName(batch, context, tensor_cores);
+  row.name = CaseName(batch, context, tensor_cores, kv_dtype);
   row.value = kv_bytes / best * 1e-9;
   row.unit = "GB/s";
   BenchReport::Compare(row, roofline.copy_rw_bytes_per_s * 1e-9, absl::StrFormat(">= %.2f", kGoal));
@@ -102,6 +119,7 @@ absl::StatusOr<BenchRow> RunCase(const ModelConfig& config, int batch, int conte
                              Median(per_call) * 1e6, kv_bytes / double(1 << 20));
   row.details = {{"batch", batch},
                  {"context", context},
+                 {"kv_dtype", DTypeName(kv_dtype)},
                  {"num_heads", config.num_heads},
                  {"num_kv_heads", config.num_kv_heads},
                  {"head_dim", config.head_dim},
@@ -123,21 +141,24 @@ void RunAttentionBench(const ModelConfig& config, const AttentionBenchOptions& o
   for (int context : o.contexts) {
     for (int batch : o.batches) {
       for (const bool tensor_cores : o.tensor_cores) {
-        const std::string name = CaseName(batch, context, tensor_cores);
-        if (context < 1 || o.layers < 1 || o.iterations < 1 || o.repeats < 1 || batch < 1) {
-          report->AddFailed(kAttentionSection, name,
-                            absl::InvalidArgumentError("context, layers, iterations, repeats and "
-                                                       "batch must be >= 1"));
-          continue;
-        }
-        absl::StatusOr<BenchRow> row = RunCase(config, batch, context, tensor_cores, o, roofline);
-        if (row.ok()) {
-          report->Add(*std::move(row));
-        } else if (absl::IsResourceExhausted(row.status())) {
-          report->AddSkipped(kAttentionSection, name,
-                             absl::StrCat("out of device memory: ", row.status().message()));
-        } else {
-          report->AddFailed(kAttentionSection, name, row.status());
+        for (const DType kv_dtype : o.kv_dtypes) {
+          const std::string name = CaseName(batch, context, tensor_cores, kv_dtype);
+          if (context < 1 || o.layers < 1 || o.iterations < 1 || o.repeats < 1 || batch < 1) {
+            report->AddFailed(kAttentionSection, name,
+                              absl::InvalidArgumentError("context, layers, iterations, repeats and "
+                                                         "batch must be >= 1"));
+            continue;
+          }
+          absl::StatusOr<BenchRow> row =
+              RunCase(config, batch, context, tensor_cores, kv_dtype, o, roofline);
+          if (row.ok()) {
+            report->Add(*std::move(row));
+          } else if (absl::IsResourceExhausted(row.status())) {
+            report->AddSkipped(kAttentionSection, name,
+                               absl::StrCat("out of device memory: ", row.status().message()));
+          } else {
+            report->AddFailed(kAttentionSection, name, row.status());
+          }
         }
       }
     }

@@ -10,6 +10,7 @@
 #include "bench/gpu/bench_report.h"
 #include "bench/gpu/device_roofline.h"
 #include "common/model/model_config.h"
+#include "common/types/dtype.h"
 
 namespace tandem::bench {
 
@@ -20,6 +21,8 @@ struct AttentionBenchOptions {
   std::vector<int> batches = {1, 8, 32};
   // Each case with the tensor-core partition kernel (the default) and the CUDA-core one.
   std::vector<bool> tensor_cores = {true, false};
+  // Each case with a bf16 pool and an fp8 one (half the bytes; the goal is the same rate).
+  std::vector<DType> kv_dtypes = {DType::kBF16, DType::kFP8E4M3};
   // Each call reads one layer; the calls cycle over this many layers so the previous call's K/V
   // is not still in L2.
   int layers = 4;

@@ -23,7 +23,7 @@ absl::StatusOr<BenchBackend> CreateBenchBackend(const ModelConfig& config,
   size_t free_bytes = 0, total_bytes = 0;
   TANDEM_RETURN_IF_CUDA_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   const size_t weight_estimate = static_cast<size_t>(config.NumParameters()) * 2;
-  const size_t block_bytes = KvBytesPerToken(config) * o.block_size;
+  const size_t block_bytes = KvBytesPerToken(config) / 2 * DTypeSize(o.kv_dtype) * o.block_size;
   if (free_bytes < weight_estimate + o.headroom_bytes + block_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "the GPU has %.1f GiB free; the bf16 weights need %.1f GiB plus %.1f GiB of scratch "
@@ -42,6 +42,7 @@ absl::StatusOr<BenchBackend> CreateBenchBackend(const ModelConfig& config,
   options.max_num_seqs = o.max_num_seqs;
   options.max_context = o.max_context;
   options.cuda_graphs = true;
+  options.kv_cache_dtype = o.kv_dtype;
 
   absl::Status last_error;
   for (int attempt = 0; attempt < 4 && blocks > 0; ++attempt) {
@@ -62,7 +63,8 @@ absl::StatusOr<BenchBackend> CreateBenchBackend(const ModelConfig& config,
       result.details = {{"num_kv_blocks", blocks},
                         {"block_size", o.block_size},
                         {"kv_pool_bytes", result.backend->kv_pool_bytes()},
-                        {"kv_bytes_per_token", KvBytesPerToken(config)},
+                        {"kv_bytes_per_token", result.backend->kv_layout().bytes_per_token()},
+                        {"kv_dtype", DTypeName(o.kv_dtype)},
                         {"wanted_kv_tokens", o.wanted_kv_tokens},
                         {"free_bytes_before", free_bytes},
                         {"total_bytes", total_bytes},

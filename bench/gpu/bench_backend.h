@@ -27,6 +27,7 @@ struct BenchBackendOptions {
   // decode workspace, CUDA graphs.
   size_t headroom_bytes = size_t{4} << 30;
   uint64_t seed = 1;
+  DType kv_dtype = DType::kBF16;  // or kFP8E4M3 (scales calibrated at creation)
 };
 
 struct BenchBackend {

@@ -16,8 +16,9 @@ namespace {
 
 constexpr double kBatchOneGoal = 1.10;
 
-std::string CaseName(int batch, int context) {
-  return absl::StrCat("batch ", batch, ", context ", context);
+std::string CaseName(int batch, int context, DType kv_dtype) {
+  return absl::StrCat("batch ", batch, ", context ", context,
+                      kv_dtype == DType::kFP8E4M3 ? ", fp8 KV" : "");
 }
 
 int BlocksFor(int tokens, int block_size) { return (tokens + block_size - 1) / block_size; }
@@ -52,12 +53,14 @@ absl::StatusOr<BenchRow> RunCase(CudaBackend& backend, int batch, int context,
   const size_t non_finite = static_cast<size_t>(
       std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isfinite(v); }));
 
-  const DecodeTraffic traffic = DecodeStepTraffic(config, batch, context);
+  DecodeTraffic traffic = DecodeStepTraffic(config, batch, context);  // bf16 KV
+  traffic.kv_read_bytes = traffic.kv_read_bytes / 2 * DTypeSize(layout.dtype);
+  traffic.kv_write_bytes = traffic.kv_write_bytes / 2 * DTypeSize(layout.dtype);
   const double floor_s = double(traffic.total()) / roofline.copy_rw_bytes_per_s;
   const double median_s = Median(seconds);
   BenchRow row;
   row.section = kDecodeSection;
-  row.name = CaseName(batch, context);
+  row.name = CaseName(batch, context, layout.dtype);
   row.value = median_s * 1e3;
   row.unit = "ms";
   BenchReport::Compare(row, floor_s * 1e3,
@@ -69,6 +72,7 @@ absl::StatusOr<BenchRow> RunCase(CudaBackend& backend, int batch, int context,
   }
   row.details = {{"batch", batch},
                  {"context", context},
+                 {"kv_dtype", DTypeName(layout.dtype)},
                  {"median_ms", median_s * 1e3},
                  {"min_ms", Min(seconds) * 1e3},
                  {"mean_ms", Mean(seconds) * 1e3},
@@ -92,7 +96,7 @@ absl::StatusOr<BenchRow> RunCase(CudaBackend& backend, int batch, int context,
 void RunAndReport(CudaBackend& backend, int batch, int context, const std::string& extra_note,
                   const DecodeBenchOptions& o, const DeviceRoofline& roofline,
                   BenchReport* report) {
-  std::string name = CaseName(batch, context);
+  std::string name = CaseName(batch, context, backend.kv_layout().dtype);
   if (!extra_note.empty()) absl::StrAppend(&name, " (shrunk)");
   absl::StatusOr<BenchRow> row = RunCase(backend, batch, context, o, roofline);
   if (!row.ok()) {
@@ -137,7 +141,7 @@ absl::Status RunDecodeBench(CudaBackend& backend, const DecodeBenchOptions& o,
       }
       const double needed_gib =
           double(needed) * layout.block_size * layout.bytes_per_token() / double(size_t{1} << 30);
-      report->AddSkipped(kDecodeSection, CaseName(batch, context),
+      report->AddSkipped(kDecodeSection, CaseName(batch, context, layout.dtype),
                          absl::StrFormat("does not fit: %d seqs x %d tokens x %.0f KiB/token = "
                                          "%.1f GiB of KV; the pool holds %.1f GiB",
                                          batch, context, token_kib, needed_gib, pool_gib));

@@ -3,10 +3,11 @@
 //
 //   1. device-to-device copy rate and cuBLASLt bf16 GEMM peak,
 //   2. decode step time for Llama-3-8B shapes (random weights) at batch 1/8/32/128 and context
-//      1024/8192 vs (bytes the step must move) / copy rate,
+//      1024/8192 vs (bytes the step must move) / copy rate, with a bf16 KV pool and then an fp8
+//      one,
 //   3. prefill of a 4096-token prompt, achieved FLOP/s vs the GEMM peak,
-//   4. paged decode attention alone at 1k/8k/32k contexts, batch 1/8/32, K/V bytes/s vs the copy
-//      rate,
+//   4. paged decode attention alone at 1k/8k/32k contexts, batch 1/8/32, bf16 and fp8 K/V, K/V
+//      bytes/s vs the copy rate,
 //   5. cudaMemcpy of a 4096-token KV cache's bytes (the reference for bench/kv_transfer),
 //   6. each linear layer alone at decode and prefill row counts, cuBLASLt's heuristic pick and
 //      GemmRunner::Autotune's,
@@ -221,6 +222,30 @@ int Run(const MainOptions& m) {
           std::fflush(stdout);
           RunPrefillBench(*backend->backend, prefill_options, *roofline, &report);
         }
+      }
+    }
+    if (decode) {
+      // The same decode cases over an fp8 KV pool: a backend of its own, made once the bf16 one
+      // is gone, with half the KV bytes per token.
+      DecodeBenchOptions fp8_options;
+      if (m.quick) {
+        fp8_options.warmup_steps = 2;
+        fp8_options.timed_steps = 5;
+      }
+      BenchBackendOptions fp8_backend_options;
+      fp8_backend_options.device = m.device;
+      fp8_backend_options.wanted_kv_tokens = DecodeBenchKvTokens(fp8_options);
+      fp8_backend_options.kv_dtype = DType::kFP8E4M3;
+      std::printf("creating the Llama-3-8B-shaped cuda backend with fp8 KV...\n");
+      std::fflush(stdout);
+      absl::StatusOr<BenchBackend> fp8 = CreateBenchBackend(config, fp8_backend_options);
+      if (!fp8.ok()) {
+        report.AddFailed(kDecodeSection, "cuda backend, fp8 KV", fp8.status());
+      } else {
+        json["backend_fp8_kv"] = fp8->details;
+        std::printf("%s\n", fp8->sizing_note.c_str());
+        const absl::Status status = RunDecodeBench(*fp8->backend, fp8_options, *roofline, &report);
+        if (!status.ok()) report.AddFailed(kDecodeSection, "decode bench, fp8 KV", status);
       }
     }
   } else {

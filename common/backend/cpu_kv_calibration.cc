@@ -7,44 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/backend/cpu_backend.h"
+#include "common/backend/kv_calibration_tokens.h"
 #include "common/util/status_macros.h"
 
 namespace tandem {
-namespace {
-
-// Long enough for every head to see a spread of tokens and positions, short enough to cost
-// well under a second on the models the cpu backend serves.
-constexpr int kCalibrationTokens = 256;
-
-// The calibration prompt: the model's BOS when it has one (real prompts start with it, and its
-// K/V are often the largest), then splitmix64 draws over the vocabulary. A pure function of the
-// model's config, so every node serving the model runs the same prefill.
-std::vector<TokenId> CalibrationTokens(const ModelConfig& config, int n) {
-  std::vector<TokenId> tokens;
-  tokens.reserve(n);
-  if (config.bos_token_id >= 0 && config.bos_token_id < config.vocab_size) {
-    tokens.push_back(config.bos_token_id);
-  }
-  uint64_t state = 0x74616e64656d3230ull;  // "tandem20"
-  while (static_cast<int>(tokens.size()) < n) {
-    state += 0x9e3779b97f4a7c15ull;
-    uint64_t z = state;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    tokens.push_back(static_cast<TokenId>(z % static_cast<uint64_t>(config.vocab_size)));
-  }
-  return tokens;
-}
-
-}  // namespace
 
 absl::Status CpuBackend::CalibrateFp8Scales() {
-  // max_position_embeddings 0: no position limit.
-  const int n = config_.max_position_embeddings > 0
-                    ? std::min(kCalibrationTokens, config_.max_position_embeddings)
-                    : kCalibrationTokens;
-  const std::vector<TokenId> tokens = CalibrationTokens(config_, n);
+  const std::vector<TokenId> tokens = Fp8CalibrationTokens(config_);
+  const int n = static_cast<int>(tokens.size());
   KvLayout calib = layout_;
   calib.dtype = DType::kF32;
   calib.num_blocks = (n + layout_.block_size - 1) / layout_.block_size;

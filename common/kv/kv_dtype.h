@@ -52,6 +52,15 @@ inline std::optional<KvCacheDType> ParseKvCacheDType(std::string_view s) {
 
 inline constexpr std::string_view kKvCacheDTypeChoices = "auto|f32|bf16|fp8_e4m3";
 
+// Whether the cuda backend stores `dtype` (bf16, its default, or fp8_e4m3); f32 KV on a GPU would
+// double bf16's bytes for nothing its kernels use (they compute in bf16 on tensor cores).
+inline bool CudaStoresKvDType(KvCacheDType dtype) {
+  const DType d = dtype.Or(DType::kBF16);
+  return d == DType::kBF16 || d == DType::kFP8E4M3;
+}
+inline constexpr char kCudaKvDTypeRefusal[] =
+    ": the cuda backend stores KV as bf16 or fp8_e4m3 (use auto, bf16 or fp8_e4m3)";
+
 }  // namespace tandem
 
 #endif  // TANDEM_COMMON_KV_KV_DTYPE_H_

@@ -176,10 +176,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const NodeEngineOption
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const NodeEngineOptions& options,
                                                            const ModelWeights& weights,
                                                            KvPoolHooks& hooks) {
-  if (options.kv_cache_dtype.Or(DType::kBF16) != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv-cache-dtype ", KvDTypeName(*options.kv_cache_dtype.dtype),
-                     ": the cuda backend stores KV as bf16 only (use auto or bf16)"));
+  if (!CudaStoresKvDType(options.kv_cache_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-dtype ", KvDTypeName(*options.kv_cache_dtype.dtype), kCudaKvDTypeRefusal));
   }
 #if TANDEM_HAVE_CUDA
   CudaBackendOptions o;
@@ -190,6 +189,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const NodeEngineOptio
   o.max_batch_tokens = options.max_num_batched_tokens;
   o.max_num_seqs = options.max_num_seqs;
   o.max_context = options.cuda.max_model_len;
+  o.kv_cache_dtype = options.kv_cache_dtype.Or(DType::kBF16);
   o.cuda_graphs = options.cuda.graphs;
   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::Create(weights, o));
   if (hooks.register_device_pool) {

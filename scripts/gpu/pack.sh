@@ -18,7 +18,7 @@ GPU_TESTS=(
   tandem_cuda_backend_tests
   tandem_transport_cuda_gpu_tests
   tandem_nccl_api_tests
-  "tandem_cluster_integration_tests --gtest_filter=GpuDisaggregationTest.*"
+  "tandem_cluster_integration_tests --gtest_filter=*GpuDisaggregationTest.*"
 )
 # Benchmarks, run after the tests: "target [args]"; "{out}" in args becomes the results folder
 # (also exported as TANDEM_RESULTS_DIR).
@@ -31,8 +31,10 @@ GPU_BENCHES=(
 REFERENCES=(
   "compare_transformers.py --tandem-generate {pack}/bin/tandem-generate --out {out}/reference.json {pack}/data/reference-models"
   "speculative_check.sh {pack} {out}"
+  "kv_dtype_check.sh {pack} {pack}/data/reference-models {out}"
 )
-REFERENCE_SCRIPTS=(compare_transformers.py compare_rules.py speculative_check.sh)
+REFERENCE_SCRIPTS=(compare_transformers.py compare_rules.py compare_generations.py
+  speculative_check.sh kv_dtype_check.sh)
 # CPU binaries the GPU integration tests start (through $TANDEM_BINARY_DIR/bin/NAME).
 CPU_BINARIES=(
   tandem-generate

@@ -55,50 +55,11 @@ run cuda_draft --backend cuda --draft-model "$work/draft" --num-speculative-toke
 run cuda_draft_eager --backend cuda --no-cuda-graphs --draft-model "$work/draft" --num-speculative-tokens 3
 run cpu_plain --backend cpu
 run cpu_draft --backend cpu --draft-model "$work/draft" --num-speculative-tokens 3
-python3 - "$work" "$out/speculative_check.json" << 'PY' || rc=1
-import json, os, sys
-work, dest = sys.argv[1], sys.argv[2]
-def load(name):
-    p = os.path.join(work, name + ".out")
-    if not os.path.exists(p): return None
-    return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
-runs = {n: load(n) for n in ["cuda_plain", "cuda_ngram", "cuda_draft", "cuda_draft_eager", "cpu_plain", "cpu_draft"]}
-report, bad = {}, False
-TIE_NATS = 0.3  # bf16 noise: a pass of 4 tokens per sequence rounds differently from one of 1
-def gap(run_entry, token):
-    """How far `token` is below the run's own choice at this step, from its top-2 (None: not in it)."""
-    for t in run_entry["top_logprobs"]:
-        if t["token_id"] == token: return run_entry["logprob"] - t["logprob"]
-    return None
-# (other, reference, must agree up to near-ties)
-pairs = [("cuda_ngram", "cuda_plain", True), ("cuda_draft", "cuda_plain", True),
-         ("cuda_draft_eager", "cuda_plain", True), ("cpu_draft", "cpu_plain", True),
-         ("cuda_plain", "cpu_plain", False)]
-for o, ref, strict in pairs:
-    a, b = runs[ref], runs[o]
-    if not a or not b or len(a) != len(b):
-        report[f"{o}_vs_{ref}"] = "missing"; bad = True
-        print(f"speculative_check: {o} vs {ref}: a run is missing"); continue
-    same, diffs = 0, []
-    for i, (x, y) in enumerate(zip(a, b)):
-        tx, ty = x["token_ids"], y["token_ids"]
-        if tx == ty: same += 1; continue
-        k = next((j for j in range(min(len(tx), len(ty))) if tx[j] != ty[j]), min(len(tx), len(ty)))
-        if k == min(len(tx), len(ty)):
-            diffs.append({"prompt": i, "step": k, "tie": False, "why": "lengths differ"}); continue
-        g_other, g_ref = gap(y["logprobs"][k], tx[k]), gap(x["logprobs"][k], ty[k])
-        tie = any(g is not None and g <= TIE_NATS for g in (g_other, g_ref))
-        diffs.append({"prompt": i, "step": k, "ref_token": tx[k], "token": ty[k], "tie": tie,
-                      "ref_gap_nats": g_ref, "other_gap_nats": g_other})
-    failed = strict and (any(not d["tie"] for d in diffs) if o.startswith("cuda") else bool(diffs))
-    bad = bad or failed
-    report[f"{o}_vs_{ref}"] = {"identical": same, "of": len(a), "differences": diffs, "pass": not failed}
-    print(f"speculative_check: {o} vs {ref}: {same}/{len(a)} identical" +
-          "".join(f"; prompt {d['prompt']} from step {d['step']} ({'near-tie' if d['tie'] else 'NOT a tie'})" for d in diffs) +
-          ("" if strict else " (bf16 against f32: for information)") + (" FAILED" if failed else ""))
-json.dump({"pass": not bad, "comparisons": report}, open(dest, "w"), indent=1)
-sys.exit(1 if bad else 0)
-PY
+python3 "$(dirname "${BASH_SOURCE[0]}")/compare_generations.py" --work "$work" \
+  --out "$out/speculative_check.json" --label speculative_check \
+  --pair cuda_ngram:cuda_plain:ties --pair cuda_draft:cuda_plain:ties \
+  --pair cuda_draft_eager:cuda_plain:ties --pair cpu_draft:cpu_plain:exact \
+  --pair cuda_plain:cpu_plain:info || rc=1
 rm -rf "$work"
 [ $rc = 0 ] && echo "speculative_check: PASSED" || echo "speculative_check: FAILED"
 exit $rc

@@ -215,6 +215,75 @@ TEST(AttentionReferenceTest, DecodeEqualsPrefillOfOneRow) {
   }
 }
 
+// An fp8 pool reads as the bf16 pool of its values (code times its head's scale, exactly a bf16
+// value): both references give the same bits, for decode and prefill, in every layer and head.
+TEST(AttentionReferenceTest, Fp8PoolEqualsTheBf16PoolOfItsValues) {
+  const int num_kv_heads = 4, num_heads = 8, head_dim = 64;
+  const std::vector<int32_t> context_lens = {1, 16, 17, 40};
+  const std::vector<int32_t> token_rows = {0, 1, 2, 3};
+  const int num_seqs = static_cast<int>(context_lens.size());
+  const PagedKv fp8 =
+      MakePagedKv(2, num_kv_heads, head_dim, 16, {context_lens.begin(), context_lens.end()}, 23, 3,
+                  1, DType::kFP8E4M3);
+  // The scales differ by head and by K|V (1/32 .. 1/256), and the codes use E4M3's range.
+  ASSERT_NE(fp8.scales[0], fp8.scales[1]);
+  int large_codes = 0;
+  for (uint8_t code : fp8.pool_fp8) large_codes += (code & 0x7f) >= 0x60 ? 1 : 0;  // >= 32
+  EXPECT_GT(large_codes, 0);
+  PagedKv bf16 = fp8;
+  bf16.layout.dtype = DType::kBF16;
+  const std::vector<float> values = fp8.PoolAsFloat();
+  bf16.pool = ToBf16(values);
+  ASSERT_EQ(FromBf16(bf16.pool), values);  // exact
+  const int64_t row_elements = int64_t{num_heads} * head_dim;
+  const std::vector<Bf16Bits> q = RandomBf16(num_seqs * row_elements, 3.0f, 24);
+  for (int layer = 0; layer < 2; ++layer) {
+    std::vector<Bf16Bits> outs[2];
+    for (int which = 0; which < 2; ++which) {
+      const PagedKv& kv = which == 0 ? fp8 : bf16;
+      outs[which].assign(num_seqs * row_elements, kPoisonBf16);
+      DecodeAttentionReference({.q = q.data(),
+                                .out = outs[which].data(),
+                                .kv_pool = kv.PoolData(),
+                                .kv_scales = kv.ScalesData(),
+                                .layout = kv.layout,
+                                .layer = layer,
+                                .num_heads = num_heads,
+                                .num_seqs = num_seqs,
+                                .token_rows = token_rows.data(),
+                                .context_lens = context_lens.data(),
+                                .block_tables = kv.block_tables.data(),
+                                .max_blocks_per_seq = kv.max_blocks_per_seq,
+                                .sliding_window = 0,
+                                .scale = 0.125f});
+    }
+    EXPECT_EQ(outs[0], outs[1]) << "decode, layer " << layer;
+    const int32_t zero = 0, last = 3;
+    const int32_t q_len = context_lens[last];
+    const std::vector<Bf16Bits> q_rows = RandomBf16(q_len * row_elements, 3.0f, 25 + layer);
+    for (int which = 0; which < 2; ++which) {
+      const PagedKv& kv = which == 0 ? fp8 : bf16;
+      outs[which].assign(q_len * row_elements, kPoisonBf16);
+      PrefillAttentionReference({.q = q_rows.data(),
+                                 .out = outs[which].data(),
+                                 .kv_pool = kv.PoolData(),
+                                 .kv_scales = kv.ScalesData(),
+                                 .layout = kv.layout,
+                                 .layer = layer,
+                                 .num_heads = num_heads,
+                                 .num_items = 1,
+                                 .q_starts = &zero,
+                                 .q_lens = &q_len,
+                                 .start_positions = &zero,
+                                 .block_tables = kv.BlockTable(last),
+                                 .max_blocks_per_seq = kv.max_blocks_per_seq,
+                                 .sliding_window = 0,
+                                 .scale = 0.125f});
+    }
+    EXPECT_EQ(outs[0], outs[1]) << "prefill, layer " << layer;
+  }
+}
+
 // A two-block sequence whose V rows are position + 1 in every dimension, stored in blocks 3 and 1
 // of a four-block pool (block size 2).
 struct HandPool {

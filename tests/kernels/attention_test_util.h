@@ -1,7 +1,7 @@
-// Test inputs for the attention kernels and their references: a paged KV pool of random
-// bf16-representable values with each sequence's blocks scattered at random through the pool, and
-// random bf16 queries. Pure C++ (used by the reference tests, which build without CUDA, and by the
-// GPU tests).
+// Test inputs for the attention kernels and their references: a paged KV pool of random values
+// (bf16, or fp8 E4M3 codes with a power-of-two scale per (layer, K|V, kv head)) with each
+// sequence's blocks scattered at random through the pool, and random bf16 queries. Pure C++ (used
+// by the reference tests, which build without CUDA, and by the GPU tests).
 #ifndef TANDEM_TESTS_KERNELS_ATTENTION_TEST_UTIL_H_
 #define TANDEM_TESTS_KERNELS_ATTENTION_TEST_UTIL_H_
 
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/kv/kv_layout.h"
+#include "common/util/fp8.h"
 #include "gtest/gtest.h"
 #include "kernels/bf16_reference.h"
 
@@ -22,22 +23,51 @@ namespace tandem::kernels::testing {
 
 struct PagedKv {
   KvLayout layout;
-  std::vector<Bf16Bits> pool;         // layout.total_elements() values
+  std::vector<Bf16Bits> pool;         // bf16: layout.total_elements() values
+  std::vector<uint8_t> pool_fp8;      // fp8: layout.total_elements() E4M3 codes
+  std::vector<float> scales;          // fp8: [num_layers][2][num_kv_heads]
   std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq]; unused entries are -1
   int max_blocks_per_seq = 0;
 
-  std::vector<float> PoolAsFloat() const { return FromBf16(pool); }
+  bool fp8() const { return layout.dtype == DType::kFP8E4M3; }
+  const void* PoolData() const {
+    return fp8() ? static_cast<const void*>(pool_fp8.data()) : pool.data();
+  }
+  const float* ScalesData() const { return fp8() ? scales.data() : nullptr; }
+  // The scale of pool element e (fp8).
+  float ScaleOf(int64_t e) const {
+    const int64_t layer = e / layout.layer_stride();
+    const int64_t kv = e % layout.layer_stride() / layout.kv_stride();
+    const int64_t head = e % layout.block_stride() / layout.head_stride();
+    return scales[(layer * 2 + kv) * layout.num_kv_heads + head];
+  }
+  std::vector<float> PoolAsFloat() const {
+    if (!fp8()) return FromBf16(pool);
+    std::vector<float> values(pool_fp8.size());
+    for (size_t e = 0; e < values.size(); ++e) {
+      values[e] = Fp8E4M3ToF32(pool_fp8[e]) * ScaleOf(static_cast<int64_t>(e));
+    }
+    return values;
+  }
+  // The largest |value| in the pool (the bound the GPU tests scale absolute errors by).
+  float ValueBound() const {
+    float bound = 0.0f;
+    for (float v : PoolAsFloat()) bound = std::max(bound, std::abs(v));
+    return bound;
+  }
   const int32_t* BlockTable(int seq) const {
     return block_tables.data() + int64_t{seq} * max_blocks_per_seq;
   }
 };
 
-// A bf16 pool of `num_layers` layers with values uniform in [-1, 1), and one block table per
+// A pool of `num_layers` layers with values uniform in [-1, 1), and one block table per
 // sequence covering capacities[s] tokens, made of distinct blocks in random order (plus
 // `spare_blocks` blocks no table uses). max_blocks_per_seq is at least `min_blocks_per_seq`.
+// kFP8E4M3: each value stored as the E4M3 code of value / scale, the scales 1/32 .. 1/256 by
+// (layer, K|V, kv head), so that heads differ as a model's do.
 inline PagedKv MakePagedKv(int num_layers, int num_kv_heads, int head_dim, int block_size,
                            const std::vector<int>& capacities, uint64_t seed, int spare_blocks = 3,
-                           int min_blocks_per_seq = 1) {
+                           int min_blocks_per_seq = 1, DType dtype = DType::kBF16) {
   PagedKv kv;
   int total_blocks = spare_blocks;
   int max_blocks = min_blocks_per_seq;
@@ -46,14 +76,26 @@ inline PagedKv MakePagedKv(int num_layers, int num_kv_heads, int head_dim, int b
     total_blocks += blocks;
     max_blocks = std::max(max_blocks, blocks);
   }
-  kv.layout = KvLayout{.dtype = DType::kBF16,
+  kv.layout = KvLayout{.dtype = dtype,
                        .num_layers = num_layers,
                        .num_kv_heads = num_kv_heads,
                        .head_dim = head_dim,
                        .block_size = block_size,
                        .num_blocks = total_blocks};
   kv.max_blocks_per_seq = max_blocks;
-  kv.pool = ToBf16(RandomUniform(kv.layout.total_elements(), -1.0f, 1.0f, seed));
+  const std::vector<float> values = RandomUniform(kv.layout.total_elements(), -1.0f, 1.0f, seed);
+  if (dtype == DType::kFP8E4M3) {
+    kv.scales.resize(size_t{2} * num_layers * num_kv_heads);
+    for (size_t i = 0; i < kv.scales.size(); ++i) {
+      kv.scales[i] = std::ldexp(1.0f, -5 - static_cast<int>(i % 4));
+    }
+    kv.pool_fp8.resize(values.size());
+    for (size_t e = 0; e < values.size(); ++e) {
+      kv.pool_fp8[e] = F32ToFp8E4M3(values[e] / kv.ScaleOf(static_cast<int64_t>(e)));
+    }
+  } else {
+    kv.pool = ToBf16(values);
+  }
 
   std::vector<int32_t> order(total_blocks);
   std::iota(order.begin(), order.end(), 0);

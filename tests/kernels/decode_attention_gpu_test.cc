@@ -48,11 +48,11 @@ std::string Describe(const DecodeCase& c) {
 // Runs the kernel and the reference on the same random inputs: sequence s's query in row
 // num_seqs - s of q/out (row 0 belongs to no sequence and must stay poisoned), blocks scattered
 // through the pool, the output and the split workspace poisoned first.
-void ExpectKernelMatchesReference(DecodeCase c, uint64_t seed) {
+void ExpectKernelMatchesReferenceWith(DecodeCase c, uint64_t seed, DType kv_dtype) {
   const int num_seqs = static_cast<int>(c.context_lens.size());
   const int longest = *std::max_element(c.context_lens.begin(), c.context_lens.end());
   if (c.max_context == 0) c.max_context = longest;
-  const std::string what = Describe(c);
+  const std::string what = Describe(c) + " kv " + std::string(DTypeName(kv_dtype));
   const int num_heads = c.num_kv_heads * c.group;
   const int layer = c.num_layers - 1;
   std::vector<int32_t> token_rows, context_lens(c.context_lens.begin(), c.context_lens.end());
@@ -61,7 +61,7 @@ void ExpectKernelMatchesReference(DecodeCase c, uint64_t seed) {
   // Tables sized for max_context, as a captured graph would have them.
   const PagedKv kv =
       MakePagedKv(c.num_layers, c.num_kv_heads, c.head_dim, c.block_size, c.context_lens, seed,
-                  /*spare_blocks=*/3, (c.max_context + c.block_size - 1) / c.block_size);
+                  /*spare_blocks=*/3, (c.max_context + c.block_size - 1) / c.block_size, kv_dtype);
   const int64_t row_elements = int64_t{num_heads} * c.head_dim;
   const size_t out_elements = static_cast<size_t>(rows) * row_elements;
   const std::vector<Bf16Bits> q = RandomBf16(out_elements, 3.0f, seed + 1);
@@ -70,7 +70,8 @@ void ExpectKernelMatchesReference(DecodeCase c, uint64_t seed) {
   std::vector<Bf16Bits> want(out_elements, kPoisonBf16);
   DecodeAttentionReference({.q = q.data(),
                             .out = want.data(),
-                            .kv_pool = kv.pool.data(),
+                            .kv_pool = kv.PoolData(),
+                            .kv_scales = kv.ScalesData(),
                             .layout = kv.layout,
                             .layer = layer,
                             .num_heads = num_heads,
@@ -83,7 +84,8 @@ void ExpectKernelMatchesReference(DecodeCase c, uint64_t seed) {
                             .scale = scale});
 
   const DeviceBuffer q_d = Upload(q);
-  const DeviceBuffer pool_d = Upload(kv.pool);
+  const DeviceBuffer pool_d = kv.fp8() ? Upload(kv.pool_fp8) : Upload(kv.pool);
+  const DeviceBuffer scales_d = Upload(kv.fp8() ? kv.scales : std::vector<float>{1.0f});
   const DeviceBuffer token_rows_d = Upload(token_rows);
   const DeviceBuffer context_lens_d = Upload(context_lens);
   const DeviceBuffer tables_d = Upload(kv.block_tables);
@@ -94,29 +96,37 @@ void ExpectKernelMatchesReference(DecodeCase c, uint64_t seed) {
     const std::string which = what + (tensor_cores ? " [tensor cores]" : " [cuda cores]");
     const DeviceBuffer out_d = Poisoned<Bf16Bits>(out_elements);
     const DeviceBuffer workspace_d = Poisoned<float>(workspace_bytes / sizeof(float));
-    const absl::Status status = PagedDecodeAttention({.q = q_d.as<__nv_bfloat16>(),
-                                                      .out = out_d.as<__nv_bfloat16>(),
-                                                      .kv_pool = pool_d.as<__nv_bfloat16>(),
-                                                      .layout = kv.layout,
-                                                      .layer = layer,
-                                                      .num_heads = num_heads,
-                                                      .num_seqs = num_seqs,
-                                                      .token_rows = token_rows_d.as<int32_t>(),
-                                                      .context_lens = context_lens_d.as<int32_t>(),
-                                                      .block_tables = tables_d.as<int32_t>(),
-                                                      .max_blocks_per_seq = kv.max_blocks_per_seq,
-                                                      .max_context = c.max_context,
-                                                      .sliding_window = c.sliding_window,
-                                                      .scale = scale,
-                                                      .tensor_cores = tensor_cores,
-                                                      .workspace = workspace_d.as<float>(),
-                                                      .workspace_bytes = workspace_bytes},
-                                                     /*stream=*/nullptr);
+    const absl::Status status =
+        PagedDecodeAttention({.q = q_d.as<__nv_bfloat16>(),
+                              .out = out_d.as<__nv_bfloat16>(),
+                              .kv_pool = pool_d.data(),
+                              .layout = kv.layout,
+                              .kv_scales = kv.fp8() ? scales_d.as<float>() : nullptr,
+                              .layer = layer,
+                              .num_heads = num_heads,
+                              .num_seqs = num_seqs,
+                              .token_rows = token_rows_d.as<int32_t>(),
+                              .context_lens = context_lens_d.as<int32_t>(),
+                              .block_tables = tables_d.as<int32_t>(),
+                              .max_blocks_per_seq = kv.max_blocks_per_seq,
+                              .max_context = c.max_context,
+                              .sliding_window = c.sliding_window,
+                              .scale = scale,
+                              .tensor_cores = tensor_cores,
+                              .workspace = workspace_d.as<float>(),
+                              .workspace_bytes = workspace_bytes},
+                             /*stream=*/nullptr);
     ASSERT_TRUE(status.ok()) << which << ": " << status;
     const std::vector<Bf16Bits> got = Download<Bf16Bits>(out_d, out_elements);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess) << which;
-    testing::ExpectAttentionNear(got, want, testing::MaxAbs(kv.pool), which);
+    testing::ExpectAttentionNear(got, want, kv.ValueBound(), which);
   }
+}
+
+// Each case with a bf16 pool and with an fp8 one.
+void ExpectKernelMatchesReference(const DecodeCase& c, uint64_t seed) {
+  ExpectKernelMatchesReferenceWith(c, seed, DType::kBF16);
+  ExpectKernelMatchesReferenceWith(c, seed, DType::kFP8E4M3);
 }
 
 TEST(PagedDecodeAttentionGpuTest, OddAndBoundaryContexts) {
@@ -275,6 +285,9 @@ TEST(PagedDecodeAttentionTest, RejectsBadArguments) {
   args = valid;
   args.layout.dtype = DType::kF16;
   expect_invalid(args, "dtype");
+  args = valid;
+  args.layout.dtype = DType::kFP8E4M3;
+  expect_invalid(args, "kv_scales");
   args = valid;
   args.layout.head_dim = 256;
   expect_invalid(args, "head_dim");

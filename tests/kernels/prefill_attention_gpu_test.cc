@@ -47,8 +47,8 @@ std::string Describe(const PrefillCase& c) {
 // Runs the kernel and the reference on the same random inputs: items laid out in q with one
 // padding row after each (never written), every item's blocks scattered through a two-layer pool
 // (layer 1 used), the output poisoned first.
-void ExpectKernelMatchesReference(const PrefillCase& c, uint64_t seed) {
-  const std::string what = Describe(c);
+void ExpectKernelMatchesReferenceWith(const PrefillCase& c, uint64_t seed, DType kv_dtype) {
+  const std::string what = Describe(c) + " kv " + std::string(DTypeName(kv_dtype));
   const int num_heads = c.num_kv_heads * c.group;
   const int num_items = static_cast<int>(c.items.size());
   std::vector<int32_t> q_starts, q_lens, start_positions;
@@ -63,7 +63,8 @@ void ExpectKernelMatchesReference(const PrefillCase& c, uint64_t seed) {
     max_q_len = std::max(max_q_len, item.q_len);
   }
   const PagedKv kv =
-      MakePagedKv(/*num_layers=*/2, c.num_kv_heads, c.head_dim, c.block_size, capacities, seed);
+      MakePagedKv(/*num_layers=*/2, c.num_kv_heads, c.head_dim, c.block_size, capacities, seed,
+                  /*spare_blocks=*/3, /*min_blocks_per_seq=*/1, kv_dtype);
   const int64_t row_elements = int64_t{num_heads} * c.head_dim;
   const size_t out_elements = static_cast<size_t>(rows) * row_elements;
   const std::vector<Bf16Bits> q = RandomBf16(out_elements, 3.0f, seed + 1);
@@ -72,7 +73,8 @@ void ExpectKernelMatchesReference(const PrefillCase& c, uint64_t seed) {
   std::vector<Bf16Bits> want(out_elements, kPoisonBf16);
   PrefillAttentionReference({.q = q.data(),
                              .out = want.data(),
-                             .kv_pool = kv.pool.data(),
+                             .kv_pool = kv.PoolData(),
+                             .kv_scales = kv.ScalesData(),
                              .layout = kv.layout,
                              .layer = 1,
                              .num_heads = num_heads,
@@ -86,7 +88,8 @@ void ExpectKernelMatchesReference(const PrefillCase& c, uint64_t seed) {
                              .scale = scale});
 
   const DeviceBuffer q_d = Upload(q);
-  const DeviceBuffer pool_d = Upload(kv.pool);
+  const DeviceBuffer pool_d = kv.fp8() ? Upload(kv.pool_fp8) : Upload(kv.pool);
+  const DeviceBuffer scales_d = Upload(kv.fp8() ? kv.scales : std::vector<float>{1.0f});
   const DeviceBuffer q_starts_d = Upload(q_starts);
   const DeviceBuffer q_lens_d = Upload(q_lens);
   const DeviceBuffer start_positions_d = Upload(start_positions);
@@ -95,8 +98,9 @@ void ExpectKernelMatchesReference(const PrefillCase& c, uint64_t seed) {
   const absl::Status status = PrefillAttention(
       {.q = q_d.as<__nv_bfloat16>(),
        .out = out_d.as<__nv_bfloat16>(),
-       .kv_pool = pool_d.as<__nv_bfloat16>(),
+       .kv_pool = pool_d.data(),
        .layout = kv.layout,
+       .kv_scales = kv.fp8() ? scales_d.as<float>() : nullptr,
        .layer = 1,
        .num_heads = num_heads,
        .num_items = num_items,
@@ -112,7 +116,13 @@ void ExpectKernelMatchesReference(const PrefillCase& c, uint64_t seed) {
   ASSERT_TRUE(status.ok()) << what << ": " << status;
   const std::vector<Bf16Bits> got = Download<Bf16Bits>(out_d, out_elements);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess) << what;
-  testing::ExpectAttentionNear(got, want, testing::MaxAbs(kv.pool), what);
+  testing::ExpectAttentionNear(got, want, kv.ValueBound(), what);
+}
+
+// Each case with a bf16 pool and with an fp8 one.
+void ExpectKernelMatchesReference(const PrefillCase& c, uint64_t seed) {
+  ExpectKernelMatchesReferenceWith(c, seed, DType::kBF16);
+  ExpectKernelMatchesReferenceWith(c, seed, DType::kFP8E4M3);
 }
 
 TEST(PrefillAttentionGpuTest, OddAndBlockBoundaryLengths) {
@@ -232,6 +242,9 @@ TEST(PrefillAttentionTest, RejectsBadArguments) {
   args = valid;
   args.layout.dtype = DType::kF32;
   expect_invalid(args, "dtype");
+  args = valid;
+  args.layout.dtype = DType::kFP8E4M3;
+  expect_invalid(args, "kv_scales");
   args = valid;
   args.layout.head_dim = 96;
   expect_invalid(args, "head_dim");

@@ -1,8 +1,11 @@
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
+#include "common/util/fp8.h"
 #include "gtest/gtest.h"
 #include "kernels/rope_kv_write.h"
 #include "kernels/rope_kv_write_reference.h"
@@ -25,7 +28,35 @@ struct RopeCase {
   int block_size;
   bool bias;
   bool norm;
+  DType kv_dtype = DType::kBF16;  // or kFP8E4M3
 };
+
+constexpr uint8_t kPoisonFp8 = 0xFF;  // what Poisoned() leaves in each fp8 code: a NaN
+
+// The fp8 pool's codes: where the reference left the poison, the kernel must have too; elsewhere
+// the same code or its neighbour (the values before rounding differ in their last f32 bits, as
+// for bf16), with the same sign unless both are within one code of zero.
+::testing::AssertionResult Fp8CodesClose(const std::vector<uint8_t>& got,
+                                         const std::vector<uint8_t>& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == kPoisonFp8 || got[i] == kPoisonFp8) {
+      if (got[i] != want[i]) {
+        return ::testing::AssertionFailure()
+               << "kv_pool code " << i << ": got " << int{got[i]} << " want " << int{want[i]};
+      }
+      continue;
+    }
+    const int g = got[i] & 0x7f;
+    const int w = want[i] & 0x7f;
+    const bool same_sign = (got[i] & 0x80) == (want[i] & 0x80);
+    if (!((same_sign && std::abs(g - w) <= 1) || (g <= 1 && w <= 1))) {
+      return ::testing::AssertionFailure()
+             << "kv_pool code " << i << ": got " << Fp8E4M3ToF32(got[i]) << " want "
+             << Fp8E4M3ToF32(want[i]);
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
 
 // Element by element: where the reference left the poison, the kernel must have too (a skipped
 // slot, or pool memory no token maps to); elsewhere within one bf16 step (sincosf and the norm's
@@ -60,11 +91,13 @@ std::vector<float> InvFreq(int head_dim, float theta) {
 }
 
 void CheckRopeKvWrite(const RopeCase& c, uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << "heads=" << c.num_heads << " kv_heads=" << c.kv_heads
-                                    << " head_dim=" << c.head_dim << " n=" << c.n << " block_size="
-                                    << c.block_size << " bias=" << c.bias << " norm=" << c.norm);
+  SCOPED_TRACE(::testing::Message()
+               << "heads=" << c.num_heads << " kv_heads=" << c.kv_heads
+               << " head_dim=" << c.head_dim << " n=" << c.n << " block_size=" << c.block_size
+               << " bias=" << c.bias << " norm=" << c.norm << " kv " << DTypeName(c.kv_dtype));
+  const bool fp8 = c.kv_dtype == DType::kFP8E4M3;
   KvLayout layout;
-  layout.dtype = DType::kBF16;
+  layout.dtype = c.kv_dtype;
   layout.num_layers = 2;
   layout.num_kv_heads = c.kv_heads;
   layout.head_dim = c.head_dim;
@@ -98,7 +131,14 @@ void CheckRopeKvWrite(const RopeCase& c, uint64_t seed) {
   const DeviceBuffer inv_freq_dev = Upload(inv_freq);
   const DeviceBuffer positions_dev = Upload(positions);
   const DeviceBuffer slots_dev = Upload(slots);
-  const DeviceBuffer pool_dev = Poisoned<Bf16Bits>(layout.total_elements());
+  // fp8 scales per (layer, K|V, kv head): powers of two from 1/8 to 1/32, so the largest values
+  // (a few units; normalized heads up to ~6) land well inside E4M3's range.
+  std::vector<float> scales(size_t{2} * 2 * c.kv_heads);
+  for (size_t i = 0; i < scales.size(); ++i)
+    scales[i] = std::ldexp(1.0f, -3 - static_cast<int>(i % 3));
+  const DeviceBuffer scales_dev = Upload(scales);
+  const size_t pool_bytes = layout.total_bytes();
+  const DeviceBuffer pool_dev = Poisoned<uint8_t>(pool_bytes);
   const size_t q_size = size_t(c.n) * c.num_heads * c.head_dim;
   const DeviceBuffer q_out_dev = Poisoned<Bf16Bits>(q_size);
   RopeKvWriteArgs args;
@@ -114,14 +154,15 @@ void CheckRopeKvWrite(const RopeCase& c, uint64_t seed) {
   args.num_heads = c.num_heads;
   args.layout = layout;
   args.layer = layer;
-  args.kv_pool = pool_dev.as<__nv_bfloat16>();
+  args.kv_pool = pool_dev.data();
+  args.kv_scales = fp8 ? scales_dev.as<float>() : nullptr;
   args.q_out = q_out_dev.as<__nv_bfloat16>();
   const absl::Status status = RopeKvWrite(args, nullptr);
   ASSERT_TRUE(status.ok()) << status;
-  const std::vector<Bf16Bits> got_pool = Download<Bf16Bits>(pool_dev, layout.total_elements());
+  const std::vector<uint8_t> got_pool = Download<uint8_t>(pool_dev, pool_bytes);
   const std::vector<Bf16Bits> got_q = Download<Bf16Bits>(q_out_dev, q_size);
 
-  std::vector<Bf16Bits> want_pool(layout.total_elements(), kPoison);
+  std::vector<uint8_t> want_pool(pool_bytes, 0xFF);  // kPoison in every bf16, kPoisonFp8 in fp8
   std::vector<Bf16Bits> want_q(q_size, kPoison);
   RopeKvWriteReferenceArgs ref;
   ref.qkv = qkv.data();
@@ -137,12 +178,22 @@ void CheckRopeKvWrite(const RopeCase& c, uint64_t seed) {
   ref.layout = layout;
   ref.layer = layer;
   ref.kv_pool = want_pool.data();
+  ref.kv_scales = scales.data();
   ref.q_out = want_q.data();
   RopeKvWriteReference(ref);
   for (Bf16Bits v : want_q) ASSERT_NE(v, kPoison);  // every query element has a value to check
 
   EXPECT_TRUE(RopeClose(got_q, want_q, "q_out"));
-  EXPECT_TRUE(RopeClose(got_pool, want_pool, "kv_pool"));
+  if (fp8) {
+    EXPECT_TRUE(Fp8CodesClose(got_pool, want_pool));
+  } else {
+    auto as_bf16 = [](const std::vector<uint8_t>& bytes) {
+      std::vector<Bf16Bits> bits(bytes.size() / 2);
+      std::memcpy(bits.data(), bytes.data(), bits.size() * 2);
+      return bits;
+    };
+    EXPECT_TRUE(RopeClose(as_bf16(got_pool), as_bf16(want_pool), "kv_pool"));
+  }
 }
 
 TEST(RopeKvWriteGpuTest, MatchesReferenceOverShapes) {
@@ -157,6 +208,8 @@ TEST(RopeKvWriteGpuTest, MatchesReferenceOverShapes) {
           const bool bias = variant & 1;
           const bool norm = variant & 2;
           CheckRopeKvWrite(RopeCase{heads, kv_heads, head_dim, n, 16, bias, norm}, seed++);
+          CheckRopeKvWrite(RopeCase{heads, kv_heads, head_dim, n, 16, bias, norm, DType::kFP8E4M3},
+                           seed++);
         }
       }
     }
@@ -169,6 +222,8 @@ TEST(RopeKvWriteGpuTest, OddBlockSizesSmallHeadsAndManyTokens) {
   CheckRopeKvWrite(RopeCase{3, 1, 6, 31, 3, true, true}, 102);       // head_dim 6: half 3 lanes
   CheckRopeKvWrite(RopeCase{2, 2, 256, 9, 16, false, true}, 103);    // pairs beyond 32 lanes
   CheckRopeKvWrite(RopeCase{8, 8, 64, 4000, 16, true, false}, 104);  // prefill-sized
+  CheckRopeKvWrite(RopeCase{3, 1, 6, 31, 3, true, true, DType::kFP8E4M3}, 105);
+  CheckRopeKvWrite(RopeCase{8, 8, 64, 4000, 16, true, false, DType::kFP8E4M3}, 106);
 }
 
 // Argument checks run before any CUDA call, so this needs no GPU.
@@ -228,6 +283,11 @@ TEST(RopeKvWriteGpuTest, RejectsBadArguments) {
   bad = good;
   bad.q_norm = reinterpret_cast<const __nv_bfloat16*>(16);
   expect_invalid(bad, "q_norm");
+  bad = good;
+  bad.layout.dtype = DType::kFP8E4M3;
+  expect_invalid(bad, "kv_scales");
+  bad.kv_scales = reinterpret_cast<const float*>(16);
+  EXPECT_TRUE(RopeKvWrite(bad, nullptr).ok());
 }
 
 }  // namespace

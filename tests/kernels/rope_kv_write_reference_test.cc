@@ -9,6 +9,7 @@
 #include "common/backend/rope.h"
 #include "common/backend/row_ops.h"
 #include "common/model/model_config.h"
+#include "common/util/fp8.h"
 #include "gtest/gtest.h"
 
 namespace tandem::kernels {
@@ -65,6 +66,47 @@ TEST(RopeKvWriteReferenceTest, PositionZeroCopiesHeadsToTheirPoolSlots) {
     want[340 + i] = FloatToBf16(21 + i);       // V head 1
   }
   EXPECT_EQ(pool, want);
+}
+
+// An fp8 pool gets the E4M3 code of value / scale, the scale of its (layer, K|V, kv head): the
+// same heads as PositionZeroCopiesHeadsToTheirPoolSlots (position 0: K and V are qkv's values), and
+// a value past 448 x scale saturates.
+TEST(RopeKvWriteReferenceTest, Fp8StoresTheCodeOfValueOverItsHeadsScale) {
+  KvLayout layout = MakeLayout(2, 2, 4, 4, 3);
+  layout.dtype = DType::kFP8E4M3;
+  std::vector<float> qkv(24);
+  for (int i = 0; i < 24; ++i) qkv[i] = static_cast<float>(i + 1) / 4;
+  qkv[20] = 1e6f;  // V head 1, element 0
+  const std::vector<float> inv_freq = {1.0f, 0.01f};
+  const std::vector<int32_t> positions = {0};
+  const std::vector<int64_t> slots = {5};
+  // [layer][K|V][head]; layer 1's: K 1/2, 1/4; V 1/8, 1.
+  const std::vector<float> scales = {1, 1, 1, 1, 0.5f, 0.25f, 0.125f, 1};
+  std::vector<uint8_t> pool(layout.total_elements(), 0xFF);
+  std::vector<Bf16Bits> q_out(8, kUnwritten);
+  RopeKvWriteReferenceArgs args;
+  args.qkv = qkv.data();
+  args.inv_freq = inv_freq.data();
+  args.positions = positions.data();
+  args.slot_mapping = slots.data();
+  args.n = 1;
+  args.num_heads = 2;
+  args.layout = layout;
+  args.layer = 1;
+  args.kv_pool = pool.data();
+  args.kv_scales = scales.data();
+  args.q_out = q_out.data();
+  RopeKvWriteReference(args);
+  std::vector<uint8_t> want(pool.size(), 0xFF);
+  const int64_t offsets[4] = {228, 228 + 16, 324, 340};  // K head 0, K head 1, V head 0, V head 1
+  for (int h = 0; h < 4; ++h) {
+    for (int i = 0; i < 4; ++i) {
+      want[offsets[h] + i] = F32ToFp8E4M3(qkv[8 + 4 * h + i] / scales[4 + h]);
+    }
+  }
+  EXPECT_EQ(want[340], 0x7e);  // 1e6 saturates to 448
+  EXPECT_EQ(pool, want);
+  EXPECT_EQ(Fp8E4M3ToF32(pool[228 + 16 + 3]) * 0.25f, 4.0f);  // 4 / (1/4) = 16: exact
 }
 
 TEST(RopeKvWriteReferenceTest, RotatesNormalizesAndAddsBiasByHand) {

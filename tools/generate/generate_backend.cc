@@ -16,10 +16,9 @@ bool GenerateHasCuda() { return TANDEM_HAVE_CUDA != 0; }
 
 absl::Status CheckGenerateBackend(const GenerateOptions& options) {
   if (options.backend == BackendKind::kCpu) return absl::OkStatus();
-  if (options.kv_cache_dtype.Or(DType::kBF16) != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--kv-cache-dtype ", KvDTypeName(*options.kv_cache_dtype.dtype),
-                     ": the cuda backend stores KV as bf16 only (use auto or bf16)"));
+  if (!CudaStoresKvDType(options.kv_cache_dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-dtype ", KvDTypeName(*options.kv_cache_dtype.dtype), kCudaKvDTypeRefusal));
   }
   if (options.backend != BackendKind::kCuda) {
     return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu or cuda, not '",
@@ -52,6 +51,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateGenerateBackend(const GenerateOpt
     o.max_batch_tokens = options.max_num_batched_tokens;
     o.max_num_seqs = options.max_num_seqs;
     o.max_context = options.max_model_len;
+    o.kv_cache_dtype = options.kv_cache_dtype.Or(DType::kBF16);
     o.cuda_graphs = options.cuda_graphs;
     ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend, CudaBackend::Create(weights, o));
     return std::unique_ptr<Backend>(std::move(backend));

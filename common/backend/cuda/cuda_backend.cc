@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/backend/batch_validation.h"
 #include "common/backend/rope.h"
+#include "common/kv/kv_dtype.h"
 #include "common/util/status_macros.h"
 #include "common/util/thread_pool.h"
 #include "kernels/cuda_status.h"
@@ -103,7 +104,12 @@ absl::Status CudaBackend::Init(CudaWeights weights) {
   max_table_width_ = (max_context_ + options_.block_size - 1) / options_.block_size;
   attention_scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
 
-  layout_.dtype = DType::kBF16;
+  if (options_.kv_cache_dtype != DType::kBF16 && options_.kv_cache_dtype != DType::kFP8E4M3) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda backend: KV dtype ",
+                                                   KvDTypeName(options_.kv_cache_dtype),
+                                                   "; it stores bf16 or fp8_e4m3"));
+  }
+  layout_.dtype = options_.kv_cache_dtype;
   layout_.num_layers = c.num_layers;
   layout_.num_kv_heads = c.num_kv_heads;
   layout_.head_dim = c.head_dim;
@@ -141,6 +147,7 @@ absl::Status CudaBackend::Init(CudaWeights weights) {
                                              c.head_dim, max_table_width_ * options_.block_size);
   ASSIGN_OR_RETURN(decode_workspace_, Allocate(decode_workspace_bytes_, "decode workspace"));
   RETURN_IF_ERROR(EnsureScratch(std::max(options_.max_batch_tokens, options_.max_num_seqs)));
+  if (layout_.dtype == DType::kFP8E4M3) RETURN_IF_ERROR(CalibrateFp8Scales());
   TANDEM_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "initializing the cuda backend");
   return absl::OkStatus();
 }
@@ -211,7 +218,10 @@ absl::Status CudaBackend::EnqueuePass(const DeviceForwardPlan& plan) {
   const int inter = c.intermediate_size;
   const auto* meta = meta_.as<const uint8_t>();
   auto i32 = [&](size_t offset) { return reinterpret_cast<const int32_t*>(meta + offset); };
-  auto* pool = static_cast<__nv_bfloat16*>(kv_pool_);
+  void* const pool = kv_pool_;
+  // Set only while the pool is fp8 (the calibration prefill runs on a bf16 pool).
+  const float* const kv_scales =
+      layout_.dtype == DType::kFP8E4M3 ? kv_scales_device_.as<const float>() : nullptr;
   auto* x = x_.as<float>();
   auto* h = h_.as<__nv_bfloat16>();
   auto* mlp_out = mlp_out_.as<__nv_bfloat16>();
@@ -246,6 +256,7 @@ absl::Status CudaBackend::EnqueuePass(const DeviceForwardPlan& plan) {
     rope.layout = layout_;
     rope.layer = l;
     rope.kv_pool = pool;
+    rope.kv_scales = kv_scales;
     rope.q_out = q_.as<__nv_bfloat16>();
     RETURN_IF_ERROR(kernels::RopeKvWrite(rope, stream_));
 
@@ -254,6 +265,7 @@ absl::Status CudaBackend::EnqueuePass(const DeviceForwardPlan& plan) {
       a.q = q_.as<const __nv_bfloat16>();
       a.out = attn_.as<__nv_bfloat16>();
       a.kv_pool = pool;
+      a.kv_scales = kv_scales;
       a.layout = layout_;
       a.layer = l;
       a.num_heads = c.num_heads;
@@ -273,6 +285,7 @@ absl::Status CudaBackend::EnqueuePass(const DeviceForwardPlan& plan) {
       a.q = q_.as<const __nv_bfloat16>();
       a.out = attn_.as<__nv_bfloat16>();
       a.kv_pool = pool;
+      a.kv_scales = kv_scales;
       a.layout = layout_;
       a.layer = l;
       a.num_heads = c.num_heads;

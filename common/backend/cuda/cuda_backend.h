@@ -1,9 +1,9 @@
-// The GPU Backend: bf16 weights and a bf16 paged KV pool on one CUDA device, cuBLASLt GEMMs and the
-// kernels in kernels/, one stream per engine. A forward pass is: one host-to-device copy of the
-// step's metadata (common/backend/device_forward_plan.h), the layers (f32 residual stream, fused
-// RMSNorm+residual, QKV GEMM, RoPE fused with the KV write, prefill and/or paged decode attention,
-// O GEMM, gate/up GEMM, SwiGLU, down GEMM), the LM head over the rows that want logits, and one
-// device-to-host copy of those logits: the only synchronization of the step.
+// The GPU Backend: bf16 weights and a bf16 or fp8 (E4M3) paged KV pool on one CUDA device, cuBLASLt
+// GEMMs and the kernels in kernels/, one stream per engine. A forward pass is: one host-to-device
+// copy of the step's metadata (common/backend/device_forward_plan.h), the layers (f32 residual
+// stream, fused RMSNorm+residual, QKV GEMM, RoPE fused with the KV write, prefill and/or paged
+// decode attention, O GEMM, gate/up GEMM, SwiGLU, down GEMM), the LM head over the rows that want
+// logits, and one device-to-host copy of those logits: the only synchronization of the step.
 //
 // Decode-only steps (one new token per sequence, logits for each) replay a CUDA graph captured
 // once per (padded batch size, padded block-table width); other steps launch eagerly.
@@ -24,6 +24,7 @@
 #include "common/backend/backend.h"
 #include "common/backend/cuda/cuda_weights.h"
 #include "common/backend/device_forward_plan.h"
+#include "common/kv/kv_scales.h"
 #include "common/model/model_weights.h"
 #include "kernels/device_buffer.h"
 #include "kernels/gemm.h"
@@ -43,6 +44,9 @@ struct CudaBackendOptions {
   // Longest context attention must handle; 0: the model's max_position_embeddings.
   int max_context = 0;
   bool cuda_graphs = true;
+  // What the pool stores: kBF16, or kFP8E4M3 with a scale per (layer, K|V, kv head) that a
+  // calibration prefill at load picks (common/kv/kv_scales.h; cuda_kv_calibration.cc).
+  DType kv_cache_dtype = DType::kBF16;
   // Where the KV pool lives. Unset: cudaMalloc. Set: called once with the pool's size in bytes;
   // must return device memory on `device` that outlives the backend (a KV transport's, registered
   // for transfers). The backend zeroes it.
@@ -71,6 +75,8 @@ class CudaBackend : public Backend {
                                 std::span<TokenId> tokens) override;
 
   void* kv_pool() const { return kv_pool_; }
+  // An fp8 pool's scales (empty for bf16); kv_layout().scale_fingerprint names them.
+  const KvScales& kv_scales() const { return kv_scales_; }
   size_t kv_pool_bytes() const { return layout_.total_bytes(); }
   int device() const { return options_.device; }
   size_t weight_bytes() const { return weights_.bytes(); }
@@ -83,6 +89,9 @@ class CudaBackend : public Backend {
   absl::Status Init(CudaWeights weights);
   // Grows the scratch buffers for `tokens` rows (dropping captured graphs when they move).
   absl::Status EnsureScratch(int tokens);
+  // fp8: runs the calibration prefill over a temporary bf16 pool and sets kv_scales_,
+  // kv_scales_device_ and layout_.scale_fingerprint.
+  absl::Status CalibrateFp8Scales();
   // Grows the buffers of logits rows (the normed rows, logits, sampling) to hold `rows`.
   absl::Status EnsureLogitRows(int rows);
   // Enqueues the whole pass for `plan`, whose bytes are already at meta_ on the device; logits
@@ -109,6 +118,8 @@ class CudaBackend : public Backend {
   kernels::DeviceBuffer owned_pool_;
   void* kv_pool_ = nullptr;
   kernels::DeviceBuffer inv_freq_;
+  KvScales kv_scales_;
+  kernels::DeviceBuffer kv_scales_device_;  // kv_scales_.values; empty for bf16
   // Scratch, sized for scratch_tokens_ rows.
   int scratch_tokens_ = 0;
   kernels::DeviceBuffer x_, h_, qkv_, q_, attn_, o_, gate_up_, act_, mlp_out_;

@@ -1,6 +1,8 @@
 // On a GPU: a disaggregated request whose KV moves GPU to GPU (prefill and decode nodes both on the
 // cuda backend) gives the same greedy tokens as the same request prefilled on the decode node
-// itself (colocated). Skips in builds without CUDA and on machines without an NVIDIA GPU.
+// itself (colocated), with a bf16 KV pool and with an fp8 one (the prefill node's E4M3 codes and
+// scales are what the decode node reads). Skips in builds without CUDA and on machines without an
+// NVIDIA GPU.
 #include <filesystem>
 #include <random>
 #include <string>
@@ -50,7 +52,9 @@ std::vector<GenerateOutcome> RunAll(LocalCluster& cluster,
   return outcomes;
 }
 
-TEST(GpuDisaggregationTest, KvMovedGpuToGpuGivesTheColocatedTokens) {
+class GpuDisaggregationTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuDisaggregationTest, KvMovedGpuToGpuGivesTheColocatedTokens) {
 #if !TANDEM_HAVE_CUDA
   GTEST_SKIP() << "GPU test skipped: this build has no CUDA (TANDEM_CUDA=OFF or no nvcc)";
 #endif
@@ -69,8 +73,8 @@ TEST(GpuDisaggregationTest, KvMovedGpuToGpuGivesTheColocatedTokens) {
   ClusterSpec spec;
   spec.model_dir = model;
   spec.node_args = {
-      "--backend",     "cuda", "--max-num-batched-tokens", "64", "--max-num-seqs", "16",
-      "--kv-cache-mb", "64"};
+      "--backend",     "cuda", "--max-num-batched-tokens", "64",      "--max-num-seqs", "16",
+      "--kv-cache-mb", "64",   "--kv-cache-dtype",         GetParam()};
 
   LocalCluster colocated;
   spec.router_args = {"--local-prefill-threshold", "100000"};
@@ -93,6 +97,9 @@ TEST(GpuDisaggregationTest, KvMovedGpuToGpuGivesTheColocatedTokens) {
   EXPECT_EQ(load->num_imported_requests(), kRequests);
   if (HasFailure()) ADD_FAILURE() << colocated.Logs() << disaggregated.Logs();
 }
+
+INSTANTIATE_TEST_SUITE_P(KvCacheDTypes, GpuDisaggregationTest,
+                         ::testing::Values("bf16", "fp8_e4m3"));
 
 }  // namespace
 }  // namespace tandem::testing

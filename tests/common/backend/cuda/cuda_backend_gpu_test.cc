@@ -34,8 +34,10 @@ ModelConfig GpuConfig(const ModelCase& c, int head_dim = 64) {
   return config;
 }
 
-std::unique_ptr<CudaBackend> MakeCuda(const ModelWeights& weights, bool graphs = true) {
+std::unique_ptr<CudaBackend> MakeCuda(const ModelWeights& weights, bool graphs = true,
+                                      DType kv_dtype = DType::kBF16) {
   CudaBackendOptions o;
+  o.kv_cache_dtype = kv_dtype;
   o.block_size = kBlockSize;
   o.num_kv_blocks = kBlocks;
   o.max_batch_tokens = 256;
@@ -46,8 +48,9 @@ std::unique_ptr<CudaBackend> MakeCuda(const ModelWeights& weights, bool graphs =
   return backend.ok() ? std::move(*backend) : nullptr;
 }
 
-std::unique_ptr<CpuBackend> MakeCpu(const ModelWeights& weights) {
+std::unique_ptr<CpuBackend> MakeCpu(const ModelWeights& weights, DType kv_dtype = DType::kF32) {
   CpuBackendOptions o;
+  o.kv_dtype = kv_dtype;
   o.block_size = kBlockSize;
   o.num_kv_blocks = kBlocks;
   o.num_threads = 2;
@@ -273,6 +276,96 @@ TEST_P(CudaBackendTest, SeveralLogitsRowsPerSequenceMatchTheCpuBackend) {
   const int64_t replays = cuda->graph_replays();
   EXPECT_LT(RelativeError(RunBackend(*cuda, decode_step), RunBackend(*cpu, decode_step)), 0.03);
   EXPECT_GT(cuda->graph_replays(), replays);
+}
+
+// fp8 KV: the scales a calibration over a bf16 pool picks against the cpu backend's (over an f32
+// pool), then a prefill and 16 greedy steps against the cpu backend with fp8 KV (the same codes
+// but where bf16 and f32 compute land on either side of a rounding boundary).
+TEST_P(CudaBackendTest, Fp8KvMatchesTheCpuBackendsFp8Kv) {
+  TANDEM_REQUIRE_GPU();
+  TestModel model(GpuConfig(GetParam()), DType::kBF16, 7);
+  auto cuda = MakeCuda(model.weights(), true, DType::kFP8E4M3);
+  auto cpu = MakeCpu(model.weights(), DType::kFP8E4M3);
+  auto bf16 = MakeCuda(model.weights(), true, DType::kBF16);
+  ASSERT_NE(cuda, nullptr);
+  ASSERT_NE(bf16, nullptr);
+  EXPECT_EQ(cuda->kv_layout().dtype, DType::kFP8E4M3);
+  EXPECT_NE(cuda->kv_layout().scale_fingerprint, 0u);
+  EXPECT_EQ(cuda->kv_pool_bytes() * 2, bf16->kv_pool_bytes());  // the same blocks, half the bytes
+  const std::vector<float>& a = cuda->kv_scales().values;
+  const std::vector<float>& b = cpu->kv_scales().values;
+  ASSERT_EQ(a.size(), b.size());
+  int same = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    same += a[i] == b[i] ? 1 : 0;
+    EXPECT_TRUE(a[i] == b[i] || a[i] == 2 * b[i] || 2 * a[i] == b[i]) << i;
+  }
+  std::printf("[          ] %d of %zu scales equal to the cpu backend's\n", same, a.size());
+  EXPECT_GE(same * 4, static_cast<int>(a.size()) * 3);
+
+  const int vocab = model.config().vocab_size;
+  std::vector<TokenId> tokens = RandomTokens(37, vocab, 3);
+  const std::vector<int32_t> blocks = Blocks(1, 6);
+  ForwardItem prefill{tokens, 0, blocks, true};
+  std::vector<float> want = RunBackend(*cpu, {prefill});
+  std::vector<float> got = RunBackend(*cuda, {prefill});
+  std::vector<float> got_bf16 = RunBackend(*bf16, {prefill});
+  double worst = RelativeError(got, want), worst_vs_bf16 = RelativeError(got, got_bf16);
+  int compared = 0;
+  for (int step = 0; step < 16; ++step) {
+    double scale = 1;
+    for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    const int clear = ClearArgmax(want.data(), vocab, 0.1 * scale);
+    if (clear >= 0) {
+      EXPECT_EQ(Argmax(got.data(), vocab), clear) << "step " << step;
+      ++compared;
+    }
+    tokens.push_back(Argmax(want.data(), vocab));
+    ForwardItem decode{std::span<const TokenId>(&tokens.back(), 1),
+                       static_cast<int32_t>(tokens.size()) - 1, blocks, true};
+    want = RunBackend(*cpu, {decode});
+    got = RunBackend(*cuda, {decode});
+    got_bf16 = RunBackend(*bf16, {decode});
+    worst = std::max(worst, RelativeError(got, want));
+    worst_vs_bf16 = std::max(worst_vs_bf16, RelativeError(got, got_bf16));
+  }
+  std::printf("[          ] fp8 logits: max relative error %.4f vs cpu fp8, %.4f vs cuda bf16\n",
+              worst, worst_vs_bf16);
+  EXPECT_LT(worst, 0.1);
+  EXPECT_GT(compared, 3) << "too few steps with a clear greedy choice to compare";
+  EXPECT_GT(cuda->graph_replays(), 0);
+}
+
+// fp8 KV through the other paths: graph decode steps against eager ones, chunked prefill against
+// one-shot (both read every key from the pool, so the same codes), and a verification pass of
+// several logits rows per sequence against decoding them one by one.
+TEST_P(CudaBackendTest, Fp8KvGraphsChunksAndVerificationAgree) {
+  TANDEM_REQUIRE_GPU();
+  TestModel model(GpuConfig(GetParam()), DType::kBF16, 11);
+  auto graphs = MakeCuda(model.weights(), true, DType::kFP8E4M3);
+  auto eager = MakeCuda(model.weights(), false, DType::kFP8E4M3);
+  ASSERT_NE(graphs, nullptr);
+  ASSERT_NE(eager, nullptr);
+  EXPECT_EQ(graphs->kv_scales().values, eager->kv_scales().values);
+  const int vocab = model.config().vocab_size;
+  const std::vector<TokenId> tokens = RandomTokens(100, vocab, 9);
+  const std::vector<int32_t> blocks = Blocks(4, 7);
+  const std::span<const TokenId> all(tokens);
+  const std::vector<float> one_shot = RunBackend(*graphs, {{all.subspan(0, 96), 0, blocks, true}});
+  RunBackend(*eager, {{all.subspan(0, 48), 0, blocks, false}});
+  RunBackend(*eager, {{all.subspan(48, 29), 48, blocks, false}});
+  EXPECT_LT(RelativeError(RunBackend(*eager, {{all.subspan(77, 19), 77, blocks, true}}), one_shot),
+            0.02);
+  // Decode 96..99 one at a time on the graphs backend; verify them in one pass on the eager one.
+  std::vector<float> stepwise;
+  for (int p = 96; p < 100; ++p) {
+    const std::vector<float> row = RunBackend(*graphs, {{all.subspan(p, 1), p, blocks, true}});
+    stepwise.insert(stepwise.end(), row.begin(), row.end());
+  }
+  EXPECT_GT(graphs->graph_replays(), 0);
+  const std::vector<float> verified =
+      RunBackend(*eager, {{all.subspan(96, 4), 96, blocks, true, 4}});
+  EXPECT_LT(RelativeError(verified, stepwise), 0.02);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaBackendTest, ::testing::ValuesIn(AllModelCases()),
