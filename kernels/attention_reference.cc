@@ -1,6 +1,7 @@
 #include "kernels/attention_reference.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -27,7 +28,8 @@ struct PagedSequence {
     if (layout.dtype == DType::kFP8E4M3) {
       const uint8_t* codes = static_cast<const uint8_t*>(kv_pool) + offset;
       const float scale = kv_scales[(layer * 2 + kv) * layout.num_kv_heads + kv_head];
-      for (int d = 0; d < layout.head_dim; ++d) row[d] = Fp8E4M3ToF32(codes[d]) * scale;
+      const std::array<float, 256>& values = Fp8E4M3Values();
+      for (int d = 0; d < layout.head_dim; ++d) row[d] = values[codes[d]] * scale;
     } else {
       const Bf16Bits* bits = static_cast<const Bf16Bits*>(kv_pool) + offset;
       for (int d = 0; d < layout.head_dim; ++d) row[d] = Bf16ToFloat(bits[d]);

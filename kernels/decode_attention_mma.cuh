@@ -68,8 +68,8 @@ __device__ __forceinline__ void MmaBf16(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// KvT: __nv_bfloat16 (staged by cp.async) or __nv_fp8_e4m3 (8-byte loads widened to bf16 on the
-// way into shared memory; the K scale joins the score scale, the V scale the output).
+// KvT: __nv_bfloat16 (staged by cp.async) or __nv_fp8_e4m3 (loaded a tile ahead into registers and
+// widened to bf16 into shared memory; the K scale joins the score scale, the V scale the output).
 template <int kHeadDim, typename KvT>
 __global__ void __launch_bounds__(kThreads)
     DecodePartitionMmaKernel(const DecodeAttentionLaunchArgs args, const int partition_tokens,
@@ -148,11 +148,7 @@ __global__ void __launch_bounds__(kThreads)
         const int pos = key_begin + t;
         const int64_t offset = block_s[pos / args.block_size - first_block] * args.block_stride +
                                int64_t{pos % args.block_size} * kHeadDim + c;
-        if constexpr (sizeof(KvT) == 2) {
-          CpAsync16(&tile_s[r][c], head + offset);
-        } else {
-          *reinterpret_cast<uint4*>(&tile_s[r][c]) = LoadKvAsBf16x8(head + offset);
-        }
+        CpAsync16(&tile_s[r][c], head + offset);
       } else {
         *reinterpret_cast<uint4*>(&tile_s[r][c]) = make_uint4(0, 0, 0, 0);
       }
@@ -161,11 +157,56 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   };
 
+  // fp8: a tile's codes come into registers with 16-byte loads (16 codes each) one tile ahead:
+  // tile i + 1's loads are in flight while tile i's products run, then widen to bf16 into tile_s
+  // (zeros past n). A synchronous load-and-widen per tile ran at half the bf16 kernel's speed.
+  constexpr int kFp8Chunk = 16;
+  constexpr int kFp8ChunksPerRow = kHeadDim / kFp8Chunk;
+  constexpr int kFp8Loads = kMmaTileKeys * kFp8ChunksPerRow / kThreads;  // 2 (64) or 4 (128)
+  uint4 raw[kFp8Loads];
+  auto load_fp8 = [&](const KvT* head, int tile0) {
+#pragma unroll
+    for (int i = 0; i < kFp8Loads; ++i) {
+      const int chunk = threadIdx.x + i * kThreads;
+      const int t = tile0 + chunk / kFp8ChunksPerRow;
+      raw[i] = make_uint4(0, 0, 0, 0);  // code 0 is +0
+      if (t < n) {
+        const int pos = key_begin + t;
+        const int64_t offset = block_s[pos / args.block_size - first_block] * args.block_stride +
+                               int64_t{pos % args.block_size} * kHeadDim +
+                               (chunk % kFp8ChunksPerRow) * kFp8Chunk;
+        raw[i] = *reinterpret_cast<const uint4*>(head + offset);
+      }
+    }
+  };
+  auto widen_fp8 = [&]() {
+#pragma unroll
+    for (int i = 0; i < kFp8Loads; ++i) {
+      const int chunk = threadIdx.x + i * kThreads;
+      const int r = chunk / kFp8ChunksPerRow;
+      const int c = (chunk % kFp8ChunksPerRow) * kFp8Chunk;
+      *reinterpret_cast<uint4*>(&tile_s[r][c]) = WidenFp8x8ToBf16(make_uint2(raw[i].x, raw[i].y));
+      *reinterpret_cast<uint4*>(&tile_s[r][c + 8]) =
+          WidenFp8x8ToBf16(make_uint2(raw[i].z, raw[i].w));
+    }
+  };
+  // Puts tile `tile` of `head` in tile_s for every thread to read.
+  auto begin_tile = [&](const KvT* head, int tile) {
+    if constexpr (sizeof(KvT) == 1) {
+      if (tile == 0) load_fp8(head, 0);
+      widen_fp8();
+      __syncthreads();
+      if (tile + 1 < n_tiles) load_fp8(head, (tile + 1) * kMmaTileKeys);
+    } else {
+      stage(head, tile * kMmaTileKeys);
+    }
+  };
+
   // 1. Scores: each warp takes 16 of the tile's keys against the 8 heads.
   const KvT* k_head = static_cast<const KvT*>(args.k_layer) + kv_head * args.head_stride;
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int tile0 = tile * kMmaTileKeys;
-    stage(k_head, tile0);
+    begin_tile(k_head, tile);
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int key0 = warp * 16;
 #pragma unroll
@@ -215,7 +256,7 @@ __global__ void __launch_bounds__(kThreads)
   const KvT* v_head = static_cast<const KvT*>(args.v_layer) + kv_head * args.head_stride;
   for (int tile = 0; tile < n_tiles; ++tile) {
     const int tile0 = tile * kMmaTileKeys;
-    stage(v_head, tile0);
+    begin_tile(v_head, tile);
 #pragma unroll
     for (int ks = 0; ks < kMmaTileKeys / 16; ++ks) {
       uint32_t b[2];

@@ -23,8 +23,8 @@ namespace tandem::kernels::internal {
 __device__ __forceinline__ uint4 LoadKvAsBf16x8(const __nv_bfloat16* p) {
   return *reinterpret_cast<const uint4*>(p);
 }
-__device__ __forceinline__ uint4 LoadKvAsBf16x8(const __nv_fp8_e4m3* p) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(p);
+// 8 E4M3 codes (in memory order) as 8 bf16, exactly.
+__device__ __forceinline__ uint4 WidenFp8x8ToBf16(const uint2 raw) {
   const __nv_fp8x2_storage_t* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
   uint4 out;
   __nv_bfloat162* bf = reinterpret_cast<__nv_bfloat162*>(&out);
@@ -34,6 +34,9 @@ __device__ __forceinline__ uint4 LoadKvAsBf16x8(const __nv_fp8_e4m3* p) {
     bf[i] = __float22bfloat162_rn(__half22float2(h));  // exact: E4M3 values are bf16 values
   }
   return out;
+}
+__device__ __forceinline__ uint4 LoadKvAsBf16x8(const __nv_fp8_e4m3* p) {
+  return WidenFp8x8ToBf16(*reinterpret_cast<const uint2*>(p));
 }
 
 // out[0..8) = f32 of 8 consecutive elements (the codes' values for fp8, unscaled).

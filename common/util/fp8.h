@@ -5,6 +5,7 @@
 #ifndef TANDEM_COMMON_UTIL_FP8_H_
 #define TANDEM_COMMON_UTIL_FP8_H_
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,16 @@ inline float Fp8E4M3ToF32(uint8_t code) {
     magnitude = std::ldexp(static_cast<float>(8 + mant), static_cast<int>(exp) - 10);
   }
   return (code & 0x80u) != 0 ? -magnitude : magnitude;
+}
+
+// Fp8E4M3ToF32 of every code (index = code), for readers that widen many.
+inline const std::array<float, 256>& Fp8E4M3Values() {
+  static const std::array<float, 256> values = [] {
+    std::array<float, 256> v{};
+    for (int code = 0; code < 256; ++code) v[code] = Fp8E4M3ToF32(static_cast<uint8_t>(code));
+    return v;
+  }();
+  return values;
 }
 
 // Rounds to the nearest code, ties to the even code; magnitudes above 448 (infinities included)

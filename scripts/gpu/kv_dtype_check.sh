@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fp8 KV on the cuda backend, end to end: on each model folder of MODELS_DIR (the comparison with
-# transformers' four), tandem-generate greedy with top-2 logprobs over 6 token-id prompts (9 to 700
+# transformers' four), tandem-generate greedy with top-5 logprobs over 6 token-id prompts (9 to 700
 # tokens: one block, a partial block, chunked prefill past the 512-token step budget, a cached
 # prefix) five ways: cuda bf16, cuda fp8 (graphs and eager), cpu fp8 and cpu f32.
 #
@@ -37,7 +37,7 @@ for dir in "$models"/*/; do
   mw="$work/$model"
   mkdir -p "$mw"
   common=(--model "$dir" --prompts-file "$work/prompts.jsonl" --max-tokens 32 --ignore-eos
-    --temperature 0 --logprobs 2 --max-seqs 8 --max-batch-tokens 512)
+    --temperature 0 --logprobs 5 --max-seqs 8 --max-batch-tokens 512)
   for run in "cuda_bf16 --backend cuda --kv-cache-dtype bf16" \
              "cuda_fp8 --backend cuda --kv-cache-dtype fp8_e4m3" \
              "cuda_fp8_eager --backend cuda --kv-cache-dtype fp8_e4m3 --no-cuda-graphs" \

@@ -6,6 +6,7 @@
 #define TANDEM_TESTS_KERNELS_ATTENTION_TEST_UTIL_H_
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -44,8 +45,9 @@ struct PagedKv {
   std::vector<float> PoolAsFloat() const {
     if (!fp8()) return FromBf16(pool);
     std::vector<float> values(pool_fp8.size());
+    const std::array<float, 256>& code_values = Fp8E4M3Values();
     for (size_t e = 0; e < values.size(); ++e) {
-      values[e] = Fp8E4M3ToF32(pool_fp8[e]) * ScaleOf(static_cast<int64_t>(e));
+      values[e] = code_values[pool_fp8[e]] * ScaleOf(static_cast<int64_t>(e));
     }
     return values;
   }
