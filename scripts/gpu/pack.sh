@@ -7,7 +7,8 @@
 #
 # Usage: scripts/gpu/pack.sh [--build-dir DIR] [--pack-dir DIR] [--jobs N] [--no-build]
 # Environment: TANDEM_GPU_BUILD_DIR (default build-gpu), TANDEM_GPU_PACK_DIR (default gpu-pack),
-# TANDEM_BUILD_JOBS, TANDEM_GPU_PACK_MAX_MIB (default 60: the run tool carries 64 MiB at most).
+# TANDEM_BUILD_JOBS, TANDEM_GPU_PACK_MAX_MIB (default 54: the run tool carries 64 MiB at most, the
+# working tree that travels with the pack included, about 8 MiB of it).
 set -euo pipefail
 
 # ---- What the pack holds. Targets that do not exist (yet) are skipped with a warning. ----------
@@ -27,14 +28,16 @@ GPU_BENCHES=(
 )
 # The comparison with transformers (run.sh reference): "script [args]", the scripts copied to the
 # pack's top level; {pack} becomes the pack's folder and {out} the results folder there. Its models
-# are made here by make_reference_models.sh into data/reference-models/.
+# are made there, first, by make_reference_models.sh (with the pack's tandem-make-model and
+# tokenizer) into data/reference-models/: 8 MiB that need not travel.
 REFERENCES=(
+  "make_reference_models.sh {pack}/data/reference-models"
   "compare_transformers.py --tandem-generate {pack}/bin/tandem-generate --out {out}/reference.json {pack}/data/reference-models"
   "speculative_check.sh {pack} {out}"
   "kv_dtype_check.sh {pack} {pack}/data/reference-models {out}"
 )
-REFERENCE_SCRIPTS=(compare_transformers.py compare_rules.py compare_generations.py
-  speculative_check.sh kv_dtype_check.sh)
+REFERENCE_SCRIPTS=(make_reference_models.sh small_tokenizer.py compare_transformers.py
+  compare_rules.py compare_generations.py speculative_check.sh kv_dtype_check.sh)
 # CPU binaries the GPU integration tests start (through $TANDEM_BINARY_DIR/bin/NAME).
 CPU_BINARIES=(
   tandem-generate
@@ -58,7 +61,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${TANDEM_GPU_BUILD_DIR:-$root/build-gpu}"
 pack="${TANDEM_GPU_PACK_DIR:-$root/gpu-pack}"
 jobs="${TANDEM_BUILD_JOBS:-$(nproc)}"
-max_mib="${TANDEM_GPU_PACK_MAX_MIB:-60}"
+max_mib="${TANDEM_GPU_PACK_MAX_MIB:-54}"
 cuda="${TANDEM_CUDA_HOME:-/usr/local/cuda}"
 do_build=1
 
@@ -193,10 +196,6 @@ for f in "${DATA_FILES[@]}"; do
 done
 if [ "${#REFERENCES[@]}" -gt 0 ]; then
   for f in "${REFERENCE_SCRIPTS[@]}"; do cp "$root/scripts/gpu/$f" "$pack/$f"; done
-  TANDEM_MAKE_MODEL="$build/bin/tandem-make-model" \
-    "$root/scripts/gpu/make_reference_models.sh" "$pack/data/reference-models" >&2 ||
-    die "make_reference_models.sh failed"
-  rm -rf "$pack/data/reference-models/.tokenizer"
 fi
 printf '%s\n' "${REFERENCES[@]}" > "$pack/references.txt"
 cp "$root/scripts/gpu/run.sh" "$pack/run.sh"
