@@ -6,6 +6,10 @@ verification, TPOT against the plain run at the same rate) and the goodput of ea
 at the SLO, and writes it all as JSON.
 
   bench/speculative/sim_batch.py --build build --out bench/results/speculative_sim_batch.json
+
+With --sim-draft-model NAME the drafts come from that draft model (llama-3.2-1b, llama-3.2-3b),
+whose passes each step pays for and whose weights and KV take decode memory; without it drafts
+are free (prompt lookup's nearly are).
 """
 import argparse
 import json
@@ -28,7 +32,7 @@ SPECULATION = [(0, 0.0), (2, 0.6), (4, 0.6), (2, 0.8), (4, 0.8)]  # (drafts, acc
 SLO = {"ttft_ms": 1000, "tpot_ms": 25, "percentile": 90}
 
 
-def run_sim(binary, model, gpu, tp, rate, drafts, accept, prompts, seed):
+def run_sim(binary, model, gpu, tp, rate, drafts, accept, prompts, seed, draft_model=None):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run.json")
         cmd = [binary, "--gpu", gpu, "--model", model, "--tp", str(tp), "--mode", "colocated",
@@ -37,6 +41,8 @@ def run_sim(binary, model, gpu, tp, rate, drafts, accept, prompts, seed):
         if drafts > 0:
             cmd += ["--speculative", "sim", "--num-speculative-tokens", str(drafts),
                     "--sim-acceptance-rate", str(accept)]
+            if draft_model:
+                cmd += ["--sim-draft-model", draft_model]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, timeout=600)
         with open(out) as f:
             report = json.load(f)
@@ -55,6 +61,8 @@ def run_sim(binary, model, gpu, tp, rate, drafts, accept, prompts, seed):
         "tpot_p90_ms": summary["tpot_s"]["p90"] * 1e3,
         "output_throughput": summary["output_throughput"],
         "steps": sim["steps"],
+        "draft_busy_s": sim.get("draft_busy_s", 0.0),
+        "decode_kv_blocks": sim.get("decode_kv_blocks"),
         "tokens_per_verification":
             1 + sim.get("spec_accepted_tokens", 0) / verifications if verifications else 1.0,
     }
@@ -72,6 +80,10 @@ def main():
     parser.add_argument("--out", default="bench/results/speculative_sim_batch.json")
     parser.add_argument("--num-prompts", type=int, default=600)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sim-draft-model", default=None,
+                        help="price a draft model's passes (a tandem-sim preset or directory)")
+    parser.add_argument("--setups", default=None,
+                        help="comma-separated models of SETUPS to run (default: all)")
     args = parser.parse_args()
     binary = os.path.join(args.build, "bin", "tandem-sim")
     if not os.path.exists(binary):
@@ -79,7 +91,10 @@ def main():
     start = time.time()
     results = []
     for model, gpu, tp, rates in SETUPS:
-        print(f"\n{model} on {gpu} x TP{tp}, chatbot lengths, {args.num_prompts} requests; "
+        if args.setups and model not in args.setups.split(","):
+            continue
+        drafts_from = f"draft model {args.sim_draft_model}" if args.sim_draft_model else "free drafts"
+        print(f"\n{model} on {gpu} x TP{tp}, {drafts_from}, chatbot lengths, {args.num_prompts} requests; "
               f"SLO p{SLO['percentile']} TTFT <= {SLO['ttft_ms']} ms, TPOT <= {SLO['tpot_ms']} ms")
         print(f"{'rate':>6} {'K':>2} {'P':>4} {'TTFT p50':>9} {'TPOT p50':>9} {'TPOT p90':>9} "
               f"{'tok/step':>8} {'out tok/s':>9} {'TPOT vs K=0':>11}")
@@ -88,7 +103,7 @@ def main():
         for rate in rates:
             for drafts, accept in SPECULATION:
                 row = run_sim(binary, model, gpu, tp, rate, drafts, accept, args.num_prompts,
-                              args.seed)
+                              args.seed, args.sim_draft_model)
                 row.update(model=model, gpu=gpu, tp=tp)
                 if drafts == 0:
                     plain[rate] = row
@@ -107,6 +122,7 @@ def main():
         results.extend(rows)
     report = {"tool": "bench/speculative/sim_batch.py", "slo": SLO, "workload": WORKLOAD,
               "num_prompts": args.num_prompts, "seed": args.seed,
+              "draft_model": args.sim_draft_model,
               "wall_s": time.time() - start, "rows": results}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as f:

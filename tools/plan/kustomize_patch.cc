@@ -33,8 +33,15 @@ std::string NodeOps(const PlanConfig& config, int tp, bool decodes, const Kustom
   absl::StrAppend(&ops, AddArg(absl::StrCat("--block-size=", o.block_size)));
   if (!o.prefix_caching) absl::StrAppend(&ops, AddArg("--no-prefix-caching"));
   if (decodes && config.num_speculative_tokens > 0) {
-    // The plan priced drafts at an acceptance rate; prompt lookup is the method a node has.
-    absl::StrAppend(&ops, AddArg("--speculative=ngram"));
+    // The plan priced drafts at an acceptance rate: from the draft model it priced, or else by
+    // prompt lookup, the method that needs no model.
+    if (o.draft_model.empty()) {
+      absl::StrAppend(&ops, AddArg("--speculative=ngram"));
+    } else {
+      const bool dir = o.draft_model.find('/') != std::string::npos;
+      absl::StrAppend(&ops,
+                      AddArg(absl::StrCat("--draft-model=", dir ? "" : "/models/", o.draft_model)));
+    }
     absl::StrAppend(
         &ops, AddArg(absl::StrCat("--num-speculative-tokens=", config.num_speculative_tokens)));
   }

@@ -28,6 +28,10 @@ struct KustomizeOptions {
   int32_t block_size = 16;
   bool prefix_caching = true;
   int64_t load_poll_ms = 500;  // the router's --health-interval-ms
+  // The draft model the plan priced (--sim-draft-model): a directory is passed to the decode pods
+  // as --draft-model=DIR; a preset NAME as --draft-model=/models/NAME, where the pods must mount
+  // it. Empty: drafts by prompt lookup (--speculative=ngram).
+  std::string draft_model;
   // Colocated and auto: the router's --prefill-dns=... is args[prefill_dns_arg_index] (the
   // repository's base: 5; WriteKustomization reads the base's router.yaml when it can).
   int prefill_dns_arg_index = 5;

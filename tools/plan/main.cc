@@ -150,6 +150,12 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
                {"P",
                 "with --speculative-tokens: the chance that each draft is right, the quality "
                 "of the drafts the cluster would run (default 0.7)"});
+  flags.String("sim-draft-model", &c.draft_model,
+               {"NAME|DIR",
+                "with --speculative-tokens: the drafts come from this draft model (llama-3.2-1b, "
+                "llama-3.2-3b, or a config.json's directory), its passes priced on the decode "
+                "GPUs and its weights and KV taken from their memory (default: drafts are free, "
+                "as prompt lookup's nearly are)"});
   flags.Section("Engine and router (as simulated, and as the Kustomize overlay sets them)");
   flags.Number("max-num-seqs", &c.max_num_seqs, {"N", "sequences per step (default 256)"});
   flags.Number("block-size", &c.block_size, {"N", "tokens per KV block (default 16)"});
@@ -350,6 +356,7 @@ int Run(Options& o) {
                    {"max_num_seqs", o.cluster.max_num_seqs},
                    {"speculative_tokens", o.search.space.speculative_tokens},
                    {"spec_acceptance_rate", o.cluster.spec_acceptance_rate},
+                   {"draft_model", o.cluster.draft_model},
                    {"block_size", o.cluster.block_size},
                    {"prefix_caching", o.cluster.prefix_caching},
                    {"run_duration_s", o.run_duration_s},
@@ -376,7 +383,8 @@ int Run(Options& o) {
                              .max_num_seqs = o.cluster.max_num_seqs,
                              .block_size = o.cluster.block_size,
                              .prefix_caching = o.cluster.prefix_caching,
-                             .load_poll_ms = o.cluster.load_poll_ms};
+                             .load_poll_ms = o.cluster.load_poll_ms,
+                             .draft_model = o.cluster.draft_model};
     k.comment = {
         absl::StrCat("Written by tandem-plan: the best of ", result->configs.size(),
                      " configurations searched for ", hardware, "."),

@@ -117,6 +117,11 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
   flags.Number("hop-latency-us", &c.hop_latency_us,
                {"US", "one network hop, one way (default 50)"});
   tandem::AddSpeculativeFlags(flags, &o->speculative);
+  flags.String("sim-draft-model", &c.draft_model,
+               {"NAME|DIR",
+                "with --speculative sim: the drafts come from this draft model (llama-3.2-1b, "
+                "llama-3.2-3b, or a config.json's directory), whose passes each decode step pays "
+                "for and whose weights and KV share the decode GPUs (default: drafts are free)"});
   flags.Section("Faults");
   flags.String("kill-node-at", &o->kill_node_at,
                {"T:NAME,...", "kill node NAME (prefill-N, decode-N) T seconds into the workload"});
@@ -162,9 +167,12 @@ std::string CompleteOptions(Options* o) {
            "--speculative sim --sim-acceptance-rate P";
   }
   if (o->speculative.method == tandem::SpeculativeMethod::kDraft) {
-    return "--speculative draft: tandem-sim models a draft by how often it is right "
-           "(--speculative sim --sim-acceptance-rate P) and does not price a draft model's own "
-           "passes yet";
+    return "--speculative draft: tandem-sim models a draft by how often it is right; for a draft "
+           "model's passes: --speculative sim --sim-acceptance-rate P --sim-draft-model NAME";
+  }
+  if (!o->cluster.draft_model.empty() && o->speculative.method != tandem::SpeculativeMethod::kSim) {
+    return "--sim-draft-model prices the drafts of --speculative sim (add --speculative sim "
+           "--sim-acceptance-rate P)";
   }
   if (o->speculative.method == tandem::SpeculativeMethod::kSim) {
     o->cluster.num_speculative_tokens = o->speculative.num_speculative_tokens;
@@ -260,6 +268,10 @@ int Run(const Options& o) {
           1.0 + static_cast<double>(run->stats.spec_accepted_tokens) /
                     static_cast<double>(run->stats.spec_verifications));
     }
+    if (run->stats.draft_passes > 0) {
+      std::printf("draft model: %lld passes, %.2f s of the decode nodes' time\n",
+                  static_cast<long long>(run->stats.draft_passes), run->stats.draft_busy_s);
+    }
     std::string placed;
     for (const auto& [reason, count] : run->stats.placements) {
       absl::StrAppend(&placed, placed.empty() ? "" : ", ", count, " ", reason);
@@ -285,6 +297,9 @@ int Run(const Options& o) {
                         {"spec_verifications", run->stats.spec_verifications},
                         {"spec_draft_tokens", run->stats.spec_draft_tokens},
                         {"spec_accepted_tokens", run->stats.spec_accepted_tokens},
+                        {"draft_passes", run->stats.draft_passes},
+                        {"draft_busy_s", run->stats.draft_busy_s},
+                        {"decode_kv_blocks", run->stats.decode_kv_blocks},
                         {"kv_bytes", run->stats.kv_bytes},
                         {"kills", run->stats.kills},
                         {"retries", run->stats.retries},
@@ -318,6 +333,7 @@ int Run(const Options& o) {
       {"max_num_seqs", c.max_num_seqs},
       {"num_speculative_tokens", c.num_speculative_tokens},
       {"spec_acceptance_rate", c.spec_acceptance_rate},
+      {"draft_model", c.draft_model},
       {"load_poll_ms", c.load_poll_ms},
       {"router_overhead_us", c.router_overhead_us},
       {"hop_latency_us", c.hop_latency_us}};

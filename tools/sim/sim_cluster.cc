@@ -29,10 +29,11 @@ double Seconds(int64_t nanos) { return static_cast<double>(nanos) * 1e-9; }
 class Cluster {
  public:
   Cluster(const SimClusterOptions& options, const StepTimeModel* prefill_model,
-          const StepTimeModel* decode_model)
+          const StepTimeModel* decode_model, const StepTimeModel* draft_model)
       : options_(options),
         prefill_model_(prefill_model),
         decode_model_(decode_model),
+        draft_model_(draft_model),
         auto_(options.mode == ServingMode::kAuto),
         loop_(&clock_),
         router_half_(MicrosToNanos(options.router_overhead_us) / 2),
@@ -42,7 +43,7 @@ class Cluster {
         kill_rng_(options.faults.seed) {}
 
   absl::Status Build() {
-    ASSIGN_OR_RETURN(decode_blocks_, BlocksPerNode(*decode_model_));
+    ASSIGN_OR_RETURN(decode_blocks_, BlocksPerNode(*decode_model_, draft_model_));
     if (options_.mode == ServingMode::kDisaggregated && options_.num_prefill < 1) {
       return absl::InvalidArgumentError("--mode disaggregated needs --prefill >= 1");
     }
@@ -52,7 +53,7 @@ class Cluster {
     }
     const int num_prefill = options_.mode == ServingMode::kDisaggregated ? options_.num_prefill : 0;
     if (num_prefill > 0) {
-      ASSIGN_OR_RETURN(prefill_blocks_, BlocksPerNode(*prefill_model_));
+      ASSIGN_OR_RETURN(prefill_blocks_, BlocksPerNode(*prefill_model_, nullptr));
     }
     for (int role = 0; role < 2; ++role) {
       const bool prefill = role == 0;
@@ -134,6 +135,7 @@ class Cluster {
     run.stats = stats_;
     for (const RequestState& s : states_) run.results.push_back(ResultOf(s));
     run.stats.events = loop_.events_run();
+    run.stats.decode_kv_blocks = decode_blocks_;
     for (const auto* group : {&nodes_, &prefill_, &graveyard_}) {
       for (const auto& node : *group) {
         run.stats.steps += node->num_steps();
@@ -143,6 +145,8 @@ class Cluster {
         run.stats.spec_verifications += node->num_spec_verifications();
         run.stats.spec_draft_tokens += node->num_spec_draft_tokens();
         run.stats.spec_accepted_tokens += node->num_spec_accepted_tokens();
+        run.stats.draft_passes += node->num_draft_passes();
+        run.stats.draft_busy_s += Seconds(node->draft_nanos());
       }
     }
     for (const auto& [pair, link] : links_) run.stats.kv_bytes += link->bytes_moved();
@@ -154,11 +158,18 @@ class Cluster {
   }
 
  private:
-  // KV blocks per node of a pool on `model`'s GPUs.
-  absl::StatusOr<int32_t> BlocksPerNode(const StepTimeModel& model) const {
+  // KV blocks per node of a pool on `model`'s GPUs; with a draft model beside it, less its
+  // weights, and each block's tokens hold the draft's KV too.
+  absl::StatusOr<int32_t> BlocksPerNode(const StepTimeModel& model,
+                                        const StepTimeModel* draft) const {
     if (options_.num_kv_blocks > 0) return options_.num_kv_blocks;
     ASSIGN_OR_RETURN(int64_t kv_bytes, model.KvCacheBytes(options_.memory_utilization));
-    const int64_t n = kv_bytes / (model.KvBytesPerToken() * options_.block_size);
+    int64_t per_token = model.KvBytesPerToken();
+    if (draft != nullptr) {
+      kv_bytes -= draft->WeightBytes();
+      per_token += draft->KvBytesPerToken();
+    }
+    const int64_t n = kv_bytes / (per_token * options_.block_size);
     if (n < 1 || n > INT32_MAX) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the KV cache of a TP ", model.tensor_parallel(), " node would have ", n, " blocks"));
@@ -178,6 +189,7 @@ class Cluster {
         .step_jumps = options_.step_jumps,
         .num_speculative_tokens = prefill ? 0 : options_.num_speculative_tokens,
         .spec_acceptance_rate = options_.spec_acceptance_rate,
+        .draft_model = prefill ? nullptr : draft_model_,
     };
     return SimNode::Create(std::move(config), &loop_, &clock_,
                            prefill ? PrefillEvents() : (auto_ ? AutoEvents(i) : DecodeEvents()));
@@ -548,6 +560,7 @@ class Cluster {
   const SimClusterOptions options_;
   const StepTimeModel* const prefill_model_;
   const StepTimeModel* const decode_model_;
+  const StepTimeModel* const draft_model_;  // null: drafts are free
   const bool auto_;  // ServingMode::kAuto: the decode nodes prefill for each other
   ManualClock clock_;
   EventLoop loop_;
@@ -589,7 +602,9 @@ absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
                    MakeStepTimeModel(options, options.prefill_tensor_parallel));
   ASSIGN_OR_RETURN(StepTimeModel decode_model,
                    MakeStepTimeModel(options, options.decode_tensor_parallel));
-  Cluster cluster(options, &prefill_model, &decode_model);
+  ASSIGN_OR_RETURN(std::optional<StepTimeModel> draft_model, MakeDraftStepTimeModel(options));
+  Cluster cluster(options, &prefill_model, &decode_model,
+                  draft_model.has_value() ? &*draft_model : nullptr);
   RETURN_IF_ERROR(cluster.Build());
   return cluster.Run(requests, arrival_s);
 }

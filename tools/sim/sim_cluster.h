@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,10 @@ struct SimClusterOptions {
   // the chance that each is right.
   int32_t num_speculative_tokens = 0;
   double spec_acceptance_rate = 0.7;
+  // With num_speculative_tokens: the drafts come from this draft model (a preset or a model
+  // directory), whose passes the decode nodes' steps pay for (SimNodeConfig::draft_model) and
+  // whose weights and KV share their GPUs' memory (fewer KV blocks). Empty: drafts are free.
+  std::string draft_model;
   // The router.
   PlacementPolicy policy = PlacementPolicy::kLeastLoaded;
   int64_t load_poll_ms = 500;  // the router's --health-interval-ms: how stale load reports are
@@ -101,10 +106,14 @@ struct SimRunStats {
   int64_t spec_verifications = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
-  int64_t kv_bytes = 0;    // over the KV links
-  int64_t kills = 0;       // nodes killed
-  int64_t retries = 0;     // attempts retried from the prompt after a node died
-  int64_t migrations = 0;  // requests moved on with their tokens so far after a node died
+  // Draft model: its passes, and the virtual seconds they took (within the nodes' busy time).
+  int64_t draft_passes = 0;
+  double draft_busy_s = 0;
+  int32_t decode_kv_blocks = 0;  // KV blocks of each decode (or colocated) node
+  int64_t kv_bytes = 0;          // over the KV links
+  int64_t kills = 0;             // nodes killed
+  int64_t retries = 0;           // attempts retried from the prompt after a node died
+  int64_t migrations = 0;        // requests moved on with their tokens so far after a node died
   // Attempts placed, by PlacementReasonName (tandem_router_placements_total's reasons).
   std::map<std::string, int64_t> placements;
   // Attempts placed on each node (by pool index): a prefill node's disaggregated attempts, a
@@ -130,6 +139,10 @@ absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
 // The step time model of `options`' GPU and model on `tensor_parallel` GPUs (0: the options').
 absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options,
                                                 int tensor_parallel = 0);
+// The draft model's, on the decode nodes' GPUs (split as the target is); nullopt when the options
+// speculate without one (or do not speculate).
+absl::StatusOr<std::optional<StepTimeModel>> MakeDraftStepTimeModel(
+    const SimClusterOptions& options);
 
 }  // namespace tandem::sim
 

@@ -9,12 +9,12 @@
 namespace tandem::sim {
 namespace {
 
-absl::StatusOr<ModelConfig> ModelShape(const std::string& model) {
+absl::StatusOr<ModelConfig> ModelShape(const std::string& model, const char* flag) {
   absl::StatusOr<ModelConfig> preset = SimModelPreset(model);
   if (preset.ok()) return preset;
   absl::StatusOr<ModelConfig> dir = LoadModelConfig(model);
   if (dir.ok()) return dir;
-  return absl::NotFoundError(absl::StrCat("--model ", model, ": neither a preset (",
+  return absl::NotFoundError(absl::StrCat(flag, " ", model, ": neither a preset (",
                                           preset.status().message(), ") nor a model directory (",
                                           dir.status().message(), ")"));
 }
@@ -24,10 +24,21 @@ absl::StatusOr<ModelConfig> ModelShape(const std::string& model) {
 absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options,
                                                 int tensor_parallel) {
   ASSIGN_OR_RETURN(GpuSpec gpu, FindGpuSpec(options.gpu));
-  ASSIGN_OR_RETURN(ModelConfig model, ModelShape(options.model));
+  ASSIGN_OR_RETURN(ModelConfig model, ModelShape(options.model, "--model"));
   return StepTimeModel::Create(gpu, model,
                                tensor_parallel > 0 ? tensor_parallel : options.tensor_parallel,
                                options.kv_dtype);
+}
+
+absl::StatusOr<std::optional<StepTimeModel>> MakeDraftStepTimeModel(
+    const SimClusterOptions& options) {
+  if (options.draft_model.empty() || options.num_speculative_tokens == 0) return std::nullopt;
+  ASSIGN_OR_RETURN(GpuSpec gpu, FindGpuSpec(options.gpu));
+  ASSIGN_OR_RETURN(ModelConfig model, ModelShape(options.draft_model, "--sim-draft-model"));
+  const int tp =
+      options.decode_tensor_parallel > 0 ? options.decode_tensor_parallel : options.tensor_parallel;
+  ASSIGN_OR_RETURN(StepTimeModel draft, StepTimeModel::Create(gpu, model, tp, options.kv_dtype));
+  return draft;
 }
 
 }  // namespace tandem::sim

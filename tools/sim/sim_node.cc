@@ -200,6 +200,7 @@ void SimNode::ApplyCancel(uint64_t key) {
   if (scheduler_.Find(static_cast<RequestId>(key)) != nullptr) {
     scheduler_.Finish(static_cast<RequestId>(key), FinishReason::kAborted);
   }
+  draft_stored_.erase(key);
   exporting_.erase(key);
   if (auto held = export_held_.find(key); held != export_held_.end()) {
     blocks_.Free(&held->second);
@@ -311,9 +312,48 @@ void SimNode::VerifyDrafts() {
     num_spec_accepted_tokens_ += accepted;
     seq->tokens.resize(first + accepted);
     seq->num_draft_tokens = 0;
+    if (config_.draft_model != nullptr) {
+      // The draft was fed the context and drafts 1 .. drafts - 1: what stands of that.
+      draft_stored_[seq->id] = first + std::min(accepted, drafts - 1);
+    }
     chunk.num_tokens -= drafts - accepted;
     accepted_[c] = accepted;
   }
+}
+
+int64_t SimNode::DraftPassNanos() {
+  if (config_.draft_model == nullptr) return 0;
+  // Pass 0 catches each speculating sequence up to its last real token (and drafts 1); pass j
+  // feeds draft j (and drafts j + 1).
+  int32_t most_drafts = 0;
+  for (const ScheduledChunk& chunk : step_.chunks) {
+    if (chunk.want_logits && chunk.num_logits > 1) {
+      most_drafts = std::max(most_drafts, chunk.num_logits - 1);
+    }
+  }
+  int64_t nanos = 0;
+  for (int32_t pass = 0; pass < most_drafts; ++pass) {
+    draft_items_.clear();
+    for (const ScheduledChunk& chunk : step_.chunks) {
+      const int32_t drafts = chunk.want_logits ? chunk.num_logits - 1 : 0;
+      if (drafts <= pass) continue;
+      const int64_t context = chunk.seq->num_tokens() - drafts;  // the real tokens
+      if (pass == 0) {
+        auto stored = draft_stored_.find(chunk.seq->id);
+        const int64_t have =
+            stored == draft_stored_.end() ? 0 : std::min<int64_t>(stored->second, context - 1);
+        draft_items_.push_back(SimStepItem{
+            .new_tokens = context - have, .context_before = have, .wants_logits = true});
+      } else {
+        draft_items_.push_back(SimStepItem{
+            .new_tokens = 1, .context_before = context + pass - 1, .wants_logits = true});
+      }
+    }
+    nanos += StepNanos(config_.draft_model->Time(draft_items_));
+    ++num_draft_passes_;
+  }
+  draft_nanos_ += nanos;
+  return nanos;
 }
 
 void SimNode::MaybeStep() {
@@ -339,7 +379,7 @@ void SimNode::MaybeStep() {
                                  .wants_logits = chunk.want_logits,
                                  .num_logits = chunk.num_logits});
   }
-  const int64_t nanos = StepNanos(config_.model->Time(items_));
+  const int64_t nanos = StepNanos(config_.model->Time(items_)) + DraftPassNanos();
   busy_ = true;
   step_started_ = loop_->now();
   loop_->After(
@@ -380,6 +420,7 @@ void SimNode::FinishStep() {
     if (seq->num_output_tokens() >= seq->params.max_tokens ||
         seq->num_tokens() >= config_.max_context_tokens) {
       scheduler_.Finish(seq->id, FinishReason::kLength);  // frees its blocks
+      draft_stored_.erase(key);
       events_.on_finished(key, true);
     }
   }

@@ -70,6 +70,13 @@ struct SimNodeConfig {
   // are not jumped over while it is on (each step's yield is only known at its end).
   int32_t num_speculative_tokens = 0;
   double spec_acceptance_rate = 0.7;
+  // Borrowed; set: the drafts come from a draft model whose passes this prices (null: drafts are
+  // free, as prompt lookup's nearly are). As the engine's DraftModel runs them: before the step,
+  // one catch-up pass over each speculating sequence's context that the draft's KV lacks (all of
+  // it the first time), then one pass of one token per sequence for each further draft position;
+  // the draft's KV then holds the context up to the last draft it was fed, cut back to what was
+  // accepted. The step takes the target's time plus these passes'.
+  const StepTimeModel* draft_model = nullptr;
 };
 
 // What a node reports (GetLoad's fields the router's placement reads).
@@ -157,6 +164,9 @@ class SimNode {
   int64_t num_spec_verifications() const { return num_spec_verifications_; }
   int64_t num_spec_draft_tokens() const { return num_spec_draft_tokens_; }
   int64_t num_spec_accepted_tokens() const { return num_spec_accepted_tokens_; }
+  // Draft model: its passes, and the virtual time they took (inside busy_nanos).
+  int64_t num_draft_passes() const { return num_draft_passes_; }
+  int64_t draft_nanos() const { return draft_nanos_; }
 
  private:
   SimNode(SimNodeConfig config, EventLoop* loop, ManualClock* clock, SimNodeEvents events);
@@ -172,6 +182,8 @@ class SimNode {
   // accepted counts kept in accepted_ (per chunk).
   void ProposeDrafts();
   void VerifyDrafts();
+  // The draft model's passes for this step's verifications (0 without a draft model).
+  int64_t DraftPassNanos();
   // Prefill role: hands newly final blocks out; the prompt done: all of them.
   void ExportBlocks(Sequence* seq, bool prompt_done);
   void AdmitReservations();
@@ -238,6 +250,11 @@ class SimNode {
   int64_t num_spec_verifications_ = 0;
   int64_t num_spec_draft_tokens_ = 0;
   int64_t num_spec_accepted_tokens_ = 0;
+  // Draft model: context tokens its KV holds, per speculating sequence (erased when it ends).
+  absl::flat_hash_map<uint64_t, int64_t> draft_stored_;
+  std::vector<SimStepItem> draft_items_;
+  int64_t num_draft_passes_ = 0;
+  int64_t draft_nanos_ = 0;
 };
 
 }  // namespace tandem::sim

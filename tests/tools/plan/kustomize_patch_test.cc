@@ -145,6 +145,25 @@ TEST(PlanKustomizeTest, SpeculationGoesToTheDecodePoolOnly) {
   }
 }
 
+// A plan priced with a draft model: the decode pool loads it (a preset from /models/NAME, a
+// directory as it is) instead of looking drafts up in the prompt.
+TEST(PlanKustomizeTest, APlannedDraftModelGoesToTheDecodePool) {
+  PlanConfig planned = Disaggregated(2, 1, 6, 1);
+  planned.num_speculative_tokens = 2;
+  for (const auto& [draft, arg] :
+       {std::pair<std::string, std::string>{"llama-3.2-1b", "--draft-model=/models/llama-3.2-1b"},
+        {"/mnt/draft", "--draft-model=/mnt/draft"}}) {
+    KustomizeOptions options;
+    options.draft_model = draft;
+    const Overlay o = Parse(RenderKustomization(planned, options));
+    const std::vector<PatchOp>& decode = o.patches.at("tandem-decode");
+    EXPECT_TRUE(std::find(decode.begin(), decode.end(), PatchOp{"add", kArgs, arg}) != decode.end())
+        << arg;
+    EXPECT_TRUE(std::find(decode.begin(), decode.end(),
+                          PatchOp{"add", kArgs, "--speculative=ngram"}) == decode.end());
+  }
+}
+
 TEST(PlanKustomizeTest, AutoPlanRunsDecodeNodesThatPrefillForEachOther) {
   PlanConfig c = Auto(8, 8);
   c.local_prefill_threshold = 512;

@@ -87,6 +87,69 @@ TEST(SimSpeculativeTest, AcceptanceFollowsTheRatePerPosition) {
   EXPECT_LT(spec->stats.steps, plain->stats.steps * 2 / 3);
 }
 
+// A draft model's passes join each verification step, as the engine's DraftModel runs them: one
+// catch-up pass over the context its KV lacks (all of it the first time), then one pass of one
+// token per further draft; its KV then holds the context up to the last draft it was fed, cut
+// back to the accepted ones.
+TEST(SimSpeculativeTest, ADraftModelsPassesAreAddedToEachStep) {
+  SimClusterOptions options = Speculating(4, 1.0);
+  options.draft_model = "llama-3.2-1b";
+  auto model = MakeStepTimeModel(options);
+  auto draft = MakeDraftStepTimeModel(options);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  ASSERT_TRUE(draft->has_value());
+  const StepTimeModel& d = **draft;
+  auto run = RunSimulation(options, {SimTestRequest(100, 11)}, {0.0});
+  ASSERT_TRUE(run.ok()) << run.status();
+  const bench::RequestResult& r = run->results[0];
+  ASSERT_TRUE(r.success) << r.error;
+  EXPECT_EQ(r.output_tokens, 11);
+  const double prefill = SimStepSeconds(*model, {{100, 0, true}});
+  // Step 2: 101 real tokens; the draft catches up on all of them and is fed drafts 1-3.
+  const double step2 = SimStepSeconds(*model, {{5, 100, true, 5}}) +
+                       SimStepSeconds(d, {{101, 0, true}}) + SimStepSeconds(d, {{1, 101, true}}) +
+                       SimStepSeconds(d, {{1, 102, true}}) + SimStepSeconds(d, {{1, 103, true}});
+  // All 4 accepted: the draft holds 104 positions; with the step's own token there are 106.
+  const double step3 = SimStepSeconds(*model, {{5, 105, true, 5}}) +
+                       SimStepSeconds(d, {{2, 104, true}}) + SimStepSeconds(d, {{1, 106, true}}) +
+                       SimStepSeconds(d, {{1, 107, true}}) + SimStepSeconds(d, {{1, 108, true}});
+  EXPECT_NEAR(r.ttft_s, prefill, 1e-9);
+  EXPECT_NEAR(r.e2e_s, prefill + step2 + step3, 1e-8);
+  EXPECT_EQ(run->stats.draft_passes, 8);
+  EXPECT_NEAR(run->stats.draft_busy_s,
+              step2 + step3 - SimStepSeconds(*model, {{5, 100, true, 5}}) -
+                  SimStepSeconds(*model, {{5, 105, true, 5}}),
+              1e-8);
+}
+
+// The draft's weights and KV share the decode GPUs: fewer blocks for the target's KV.
+TEST(SimSpeculativeTest, ADraftModelTakesItsWeightsAndKvFromThePool) {
+  SimClusterOptions options = Speculating(3, 0.7);
+  auto plain = RunSimulation(options, {SimTestRequest(100, 4)}, {0.0});
+  options.draft_model = "llama-3.2-1b";
+  auto drafted = RunSimulation(options, {SimTestRequest(100, 4)}, {0.0});
+  ASSERT_TRUE(plain.ok() && drafted.ok());
+  auto model = MakeStepTimeModel(options);
+  auto draft = MakeDraftStepTimeModel(options);
+  ASSERT_TRUE(model.ok() && draft.ok() && draft->has_value());
+  auto kv = model->KvCacheBytes(options.memory_utilization);
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(plain->stats.decode_kv_blocks, *kv / (model->KvBytesPerToken() * 16));
+  EXPECT_EQ(drafted->stats.decode_kv_blocks,
+            (*kv - (*draft)->WeightBytes()) /
+                ((model->KvBytesPerToken() + (*draft)->KvBytesPerToken()) * 16));
+  EXPECT_LT(drafted->stats.decode_kv_blocks, plain->stats.decode_kv_blocks * 9 / 10);
+  // Without speculation the draft model is not loaded.
+  options.num_speculative_tokens = 0;
+  auto none = MakeDraftStepTimeModel(options);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  options.num_speculative_tokens = 3;
+  options.draft_model = "no-such-model";
+  EXPECT_FALSE(RunSimulation(options, {SimTestRequest(10, 2)}, {0.0}).ok());
+}
+
 TEST(SimSpeculativeTest, BadSpeculationOptionsAreRefused) {
   auto too_many = RunSimulation(Speculating(17, 0.5), {SimTestRequest(10, 2)}, {0.0});
   EXPECT_FALSE(too_many.ok());
