@@ -43,7 +43,7 @@ class Cluster {
         kill_rng_(options.faults.seed) {}
 
   absl::Status Build() {
-    ASSIGN_OR_RETURN(decode_blocks_, BlocksPerNode(*decode_model_, draft_model_));
+    ASSIGN_OR_RETURN(decode_blocks_, KvBlocksPerNode(options_, *decode_model_, draft_model_));
     if (options_.mode == ServingMode::kDisaggregated && options_.num_prefill < 1) {
       return absl::InvalidArgumentError("--mode disaggregated needs --prefill >= 1");
     }
@@ -53,7 +53,7 @@ class Cluster {
     }
     const int num_prefill = options_.mode == ServingMode::kDisaggregated ? options_.num_prefill : 0;
     if (num_prefill > 0) {
-      ASSIGN_OR_RETURN(prefill_blocks_, BlocksPerNode(*prefill_model_, nullptr));
+      ASSIGN_OR_RETURN(prefill_blocks_, KvBlocksPerNode(options_, *prefill_model_, nullptr));
     }
     for (int role = 0; role < 2; ++role) {
       const bool prefill = role == 0;
@@ -158,25 +158,6 @@ class Cluster {
   }
 
  private:
-  // KV blocks per node of a pool on `model`'s GPUs; with a draft model beside it, less its
-  // weights, and each block's tokens hold the draft's KV too.
-  absl::StatusOr<int32_t> BlocksPerNode(const StepTimeModel& model,
-                                        const StepTimeModel* draft) const {
-    if (options_.num_kv_blocks > 0) return options_.num_kv_blocks;
-    ASSIGN_OR_RETURN(int64_t kv_bytes, model.KvCacheBytes(options_.memory_utilization));
-    int64_t per_token = model.KvBytesPerToken();
-    if (draft != nullptr) {
-      kv_bytes -= draft->WeightBytes();
-      per_token += draft->KvBytesPerToken();
-    }
-    const int64_t n = kv_bytes / (per_token * options_.block_size);
-    if (n < 1 || n > INT32_MAX) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the KV cache of a TP ", model.tensor_parallel(), " node would have ", n, " blocks"));
-    }
-    return static_cast<int32_t>(n);
-  }
-
   absl::StatusOr<std::unique_ptr<SimNode>> MakeNode(bool prefill, int i) {
     SimNodeConfig config{
         .name = absl::StrCat(prefill ? "prefill-" : "decode-", i),

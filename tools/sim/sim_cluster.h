@@ -143,6 +143,10 @@ absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options
 // speculate without one (or do not speculate).
 absl::StatusOr<std::optional<StepTimeModel>> MakeDraftStepTimeModel(
     const SimClusterOptions& options);
+// KV blocks per node of a pool on `model`'s GPUs (options.num_kv_blocks when set); with a draft
+// model beside it, less the draft's weights, each block's tokens holding the draft's KV too.
+absl::StatusOr<int32_t> KvBlocksPerNode(const SimClusterOptions& options,
+                                        const StepTimeModel& model, const StepTimeModel* draft);
 
 }  // namespace tandem::sim
 

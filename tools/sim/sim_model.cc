@@ -1,4 +1,8 @@
 // The step time model of a simulated cluster's nodes (sim_cluster.h).
+#include <climits>
+#include <cstdint>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/backend/sim/gpu_spec.h"
 #include "common/backend/sim/sim_model_presets.h"
@@ -39,6 +43,24 @@ absl::StatusOr<std::optional<StepTimeModel>> MakeDraftStepTimeModel(
       options.decode_tensor_parallel > 0 ? options.decode_tensor_parallel : options.tensor_parallel;
   ASSIGN_OR_RETURN(StepTimeModel draft, StepTimeModel::Create(gpu, model, tp, options.kv_dtype));
   return draft;
+}
+
+absl::StatusOr<int32_t> KvBlocksPerNode(const SimClusterOptions& options,
+                                        const StepTimeModel& model, const StepTimeModel* draft) {
+  if (options.num_kv_blocks > 0) return options.num_kv_blocks;
+  ASSIGN_OR_RETURN(int64_t kv_bytes, model.KvCacheBytes(options.memory_utilization));
+  int64_t per_token = model.KvBytesPerToken();
+  if (draft != nullptr) {
+    kv_bytes -= draft->WeightBytes();
+    per_token += draft->KvBytesPerToken();
+  }
+  const int64_t n = kv_bytes / (per_token * options.block_size);
+  if (n < 1 || n > INT32_MAX) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the KV cache of a TP ", model.tensor_parallel(), " node would have ", n,
+                     " blocks", draft != nullptr ? " beside its draft model" : ""));
+  }
+  return static_cast<int32_t>(n);
 }
 
 }  // namespace tandem::sim
