@@ -60,4 +60,18 @@ absl::Status CheckAttentionPointers(const std::string& kernel, const void* q, co
   return absl::OkStatus();
 }
 
+LayerKv LayerKvOf(const KvLayout& layout, const void* kv_pool, const float* kv_scales, int layer) {
+  const auto* pool = static_cast<const uint8_t*>(kv_pool);
+  const size_t element = DTypeSize(layout.dtype);
+  LayerKv kv;
+  kv.k = pool + layout.Offset(layer, 0, 0, 0, 0) * element;
+  kv.v = pool + layout.Offset(layer, 1, 0, 0, 0) * element;
+  kv.fp8 = layout.dtype == DType::kFP8E4M3;
+  if (kv.fp8) {
+    kv.k_scales = kv_scales + 2 * layer * layout.num_kv_heads;
+    kv.v_scales = kv.k_scales + layout.num_kv_heads;
+  }
+  return kv;
+}
+
 }  // namespace tandem::kernels

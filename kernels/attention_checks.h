@@ -19,6 +19,17 @@ absl::Status CheckAttentionShape(const std::string& kernel, const KvLayout& layo
 absl::Status CheckAttentionPointers(const std::string& kernel, const void* q, const void* out,
                                     const void* kv_pool);
 
+// Where one layer's K and V start in a pool of `layout`, and for an fp8 pool the layer's K and V
+// scales ([num_kv_heads] each, within `kv_scales`); what both launchers hand their kernels.
+struct LayerKv {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  bool fp8 = false;
+  const float* k_scales = nullptr;
+  const float* v_scales = nullptr;
+};
+LayerKv LayerKvOf(const KvLayout& layout, const void* kv_pool, const float* kv_scales, int layer);
+
 }  // namespace tandem::kernels
 
 #endif  // TANDEM_KERNELS_ATTENTION_CHECKS_H_

@@ -50,15 +50,12 @@ absl::Status PrefillAttention(const PrefillAttentionArgs& args, cudaStream_t str
   internal::PrefillAttentionLaunchArgs launch;
   launch.q = args.q;
   launch.out = args.out;
-  const auto* pool = static_cast<const uint8_t*>(args.kv_pool);
-  const size_t element = DTypeSize(layout.dtype);
-  launch.k_layer = pool + layout.Offset(args.layer, 0, 0, 0, 0) * element;
-  launch.v_layer = pool + layout.Offset(args.layer, 1, 0, 0, 0) * element;
-  launch.kv_fp8 = layout.dtype == DType::kFP8E4M3;
-  if (launch.kv_fp8) {
-    launch.k_scales = args.kv_scales + 2 * args.layer * layout.num_kv_heads;
-    launch.v_scales = launch.k_scales + layout.num_kv_heads;
-  }
+  const LayerKv kv = LayerKvOf(layout, args.kv_pool, args.kv_scales, args.layer);
+  launch.k_layer = kv.k;
+  launch.v_layer = kv.v;
+  launch.kv_fp8 = kv.fp8;
+  launch.k_scales = kv.k_scales;
+  launch.v_scales = kv.v_scales;
   launch.block_stride = layout.block_stride();
   launch.head_stride = layout.head_stride();
   launch.block_size = layout.block_size;

@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/backend/cpu_backend.h"
-#include "common/backend/kv_calibration_tokens.h"
+#include "common/backend/kv_calibration.h"
 #include "common/util/status_macros.h"
 
 namespace tandem {
@@ -43,23 +43,9 @@ absl::Status CpuBackend::CalibrateFp8Scales() {
                         absl::StrCat("fp8 KV calibration prefill: ", status.message()));
   }
 
-  const int kv_heads = calib.num_kv_heads;
-  const int hd = calib.head_dim;
-  const int bs = calib.block_size;
-  std::vector<float> amax(static_cast<size_t>(calib.num_layers) * 2 * kv_heads, 0.0f);
-  for (int l = 0; l < calib.num_layers; ++l) {
-    for (int kv = 0; kv < 2; ++kv) {
-      for (int h = 0; h < kv_heads; ++h) {
-        float m = 0.0f;
-        for (int pos = 0; pos < n; ++pos) {
-          const float* row = pool.data() + calib.Offset(l, kv, pos / bs, h, pos % bs);
-          for (int i = 0; i < hd; ++i) m = std::max(m, std::fabs(row[i]));
-        }
-        amax[(static_cast<size_t>(l) * 2 + kv) * kv_heads + h] = m;
-      }
-    }
-  }
-  kv_scales_ = Fp8ScalesFromAmax(calib.num_layers, kv_heads, amax);
+  const float* values = pool.data();
+  kv_scales_ =
+      Fp8ScalesFromCalibrationPool(calib, n, [values](int64_t offset) { return values[offset]; });
   kv_inv_scales_.resize(kv_scales_.values.size());
   for (size_t i = 0; i < kv_inv_scales_.size(); ++i) {
     kv_inv_scales_[i] = 1.0f / kv_scales_.values[i];

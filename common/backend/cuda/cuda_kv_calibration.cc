@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/backend/cuda/cuda_backend.h"
-#include "common/backend/kv_calibration_tokens.h"
+#include "common/backend/kv_calibration.h"
 #include "common/util/half.h"
 #include "common/util/status_macros.h"
 #include "kernels/cuda_status.h"
@@ -51,23 +51,9 @@ absl::Status CudaBackend::CalibrateFp8Scales() {
       cudaMemcpy(host.data(), pool->data(), calib.total_bytes(), cudaMemcpyDeviceToHost),
       "copying the fp8 KV calibration pool");
 
-  const int kv_heads = calib.num_kv_heads;
-  const int hd = calib.head_dim;
-  const int bs = calib.block_size;
-  std::vector<float> amax(static_cast<size_t>(calib.num_layers) * 2 * kv_heads, 0.0f);
-  for (int l = 0; l < calib.num_layers; ++l) {
-    for (int kv = 0; kv < 2; ++kv) {
-      for (int h = 0; h < kv_heads; ++h) {
-        float m = 0.0f;
-        for (int pos = 0; pos < n; ++pos) {
-          const uint16_t* row = host.data() + calib.Offset(l, kv, pos / bs, h, pos % bs);
-          for (int i = 0; i < hd; ++i) m = std::max(m, std::fabs(Bf16ToF32(row[i])));
-        }
-        amax[(static_cast<size_t>(l) * 2 + kv) * kv_heads + h] = m;
-      }
-    }
-  }
-  kv_scales_ = Fp8ScalesFromAmax(calib.num_layers, kv_heads, amax);
+  const uint16_t* bits = host.data();
+  kv_scales_ = Fp8ScalesFromCalibrationPool(
+      calib, n, [bits](int64_t offset) { return Bf16ToF32(bits[offset]); });
   auto scales = kernels::DeviceBuffer::Allocate(kv_scales_.values.size() * sizeof(float));
   if (!scales.ok()) return scales.status();
   kv_scales_device_ = std::move(*scales);
