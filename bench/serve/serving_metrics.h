@@ -22,7 +22,7 @@ struct Distribution {
   int count = 0;
   double mean = 0, median = 0, p90 = 0, p99 = 0, min = 0, max = 0;  // all 0 when count == 0
 };
-Distribution Summarize(const std::vector<double>& values);
+Distribution Summarize(std::vector<double> values);
 
 // (e2e - ttft) / (output_tokens - 1); nullopt for fewer than 2 output tokens or a failure.
 std::optional<double> Tpot(const RequestResult& r);
