@@ -65,8 +65,9 @@ void AddNodeEngineFlags(FlagSet& flags, NodeEngineOptions* o) {
   flags.Custom("kv-cache-dtype",
                {std::string(kKvCacheDTypeChoices),
                 "what the KV cache stores (default auto: f32 on cpu, bf16 on cuda and sim; cpu "
-                "also stores bf16 and fp8_e4m3, with fp8 scales per layer and KV head calibrated "
-                "at load; the sim prices any; prefill and decode nodes must match)"},
+                "also stores bf16 and fp8_e4m3, cuda fp8_e4m3, with fp8 scales per layer and KV "
+                "head calibrated at load; the sim prices any; prefill and decode nodes must "
+                "match)"},
                [o](std::string_view value) -> std::string {
                  std::optional<KvCacheDType> dtype = ParseKvCacheDType(value);
                  if (!dtype.has_value()) return "expects auto, f32, bf16 or fp8_e4m3";

@@ -102,7 +102,7 @@ void AddGenerateFlags(tandem::FlagSet& flags, GenerateOptions* o, std::string* b
   flags.Custom("kv-cache-dtype",
                {std::string(tandem::kKvCacheDTypeChoices),
                 "what the KV cache stores (default auto: f32 on cpu, bf16 on cuda; the cpu "
-                "backend also stores bf16 and fp8_e4m3)"},
+                "backend also stores bf16 and fp8_e4m3, the cuda backend fp8_e4m3)"},
                [o](std::string_view value) -> std::string {
                  std::optional<tandem::KvCacheDType> dtype = tandem::ParseKvCacheDType(value);
                  if (!dtype.has_value()) return "expects auto, f32, bf16 or fp8_e4m3";
