@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/fast_mod.h"
 #include "common/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -221,9 +222,9 @@ class TraceLineReader {
 uint64_t BlockKey(uint64_t seed, uint64_t hash_id) {
   return Mix64(seed ^ Mix64(hash_id ^ 0x5bd1e9955bd1e995ULL));
 }
-int32_t BlockToken(uint64_t key, int64_t j, const TokenIdRange& ids) {
-  const uint64_t span = static_cast<uint64_t>(ids.max) - static_cast<uint64_t>(ids.min);
-  return ids.min + static_cast<int32_t>(Mix64(key + static_cast<uint64_t>(j)) % span);
+// `span` is FastMod(ids.max - ids.min), made once per prompt.
+int32_t BlockToken(uint64_t key, int64_t j, const TokenIdRange& ids, const FastMod& span) {
+  return ids.min + static_cast<int32_t>(span(Mix64(key + static_cast<uint64_t>(j))));
 }
 
 }  // namespace
@@ -389,11 +390,12 @@ std::vector<int32_t> TracePromptIds(const BenchRequest& request) {
   const int32_t input_length = request.prompt_len;
   std::vector<int32_t> prompt;
   prompt.reserve(input_length);
+  const FastMod span(static_cast<uint64_t>(ids.max) - static_cast<uint64_t>(ids.min));
   for (uint64_t h : d.hash_ids) {
     const uint64_t key = BlockKey(d.seed, h);
-    const int64_t n = std::min<int64_t>(d.hash_block_tokens,
-                                        input_length - static_cast<int64_t>(prompt.size()));
-    for (int64_t j = 0; j < n; ++j) prompt.push_back(BlockToken(key, j, ids));
+    const int64_t n =
+        std::min<int64_t>(d.hash_block_tokens, input_length - static_cast<int64_t>(prompt.size()));
+    for (int64_t j = 0; j < n; ++j) prompt.push_back(BlockToken(key, j, ids, span));
   }
   // Longer than its blocks: tokens of its own, seeded by the line so runs repeat.
   if (static_cast<int32_t>(prompt.size()) < input_length) {
