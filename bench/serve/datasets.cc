@@ -385,24 +385,34 @@ absl::StatusOr<std::vector<BenchRequest>> LoadShareGpt(const ShareGptOptions& op
 
 std::vector<int32_t> TracePromptIds(const BenchRequest& request) {
   if (!request.deferred_prompt.has_value()) return request.prompt_ids;
+  std::vector<int32_t> prompt;
+  prompt.reserve(request.prompt_len);
+  AppendTracePromptIds(request, &prompt);
+  return prompt;
+}
+
+void AppendTracePromptIds(const BenchRequest& request, std::vector<int32_t>* out) {
+  if (!request.deferred_prompt.has_value()) {
+    out->insert(out->end(), request.prompt_ids.begin(), request.prompt_ids.end());
+    return;
+  }
   const DeferredTracePrompt& d = *request.deferred_prompt;
   const TokenIdRange ids{.min = d.token_id_min, .max = d.token_id_max};
-  const int32_t input_length = request.prompt_len;
-  std::vector<int32_t> prompt;
-  prompt.reserve(input_length);
+  const int64_t input_length = request.prompt_len;
+  out->reserve(out->size() + static_cast<size_t>(input_length));
+  int64_t filled = 0;
   const FastMod span(static_cast<uint64_t>(ids.max) - static_cast<uint64_t>(ids.min));
   for (uint64_t h : d.hash_ids) {
     const uint64_t key = BlockKey(d.seed, h);
-    const int64_t n =
-        std::min<int64_t>(d.hash_block_tokens, input_length - static_cast<int64_t>(prompt.size()));
-    for (int64_t j = 0; j < n; ++j) prompt.push_back(BlockToken(key, j, ids, span));
+    const int64_t n = std::min<int64_t>(d.hash_block_tokens, input_length - filled);
+    for (int64_t j = 0; j < n; ++j) out->push_back(BlockToken(key, j, ids, span));
+    filled += std::max<int64_t>(n, 0);
   }
   // Longer than its blocks: tokens of its own, seeded by the line so runs repeat.
-  if (static_cast<int32_t>(prompt.size()) < input_length) {
+  if (filled < input_length) {
     std::mt19937_64 rng(Mix64(d.seed ^ Mix64(static_cast<uint64_t>(d.line) + 0x7f4a7c15)));
-    AppendRandomIds(rng, ids, input_length - static_cast<int64_t>(prompt.size()), &prompt);
+    AppendRandomIds(rng, ids, input_length - filled, out);
   }
-  return prompt;
 }
 
 absl::StatusOr<std::vector<BenchRequest>> LoadTrace(const TraceOptions& options) {

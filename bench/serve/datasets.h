@@ -97,6 +97,8 @@ struct TraceOptions {
 // The token ids of a request's prompt: prompt_ids, or the ids its deferred_prompt describes
 // (the same LoadTrace would have built); empty for a text prompt.
 std::vector<int32_t> TracePromptIds(const BenchRequest& request);
+// The same ids appended to `out` (which the caller may have reserved room in).
+void AppendTracePromptIds(const BenchRequest& request, std::vector<int32_t>* out);
 
 // Errors name the file, the line or entry, and what is wrong (InvalidArgument for bad options,
 // NotFound for a missing file, InvalidArgument for malformed content).

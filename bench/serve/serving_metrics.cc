@@ -75,6 +75,9 @@ RunSummary SummarizeRun(const std::vector<RequestResult>& results, double durati
   s.duration_s = duration_s;
   s.num_requests = static_cast<int>(results.size());
   std::vector<double> ttft, tpot, itl, e2e;
+  size_t num_itl = 0;
+  for (const RequestResult& r : results) num_itl += r.itl_s.size();
+  itl.reserve(num_itl);
   int good = 0;
   for (const RequestResult& r : results) {
     if (MeetsSlo(r, slo)) ++good;

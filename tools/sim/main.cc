@@ -247,7 +247,7 @@ int Run(const Options& o) {
     const double duration = run->results.empty() ? 0 : last - first;
     bench::RunRecord record{.rate = rate,
                             .summary = bench::SummarizeRun(run->results, duration, rate, slo),
-                            .results = run->results};
+                            .results = std::move(run->results)};
     std::fputs(bench::FormatRunTable(record.summary, slo).c_str(), stdout);
     std::printf(
         "sim: %.1f s simulated in %.2f s of wall time, %lld events, %lld steps (%lld in %lld "
@@ -283,7 +283,7 @@ int Run(const Options& o) {
                   static_cast<long long>(run->stats.retries),
                   static_cast<long long>(run->stats.migrations));
     }
-    for (const auto& [error, count] : bench::FailureCounts(run->results)) {
+    for (const auto& [error, count] : bench::FailureCounts(record.results)) {
       std::fprintf(stderr, "tandem-sim: %d request(s) failed: %s\n", count, error.c_str());
     }
     sim_runs.push_back({{"rate", std::isinf(rate) ? json("inf") : json(rate)},

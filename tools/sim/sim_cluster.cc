@@ -133,7 +133,8 @@ class Cluster {
     loop_.Run();
     SimRun run;
     run.stats = stats_;
-    for (const RequestState& s : states_) run.results.push_back(ResultOf(s));
+    run.results.reserve(states_.size());
+    for (RequestState& s : states_) run.results.push_back(ResultOf(std::move(s)));
     run.stats.events = loop_.events_run();
     run.stats.decode_kv_blocks = decode_blocks_;
     for (const auto* group : {&nodes_, &prefill_, &graveyard_}) {
@@ -203,7 +204,7 @@ class Cluster {
         .on_token =
             [this](uint64_t key, int32_t, int64_t at) {
               if (RequestState* s = Current(key)) {
-                s->token_times.push_back(at + hop_ + router_half_ + hop_);
+                s->NoteToken(at + hop_ + router_half_ + hop_);
               }
             },
         .on_finished =
@@ -313,15 +314,18 @@ class Cluster {
   void Place(size_t i) {
     RequestState& s = states_[i];
     if (s.done) return;
-    // The prompt is copied when it arrives and freed when it ends.
-    if (s.attempt == 0) s.prompt = PromptIds((*requests_)[i], i);
+    // The prompt is built when the request is placed (again for a retry when it was handed on
+    // already), with room for the whole sequence.
+    if (s.prompt.empty()) {
+      s.prompt = PromptIds((*requests_)[i], i,
+                           static_cast<size_t>(s.prompt_len) + static_cast<size_t>(s.output_len));
+    }
     const bool migrated = s.migrations > 0;
-    std::vector<int32_t> prompt = AttemptPrompt(s, i);
-    const int32_t output = s.output_len - static_cast<int32_t>(s.token_times.size());
+    const int32_t output = s.output_len - s.num_tokens;
     const std::vector<NodeCandidate> decode = Candidates(false, s);
     const std::vector<NodeCandidate> prefill =
         migrated ? std::vector<NodeCandidate>{} : Candidates(true, s);
-    const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
+    const int64_t prompt_tokens = static_cast<int64_t>(s.prompt.size()) + s.num_tokens;
     SimRouter& router = *routers_[s.router];
     absl::StatusOr<Placement> placement =
         router.placer().Choose(prefill, decode, prompt_tokens, output);
@@ -366,14 +370,18 @@ class Cluster {
                              .queued_tokens = prompt_tokens - placement->cached_prefix_tokens,
                              .blocks = held});
     }
-    loop_.After(router_half_ + hop_, [this, key, local, prompt = std::move(prompt), output] {
+    // A local prefill takes the prompt; a reservation gets a copy and the prefill node the
+    // prompt itself (OnReserved).
+    std::vector<int32_t> prompt = local ? TakeAttemptPrompt(s, i) : CopyPrompt(s);
+    loop_.After(router_half_ + hop_, [this, key, local, prompt = std::move(prompt),
+                                      output]() mutable {
       RequestState* r = Current(key);
       if (r == nullptr || r->decode_node->dead()) return;  // the kill already judged it
       routers_[r->router]->NoteDelivered(false, r->decode, r->decode_seq, loop_.now());
       if (local) {
-        r->decode_node->Submit(key, prompt, output);
+        r->decode_node->Submit(key, std::move(prompt), output);
       } else {
-        r->decode_node->Reserve(key, prompt, output);
+        r->decode_node->Reserve(key, std::move(prompt), output);
       }
     });
   }
@@ -388,7 +396,7 @@ class Cluster {
       RequestState* r = Current(key);
       if (r == nullptr || r->prefill_node->dead()) return;
       routers_[r->router]->NoteDelivered(prefill_view(), r->prefill, r->prefill_seq, loop_.now());
-      r->prefill_node->SubmitPrefill(key, r->prompt);
+      r->prefill_node->SubmitPrefill(key, std::move(r->prompt));
     });
   }
 
@@ -486,7 +494,7 @@ class Cluster {
         .decode_died = decode_died,
         .reserved = s.reserved,
         .prefilled = s.prefilled,
-        .sent_tokens = !s.token_times.empty(),
+        .sent_tokens = s.num_tokens > 0,
         .decode_name = s.decode_node->name(),
         .prefill_name = s.prefill_node != nullptr ? s.prefill_node->name() : ""};
     const AttemptVerdict v = tandem::JudgeAttempt(refused_prefill ? FactsOfRefusedPrefill(attempt)

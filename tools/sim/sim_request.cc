@@ -1,5 +1,7 @@
 #include "tools/sim/sim_request.h"
 
+#include <algorithm>
+
 namespace tandem::sim {
 namespace {
 
@@ -7,8 +9,22 @@ double Seconds(int64_t nanos) { return static_cast<double>(nanos) * 1e-9; }
 
 }  // namespace
 
-std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index) {
-  std::vector<int32_t> prompt = bench::TracePromptIds(request);
+void RequestState::NoteToken(int64_t at) {
+  if (num_tokens == 0) {
+    first_token_at = at;
+    itl_s.reserve(static_cast<size_t>(std::max(output_len - 1, 0)));
+  } else {
+    itl_s.push_back(Seconds(at - last_token_at));
+  }
+  last_token_at = at;
+  ++num_tokens;
+}
+
+std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index,
+                               size_t capacity) {
+  std::vector<int32_t> prompt;
+  prompt.reserve(std::max(capacity, static_cast<size_t>(std::max(request.prompt_len, 0))));
+  bench::AppendTracePromptIds(request, &prompt);
   if (prompt.empty()) {
     for (int32_t j = 0; j < request.prompt_len; ++j) {
       prompt.push_back(1000 + static_cast<int32_t>((index * 7919 + j * 31) % 30000));
@@ -17,28 +33,33 @@ std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index)
   return prompt;
 }
 
-std::vector<int32_t> AttemptPrompt(const RequestState& s, size_t index) {
-  std::vector<int32_t> prompt = s.prompt;
-  const int32_t sent = static_cast<int32_t>(s.token_times.size());
-  for (int32_t k = 0; k < sent; ++k) {
+std::vector<int32_t> TakeAttemptPrompt(RequestState& s, size_t index) {
+  if (s.num_tokens == 0) return std::move(s.prompt);
+  std::vector<int32_t> prompt = CopyPrompt(s);
+  for (int32_t k = 0; k < s.num_tokens; ++k) {
     prompt.push_back(1000 + static_cast<int32_t>((index * 31 + k * 7919) % 30000));
   }
   return prompt;
 }
 
-bench::RequestResult ResultOf(const RequestState& s) {
+std::vector<int32_t> CopyPrompt(const RequestState& s) {
+  std::vector<int32_t> prompt;
+  prompt.reserve(s.prompt.size() + static_cast<size_t>(std::max(s.output_len, 0)));
+  prompt.assign(s.prompt.begin(), s.prompt.end());
+  return prompt;
+}
+
+bench::RequestResult ResultOf(RequestState&& s) {
   bench::RequestResult r;
-  r.success = s.done && s.ok && !s.token_times.empty();
+  r.success = s.done && s.ok && s.num_tokens > 0;
   r.error = s.done ? s.error : "never finished";
   r.start_s = Seconds(s.sent);
   r.prompt_tokens = s.prompt_len;
-  r.output_tokens = static_cast<int32_t>(s.token_times.size());
-  if (!s.token_times.empty()) {
-    r.ttft_s = Seconds(s.token_times.front() - s.sent);
-    r.e2e_s = Seconds(s.token_times.back() - s.sent);
-    for (size_t k = 1; k < s.token_times.size(); ++k) {
-      r.itl_s.push_back(Seconds(s.token_times[k] - s.token_times[k - 1]));
-    }
+  r.output_tokens = s.num_tokens;
+  if (s.num_tokens > 0) {
+    r.ttft_s = Seconds(s.first_token_at - s.sent);
+    r.e2e_s = Seconds(s.last_token_at - s.sent);
+    r.itl_s = std::move(s.itl_s);
   }
   return r;
 }

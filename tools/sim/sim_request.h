@@ -28,10 +28,18 @@ inline int AttemptOf(uint64_t key) { return static_cast<int>(key & (kMaxAttempts
 
 struct RequestState {
   int64_t sent = 0;             // the client's send time
-  std::vector<int32_t> prompt;  // freed when the request ends
+  // The prompt's ids while the router needs them: built when the request is first placed (and
+  // again for a retry after it was handed on), moved to the node that computes it, freed when the
+  // request ends.
+  std::vector<int32_t> prompt;
   int32_t prompt_len = 0;
   int32_t output_len = 0;
-  std::vector<int64_t> token_times;  // at the client, over all attempts
+  // The tokens at the client, over all attempts: how many, the first's and the last's times, and
+  // the gaps between consecutive ones (seconds, kept as they come: the report's ITLs).
+  int32_t num_tokens = 0;
+  int64_t first_token_at = 0;
+  int64_t last_token_at = 0;
+  std::vector<double> itl_s;
   // The current attempt: its number (retries and migrations count), where it runs, how far the
   // disaggregated handoff got.
   int attempt = 0;
@@ -57,6 +65,9 @@ struct RequestState {
   bool ok = false;
   std::string error;
 
+  // A token reached the client at `at` (loop nanoseconds).
+  void NoteToken(int64_t at);
+
   void NewAttempt() {
     ++attempt;
     prefill = decode = -1;
@@ -68,13 +79,18 @@ struct RequestState {
 };
 
 // Request `index`'s prompt ids: the trace's (prompt_ids, or the trace line's deferred prompt), or
-// for a text prompt stand-in ids of its length, its own per request.
-std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index);
+// for a text prompt stand-in ids of its length, its own per request. The vector has room for
+// `capacity` ids (the sequence's whole length: its tokens are appended without a copy).
+std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index,
+                               size_t capacity = 0);
 // What the current attempt of request `index` computes: its prompt, then (a migrated request)
-// stand-ins for the tokens it sent so far.
-std::vector<int32_t> AttemptPrompt(const RequestState& s, size_t index);
-// The request as tandem-bench's client saw it.
-bench::RequestResult ResultOf(const RequestState& s);
+// stand-ins for the tokens it sent so far. Takes s.prompt when no token was sent (the prompt is
+// built again if the router needs it later); copies it otherwise.
+std::vector<int32_t> TakeAttemptPrompt(RequestState& s, size_t index);
+// A copy of s.prompt with room for the whole sequence.
+std::vector<int32_t> CopyPrompt(const RequestState& s);
+// The request as tandem-bench's client saw it (its ITLs moved out of `s`).
+bench::RequestResult ResultOf(RequestState&& s);
 
 }  // namespace tandem::sim
 
