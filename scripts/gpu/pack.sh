@@ -38,8 +38,17 @@ REFERENCES=(
 )
 REFERENCE_SCRIPTS=(make_reference_models.sh small_tokenizer.py compare_transformers.py
   compare_rules.py compare_generations.py speculative_check.sh kv_dtype_check.sh)
-# CPU binaries the GPU integration tests start (through $TANDEM_BINARY_DIR/bin/NAME).
+# CPU measurements a server-class machine answers better than the 2-vCPU one (run.sh cpu): the
+# scripts copied to the pack's top level, "script [args]" with {pack} and {out} as above.
+CPU_CHECKS=(
+  "router_overhead_check.sh {pack} {out}"
+)
+CPU_CHECK_SCRIPTS=(scripts/gpu/router_overhead_check.sh bench/router_overhead/router_overhead.sh)
+# CPU binaries the GPU integration tests and the CPU checks start (through
+# $TANDEM_BINARY_DIR/bin/NAME).
 CPU_BINARIES=(
+  tandem-bench-router-overhead
+  tandem-grpc-relay
   tandem-generate
   tandem-prefill
   tandem-decode
@@ -198,6 +207,8 @@ if [ "${#REFERENCES[@]}" -gt 0 ]; then
   for f in "${REFERENCE_SCRIPTS[@]}"; do cp "$root/scripts/gpu/$f" "$pack/$f"; done
 fi
 printf '%s\n' "${REFERENCES[@]}" > "$pack/references.txt"
+for f in "${CPU_CHECK_SCRIPTS[@]}"; do cp "$root/$f" "$pack/$(basename "$f")"; done
+printf '%s\n' "${CPU_CHECKS[@]}" > "$pack/cpu_checks.txt"
 cp "$root/scripts/gpu/run.sh" "$pack/run.sh"
 chmod +x "$pack/run.sh"
 printf '%s\n' "${test_entries[@]}" > "$pack/tests.txt"
@@ -214,6 +225,7 @@ printf '%s\n' "${bench_entries[@]}" > "$pack/benches.txt"
   echo "tests:   ${tests[*]}"
   echo "benches: ${bench_entries[*]}"
   echo "references: ${REFERENCES[*]}"
+  echo "cpu checks: ${CPU_CHECKS[*]}"
   echo "cpu:     ${cpu_bins[*]}"
   echo "cuda libraries the pack expects on the GPU machine (not packed):"
   for f in "$pack"/libexec/*; do ldd "$f" 2>/dev/null | awk '$3 ~ /^\/usr\/local\/cuda/ {print "  " $1}'; done | sort -u

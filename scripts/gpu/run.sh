@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU check, on the GPU machine (scripts/gpu/pack.sh copies this file into the pack):
 #
-#   gpu-pack/run.sh [PART] [RESULTS_DIR]      PART: tests | bench | reference | all (default all)
+#   gpu-pack/run.sh [PART] [RESULTS_DIR]      PART: tests | bench | reference | cpu | all (default all)
 #   gpu-pack/run.sh --expand-only
 #
 #   tests      the GPU test binaries of tests.txt (gtest), each line "binary [args]"
 #   bench      the benchmarks of benches.txt ("{out}" in their arguments becomes RESULTS_DIR)
 #   reference  the commands of references.txt (the comparison with transformers)
+#   cpu        the commands of cpu_checks.txt: CPU measurements this machine's cores answer better
+#              than the development machine's two (the router's overhead); not part of `all`
 #
 # Each part is sized to end inside the run tool's 10 minutes on an H100 (TANDEM_GPU_PART_BUDGET_S,
 # default 540 s: a binary gets what is left of it, at most TANDEM_GPU_TIMEOUT_S, default 300 s;
@@ -54,8 +56,8 @@ if [ "${1:-}" = "--expand-only" ]; then exit 0; fi
 
 part=all
 case "${1:-}" in
-  tests|bench|reference|all) part="$1"; shift ;;
-  -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  tests|bench|reference|cpu|all) part="$1"; shift ;;
+  -h|--help) sed -n '2,35p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 out="${1:-${OUT:-$pack/results}}"
 mkdir -p "$out"
@@ -319,6 +321,7 @@ case "$part" in
   tests) run_tests ;;
   bench) run_commands "$pack/benches.txt" bench ;;
   reference) run_commands "$pack/references.txt" reference ;;
+  cpu) run_commands "$pack/cpu_checks.txt" cpu ;;
   all)
     run_tests
     run_commands "$pack/benches.txt" bench
