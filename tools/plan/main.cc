@@ -129,8 +129,8 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
       [space](std::string_view v) { return ParseNumberList(v, &space->local_prefill_thresholds); });
   flags.Custom("policies",
                {"LIST",
-                "placement policies (default least_loaded,round_robin,prefix_aware; the "
-                "first is the base)"},
+                "placement policies (default cost,round_robin,least_loaded,prefix_aware; "
+                "the first is the base)"},
                [space](std::string_view v) -> std::string {
                  space->policies.clear();
                  for (const std::string& name : SplitList(v)) {

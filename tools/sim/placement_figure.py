@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The placement study's figure: goodput per GPU relative to colocated, per workload. Reads one or
 more placement_study.py JSON files and writes one self-contained SVG with a panel per file; each
-workload is a group of three bars normalised to colocated (least_loaded) = 1.0: colocated, the best
+workload is a group of three bars normalised to colocated = 1.0 (the better of its least_loaded and
+round_robin; least_loaded alone in files from before round_robin was run): colocated, the best
 fixed disaggregated policy (round_robin, least_loaded, prefix_aware) and the cost policy (the better
 of colocated/cost and disaggregated/cost). A value of 0 means no configuration met the SLO; "∞"
 marks a policy that met it where colocated did not. Standard library only. Prints the path written.
@@ -23,7 +24,7 @@ PANEL_H = 290           # one panel: title, plot, workload labels
 PLOT_TOP, PLOT_H = 34, 200
 BAR_W, BAR_GAP = 44, 6
 # (label, colour) of the three bars, in order.
-SERIES = [("colocated (least_loaded)", "#9e9e9e"),
+SERIES = [("colocated (best of least_loaded and round_robin)", "#9e9e9e"),
           ("disaggregated, best fixed policy (round_robin / least_loaded / prefix_aware)",
            "#4c78a8"),
           ("cost policy (best of colocated and disaggregated)", "#f58518")]

@@ -4,9 +4,14 @@ round_robin, least_loaded and prefix_aware, and against pure colocated and pure 
 their best prefill:decode split, on the study's workloads (study.py's WORKLOADS) with Poisson and
 bursty (gamma, --burstiness 0.25) arrivals. Each cell is tandem-plan's best configuration for one
 (mode, policy): it searches the split and the chunk size, with no local-prefill threshold, so the
-policies differ only in where they place. Prints a table and writes JSON.
+policies differ only in where they place. Colocated is the better of least_loaded and
+round_robin (least_loaded alone understates it: it ranks nodes by free KV blocks first, so
+prompts queue on nodes whose long decodes hold few blocks). Prints a table and writes JSON.
 
   tools/sim/placement_study.py --build build --gpus 8 --out bench/results/placement_study_8gpu.json
+
+--merge keeps the cells an existing --out file already has (same workload and arrivals) and runs
+only the missing ones: a cell added to CELLS costs only its own searches.
 """
 import argparse
 import json
@@ -18,18 +23,26 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from study import WORKLOADS, best  # noqa: E402
+from study import WORKLOADS as STUDY_WORKLOADS, best  # noqa: E402
 
+# The study's workloads, and prompts of 2,048 tokens (256 out): long next to a chat turn, short
+# enough that the prefill compute does not bound the goodput on its own (as 8k prompts at a 20 ms
+# TPOT do: README, "Placement"). tandem-plan's example in the README is this workload.
+LONG_PROMPT = ["--dataset", "random", "--random-input-len", "2048", "--random-output-len", "256"]
+WORKLOADS = dict(STUDY_WORKLOADS, **{"long-prompt": LONG_PROMPT, "long-prompt-tight": LONG_PROMPT})
 # (TTFT ms, TPOT ms) per workload: the study's middle targets, and a tight TPOT for long prompts.
 SLOS = {
     "chatbot": (1000, 50),
     "summarization": (8000, 20),
     "code": (500, 60),
     "multi-turn": (1000, 50),
+    "long-prompt": (1000, 25),
+    "long-prompt-tight": (1000, 15),  # the same prompts, a TPOT a prefill chunk cannot hide in
 }
 ARRIVALS = {"poisson": "1", "bursty": "0.25"}
 # (mode, policy): the baselines, then the cost policy in both modes.
-CELLS = [("colocated", "least_loaded"), ("disaggregated", "round_robin"),
+CELLS = [("colocated", "least_loaded"), ("colocated", "round_robin"),
+         ("disaggregated", "round_robin"),
          ("disaggregated", "least_loaded"), ("disaggregated", "prefix_aware"),
          ("colocated", "cost"), ("disaggregated", "cost")]
 
@@ -71,8 +84,18 @@ def main():
     ap.add_argument("--run-duration-s", type=float, default=60)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the cells the --out file has; run only the missing ones")
     args = ap.parse_args()
 
+    earlier = {}
+    if args.merge and args.out and os.path.exists(args.out):
+        with open(args.out) as f:
+            old = json.load(f)
+        if (old.get("gpus"), old.get("model"), str(old.get("tp"))) != (args.gpus, args.model,
+                                                                        args.tp):
+            sys.exit(f"placement_study.py: {args.out} is another study's (gpus, model, tp)")
+        earlier = {(r["workload"], r["arrivals"]): r["cells"] for r in old["rows"]}
     rows = []
     start = time.monotonic()
     with tempfile.TemporaryDirectory() as work:
@@ -80,12 +103,14 @@ def main():
             for arrival in args.arrivals.split(","):
                 row = {"workload": workload, "arrivals": arrival, "slo_ttft_ms": SLOS[workload][0],
                        "slo_tpot_ms": SLOS[workload][1], "cells": {}}
+                kept = earlier.get((workload, arrival), {})
                 for mode, policy in CELLS:
-                    row["cells"][f"{mode}/{policy}"] = plan(args, work, workload, arrival, mode,
-                                                            policy)
+                    name = f"{mode}/{policy}"
+                    row["cells"][name] = kept[name] if name in kept else plan(
+                        args, work, workload, arrival, mode, policy)
                 cells = row["cells"]
                 g = {k: v["goodput_per_gpu"] for k, v in cells.items()}
-                row["colocated"] = g["colocated/least_loaded"]
+                row["colocated"] = max(g["colocated/least_loaded"], g["colocated/round_robin"])
                 row["disaggregated"] = max(g[f"disaggregated/{p}"]
                                            for p in ("round_robin", "least_loaded", "prefix_aware"))
                 row["cost"] = max(g["colocated/cost"], g["disaggregated/cost"])
@@ -98,7 +123,8 @@ def main():
                       f"  cost/better {row['cost_vs_better']:.2f}x", flush=True)
     elapsed = time.monotonic() - start
 
-    head = ["workload", "arrivals", "SLO (TTFT/TPOT ms)", "colocated", "disagg rr", "disagg ll",
+    head = ["workload", "arrivals", "SLO (TTFT/TPOT ms)", "colocated ll", "colocated rr",
+            "disagg rr", "disagg ll",
             "disagg pa", "cost colocated", "cost disagg", "cost / better", "cost / colocated"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -106,7 +132,8 @@ def main():
         cell = lambda k: f"{c[k]['goodput_per_gpu']:.2f} ({c[k]['shape']})"  # noqa: E731
         lines.append("| " + " | ".join([
             r["workload"], r["arrivals"], f"{r['slo_ttft_ms']}/{r['slo_tpot_ms']}",
-            cell("colocated/least_loaded"), cell("disaggregated/round_robin"),
+            cell("colocated/least_loaded"), cell("colocated/round_robin"),
+            cell("disaggregated/round_robin"),
             cell("disaggregated/least_loaded"), cell("disaggregated/prefix_aware"),
             cell("colocated/cost"), cell("disaggregated/cost"), f"{r['cost_vs_better']:.2f}x",
             f"{r['cost_vs_colocated']:.2f}x"]) + " |")

@@ -93,7 +93,8 @@ FakeCapacity Landscape(const PlanConfig& c) {
   const std::map<int, double> decode_per_gpu = {{2, 1.0}, {4, 0.9}, {8, 0.8}};
   const std::map<int, double> colocated_per_gpu = {{2, 0.50}, {4, 0.55}, {8, 0.45}};
   const std::map<int32_t, double> chunk = {{512, 0.8}, {2048, 1.0}, {8192, 1.1}};
-  const std::map<PlacementPolicy, double> policy = {{PlacementPolicy::kLeastLoaded, 1.0},
+  const std::map<PlacementPolicy, double> policy = {{PlacementPolicy::kCost, 1.01},
+                                                    {PlacementPolicy::kLeastLoaded, 1.0},
                                                     {PlacementPolicy::kRoundRobin, 1.03},
                                                     {PlacementPolicy::kPrefixAware, 0.98}};
   // Local prefill moves prompts from the prefill pool to the decode pool.
@@ -275,7 +276,9 @@ TEST(PlanSearchTest, RefusedConfigurationsAreSkippedAndOtherErrorsEndTheSearch) 
   ASSERT_TRUE(result.ok()) << result.status();
   const std::vector<size_t> ranking = result->Ranking();
   const ConfigResult& last = result->configs[ranking.back()];
-  EXPECT_EQ(last.config, Colocated(2, 8));
+  PlanConfig refused = Colocated(2, 8);
+  refused.policy = options.space.policies.front();  // a shape is tried with the base knobs
+  EXPECT_EQ(last.config, refused);
   EXPECT_EQ(last.skipped, "no room for a sequence");
   EXPECT_FALSE(last.Ranked());
 
