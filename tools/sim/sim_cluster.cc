@@ -373,17 +373,17 @@ class Cluster {
     // A local prefill takes the prompt; a reservation gets a copy and the prefill node the
     // prompt itself (OnReserved).
     std::vector<int32_t> prompt = local ? TakeAttemptPrompt(s, i) : CopyPrompt(s);
-    loop_.After(router_half_ + hop_, [this, key, local, prompt = std::move(prompt),
-                                      output]() mutable {
-      RequestState* r = Current(key);
-      if (r == nullptr || r->decode_node->dead()) return;  // the kill already judged it
-      routers_[r->router]->NoteDelivered(false, r->decode, r->decode_seq, loop_.now());
-      if (local) {
-        r->decode_node->Submit(key, std::move(prompt), output);
-      } else {
-        r->decode_node->Reserve(key, std::move(prompt), output);
-      }
-    });
+    loop_.After(router_half_ + hop_,
+                [this, key, local, prompt = std::move(prompt), output]() mutable {
+                  RequestState* r = Current(key);
+                  if (r == nullptr || r->decode_node->dead()) return;  // the kill already judged it
+                  routers_[r->router]->NoteDelivered(false, r->decode, r->decode_seq, loop_.now());
+                  if (local) {
+                    r->decode_node->Submit(key, std::move(prompt), output);
+                  } else {
+                    r->decode_node->Reserve(key, std::move(prompt), output);
+                  }
+                });
   }
 
   // The decode node reserved: its handoff goes back through the router to the prefill node.

@@ -20,8 +20,7 @@ void RequestState::NoteToken(int64_t at) {
   ++num_tokens;
 }
 
-std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index,
-                               size_t capacity) {
+std::vector<int32_t> PromptIds(const bench::BenchRequest& request, size_t index, size_t capacity) {
   std::vector<int32_t> prompt;
   prompt.reserve(std::max(capacity, static_cast<size_t>(std::max(request.prompt_len, 0))));
   bench::AppendTracePromptIds(request, &prompt);

@@ -27,7 +27,7 @@ inline size_t RequestOf(uint64_t key) { return static_cast<size_t>(key >> kAttem
 inline int AttemptOf(uint64_t key) { return static_cast<int>(key & (kMaxAttempts - 1)); }
 
 struct RequestState {
-  int64_t sent = 0;             // the client's send time
+  int64_t sent = 0;  // the client's send time
   // The prompt's ids while the router needs them: built when the request is first placed (and
   // again for a retry after it was handed on), moved to the node that computes it, freed when the
   // request ends.
