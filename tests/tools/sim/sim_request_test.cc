@@ -12,9 +12,6 @@
 namespace tandem::sim {
 namespace {
 
-using ::testing::DoubleNear;
-using ::testing::ElementsAre;
-
 TEST(SimRequestTest, TokensGiveTheClientsTtftEndToEndAndGaps) {
   RequestState s;
   s.sent = 1'000'000'000;  // 1 s
@@ -29,8 +26,9 @@ TEST(SimRequestTest, TokensGiveTheClientsTtftEndToEndAndGaps) {
   EXPECT_EQ(r.output_tokens, 4);
   EXPECT_NEAR(r.ttft_s, 0.25, 1e-12);
   EXPECT_NEAR(r.e2e_s, 0.30, 1e-12);
-  EXPECT_THAT(r.itl_s, ElementsAre(DoubleNear(0.01, 1e-12), DoubleNear(0.03, 1e-12),
-                                   DoubleNear(0.01, 1e-12)));
+  EXPECT_THAT(r.itl_s, ::testing::ElementsAre(::testing::DoubleNear(0.01, 1e-12),
+                                              ::testing::DoubleNear(0.03, 1e-12),
+                                              ::testing::DoubleNear(0.01, 1e-12)));
 }
 
 TEST(SimRequestTest, ARequestWithoutTokensFailsAndOneUnfinishedSaysSo) {
@@ -55,7 +53,7 @@ TEST(SimRequestTest, AnAttemptBeforeAnyTokenTakesThePrompt) {
   s.prompt = {11, 12, 13};
   s.prompt.reserve(6);
   const std::vector<int32_t> prompt = TakeAttemptPrompt(s, 0);
-  EXPECT_THAT(prompt, ElementsAre(11, 12, 13));
+  EXPECT_THAT(prompt, ::testing::ElementsAre(11, 12, 13));
   EXPECT_GE(prompt.capacity(), 6u);
   EXPECT_TRUE(s.prompt.empty());  // the router builds it again if it needs it
 }
@@ -68,12 +66,13 @@ TEST(SimRequestTest, AMigratedAttemptRecomputesThePromptAndTheTokensSent) {
   s.NoteToken(20);
   const std::vector<int32_t> prompt = TakeAttemptPrompt(s, 2);
   ASSERT_EQ(prompt.size(), 5u);
-  EXPECT_THAT(std::vector<int32_t>(prompt.begin(), prompt.begin() + 3), ElementsAre(11, 12, 13));
+  EXPECT_THAT(std::vector<int32_t>(prompt.begin(), prompt.begin() + 3),
+              ::testing::ElementsAre(11, 12, 13));
   // Stand-ins of the tokens sent, the same for the same request and position.
   EXPECT_EQ(prompt[3], 1000 + static_cast<int32_t>((2 * 31 + 0 * 7919) % 30000));
   EXPECT_EQ(prompt[4], 1000 + static_cast<int32_t>((2 * 31 + 1 * 7919) % 30000));
-  EXPECT_GE(prompt.capacity(), 8u);                // prompt + output: room for the rest
-  EXPECT_THAT(s.prompt, ElementsAre(11, 12, 13));  // kept for a later attempt
+  EXPECT_GE(prompt.capacity(), 8u);                           // prompt + output: room for the rest
+  EXPECT_THAT(s.prompt, ::testing::ElementsAre(11, 12, 13));  // kept for a later attempt
   EXPECT_EQ(CopyPrompt(s).capacity(), 8u);
 }
 
