@@ -58,9 +58,14 @@ double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, double pr
   const int64_t work = std::max<int64_t>(0, node.queued_tokens) + std::max<int64_t>(0, uncached);
   if (work == 0) return 0;
   const double steps = static_cast<double>((work + budget - 1) / budget);
+  // The prompts queued ahead read their own KV too: at least each token's own position, as in a
+  // first chunk. Left out, a node whose fit put its chunks' cost on the context term (a prefill
+  // node sees only fresh chunks, whose tokens and context are the same count, so the fit cannot
+  // tell the terms apart) looked idle behind any queue, and drew every prompt near it.
+  const double queued_reads = static_cast<double>(std::max<int64_t>(0, node.queued_tokens));
   return steps * price.StepUs(static_cast<double>(decoding), decode_context) +
          static_cast<double>(work) * prompt_token_us +
-         OwnPrefillReads(cached, uncached, budget) * price.per_context_token_us;
+         (OwnPrefillReads(cached, uncached, budget) + queued_reads) * price.per_context_token_us;
 }
 
 double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
@@ -79,7 +84,7 @@ double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price,
                           int64_t prefill_chunk) {
   if (!prefill_price.known()) return price.per_token_us;
   return std::max(price.per_token_us,
-                  prefill_price.per_token_us +
+                  prefill_price.per_token_us + prefill_price.per_context_token_us +
                       prefill_price.per_step_us /
                           static_cast<double>(std::max<int64_t>(
                               1, prefill_chunk > 0 ? prefill_chunk : kDefaultChunkTokens)));

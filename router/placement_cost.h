@@ -71,9 +71,9 @@ double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, double pr
 // per_token comes out near 0, so its own price would call a local prefill free; nodes of one
 // model compute a prompt token at about the same cost, so the prefill pool's stands in for it (an
 // overestimate only where the decode node's GPU computes faster than the prefill nodes'). The
-// chunk's average, not per_token alone: a prefill node whose steps were all full chunks cannot
-// tell its per-step from its per-token cost (its fit may put all of it in per_step), but their
-// sum over a chunk it knows.
+// chunk's average, not per_token alone: a prefill node whose steps were all full fresh chunks
+// cannot tell its per-step, per-token and per-context costs apart (its fit may put all of it in
+// any one of them), but their sum over a chunk (a fresh token's context is itself) it knows.
 double LocalPromptTokenUs(const StepCost& price, const StepCost& prefill_price,
                           int64_t prefill_chunk);
 // The request's TPOT on decode node `node` once admitted.

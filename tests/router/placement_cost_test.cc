@@ -47,13 +47,13 @@ PlacementOptions CostOptions(ServingMode mode = ServingMode::kDisaggregated) {
 
 TEST(PlacementCostTest, PrefillTimeIsTheQueueAndThePromptInChunkedSteps) {
   const NodeCandidate n = CostCandidate(0, 1000, 0, 0);
-  // 4,000 tokens in steps of 2,048: 2 steps of 10 ms, 4,000 × 50 µs, and the prompt's two
-  // chunks read 2,048 + 3,000 KV tokens at 0.01 µs.
+  // 4,000 tokens in steps of 2,048: 2 steps of 10 ms, 4,000 × 50 µs, the prompt's two chunks
+  // read 2,048 + 3,000 KV tokens at 0.01 µs, and the 1,000 queued ahead read at least themselves.
   EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, kPrice.per_token_us, 0, 3000, false),
-                   2 * 10'000 + 4000 * 50 + (2048 + 3000) * 0.01);
+                   2 * 10'000 + 4000 * 50 + (2048 + 3000 + 1000) * 0.01);
   // A cached prefix of 512 tokens is read by every chunk.
   EXPECT_DOUBLE_EQ(PrefillTimeUs(n, kPrice, kPrice.per_token_us, 512, 3000, false),
-                   2 * 10'000 + 4000 * 50 + (2 * 512 + 2048 + 3000) * 0.01);
+                   2 * 10'000 + 4000 * 50 + (2 * 512 + 2048 + 3000 + 1000) * 0.01);
   EXPECT_EQ(PrefillTimeUs(CostCandidate(0, 0, 0, 0), kPrice, kPrice.per_token_us, 100, 0, false),
             0);
 }
@@ -216,11 +216,35 @@ TEST(PlacementCostTest, WithoutPricesNodesRankByLoadAndTheThresholdDecidesTheKin
   EXPECT_EQ(short_prompt->reason, PlacementReason::kShortPrompt);
 }
 
+// Fresh full chunks teach a prefill node one number, a chunk's time: its fit may put it in
+// per_step, per_token or per_context alone (tokens and context are the same count). Every
+// decomposition prices a queue of whole prompts the same, so the node with the shorter queue
+// wins whichever way each node's fit came out.
+TEST(PlacementCostTest, APrefillQueueCostsTheSameWhicheverTermTheFitChose) {
+  const StepCost per_step{.per_step_us = 204'800, .samples = 100};
+  const StepCost per_token{.per_token_us = 100, .samples = 100};
+  const StepCost per_context{.per_context_token_us = 100, .samples = 100};
+  for (const StepCost& price : {per_step, per_token, per_context}) {
+    NodeCandidate n = CostCandidate(0, 4096, 0, 0);
+    n.max_batched_tokens = 2048;
+    // Two queued prompts and this one: three chunks of 2,048, 204.8 ms each.
+    EXPECT_NEAR(PrefillTimeUs(n, price, price.per_token_us, 0, 2048, false), 3 * 204'800, 1e-6);
+    EXPECT_NEAR(LocalPromptTokenUs(StepCost{.samples = 1}, price, 2048), 100, 1e-9);
+  }
+  // A node whose fit chose per_context looked idle behind any queue when the queue read
+  // nothing: four prompts ahead of it cost no more than one ahead of a per_step node.
+  const NodeCandidate long_queue = CostCandidate(0, 8192, 0, 0);
+  const NodeCandidate short_queue = CostCandidate(1, 2048, 0, 0);
+  EXPECT_GT(PrefillTimeUs(long_queue, per_context, 0, 0, 2048, false),
+            PrefillTimeUs(short_queue, per_step, 0, 0, 2048, false) + 2 * 204'800);
+}
+
 TEST(PlacementCostTest, ADecodeNodeThatOnlyDecodedPricesAPromptAtThePrefillPoolsRate) {
   // Steps of one token per sequence teach a decode node no per-token price.
   const StepCost decode_only{.per_step_us = 10'000, .per_context_token_us = 0.01, .samples = 100};
-  // A prefill node's token in a full chunk of 2,000: 50 + 10,000 / 2,000 µs.
-  EXPECT_DOUBLE_EQ(LocalPromptTokenUs(decode_only, kPrice, 2000), 55);
+  // A prefill node's token in a full fresh chunk of 2,000: 50 + 0.01 (its own position) +
+  // 10,000 / 2,000 µs.
+  EXPECT_DOUBLE_EQ(LocalPromptTokenUs(decode_only, kPrice, 2000), 55.01);
   EXPECT_DOUBLE_EQ(LocalPromptTokenUs(kPrice, decode_only, 2000), 50);  // its own is larger
   const StepCost big_token{.per_step_us = 1, .per_token_us = 200, .samples = 10};
   EXPECT_DOUBLE_EQ(LocalPromptTokenUs(big_token, kPrice, 2000), 200);
