@@ -86,7 +86,15 @@ TEST(DecodeServiceStreamsTest, ManyStreamsRunAndCompleteOnACappedSyncPool) {
     ASSERT_TRUE(first.has_handoff()) << "reserve " << i;
     handoffs.push_back(first.handoff());
   }
-  EXPECT_EQ(Load(node).num_awaiting_kv(), kStreams);
+  // The engine publishes its load after it applies its inbox, which can be just after the last
+  // handoff went out: wait for it (up to 4 s).
+  v1::NodeLoad load;
+  for (int i = 0; i < 200; ++i) {
+    load = Load(node);
+    if (load.num_awaiting_kv() == kStreams) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(load.num_awaiting_kv(), kStreams);
   // All 32 reservations are open; 32 generations start before any is read.
   std::vector<std::unique_ptr<GenerateCall>> generates;
   for (int i = 0; i < kStreams; ++i) {
