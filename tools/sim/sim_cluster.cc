@@ -314,12 +314,8 @@ class Cluster {
   void Place(size_t i) {
     RequestState& s = states_[i];
     if (s.done) return;
-    // The prompt is built when the request is placed (again for a retry when it was handed on
-    // already), with room for the whole sequence.
-    if (s.prompt.empty()) {
-      s.prompt = PromptIds((*requests_)[i], i,
-                           static_cast<size_t>(s.prompt_len) + static_cast<size_t>(s.output_len));
-    }
+    // Built at placement (again for a retry once handed on), with room for the whole sequence.
+    if (s.prompt.empty()) s.prompt = PromptIds((*requests_)[i], i, s.prompt_len + s.output_len);
     const bool migrated = s.migrations > 0;
     const int32_t output = s.output_len - s.num_tokens;
     const std::vector<NodeCandidate> decode = Candidates(false, s);
