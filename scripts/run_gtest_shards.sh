@@ -48,7 +48,8 @@ if [ -z "$logs" ]; then logs="$(mktemp -d)"; fi
 rm -rf "$logs"
 mkdir -p "$logs"
 
-# run_shard BINARY SHARD: runs one shard; its exit status goes to LOG.rc.
+# run_shard BINARY SHARD: runs one shard; its exit status goes to LOG.rc. (xargs calls it.)
+# shellcheck disable=SC2317
 run_shard() {
   local bin="$1" shard="$2" log rc
   log="$RUN_SHARDS_LOGS/$(basename "$bin").$shard.log"
@@ -66,7 +67,7 @@ export RUN_SHARDS_LOGS="$logs" RUN_SHARDS_TOTAL="$shards" RUN_SHARDS_TIMEOUT="$t
 start=$SECONDS
 for b in "$@"; do
   for ((s = 0; s < shards; ++s)); do printf '%s\n%s\n' "$(cd "$(dirname "$b")" && pwd)/$(basename "$b")" "$s"; done
-done | xargs -d '\n' -n 2 -P "$jobs" bash -c 'run_shard "$0" "$1"'
+done | xargs -d '\n' -n 2 -P "$jobs" bash -c "run_shard \"\$0\" \"\$1\""
 
 # failed_tests LOG: the names of the tests a finished shard reports as failed, one per line.
 failed_tests() {
