@@ -218,6 +218,7 @@ class PlanSearch {
     while (true) {
       configs.clear();
       owner.clear();
+      std::vector<bool> is_jump;
       for (size_t k = 0; k < climbs.size(); ++k) {
         const Climb& climb = climbs[k];
         if (climb.direction == 0) continue;
@@ -227,6 +228,14 @@ class PlanSearch {
           if (p < 1 || p > climb.max_prefill) break;
           configs.push_back(Split(p, climb.prefill_tp, climb.decode_tp));
           owner.push_back(k);
+          is_jump.push_back(false);
+        }
+        const std::optional<int> jump =
+            NextDecodeCount(from, climb.direction, climb.prefill_tp, climb.decode_tp);
+        if (jump.has_value() && *jump != from + climb.direction) {
+          configs.push_back(Split(*jump, climb.prefill_tp, climb.decode_tp));
+          owner.push_back(k);
+          is_jump.push_back(true);
         }
       }
       if (configs.empty()) return absl::OkStatus();
@@ -234,6 +243,16 @@ class PlanSearch {
       std::vector<bool> moved(climbs.size(), false), stopped(climbs.size(), false);
       for (size_t i = 0; i < indices.size(); ++i) {
         Climb& climb = climbs[owner[i]];
+        if (is_jump[i]) {
+          // The next decode count is the way off a plateau of equal goodput per GPU (the steps
+          // change only the pool that is not the bottleneck): taken whenever it is better.
+          if (Better(indices[i], climb.best)) {
+            climb.best = indices[i];
+            moved[owner[i]] = true;
+            stopped[owner[i]] = false;
+          }
+          continue;
+        }
         if (stopped[owner[i]]) continue;
         if (Better(indices[i], climb.best)) {
           climb.best = indices[i];
@@ -246,6 +265,26 @@ class PlanSearch {
         if (stopped[k] || !moved[k]) climbs[k].direction = 0;
       }
     }
+  }
+
+  // Step 1c's jump: from `prefill` nodes, the nearest prefill count in `direction` at which the
+  // decode pool changes size (one more decode node going down, one fewer going up; the prefill
+  // pool as large as the budget then allows going down, as small as it forces going up), or
+  // nullopt past the budget's ends. Between two such counts only the prefill pool changes, so
+  // the goodput per GPU of a decode-bound split stays flat there and a climb by single steps
+  // stops on it.
+  std::optional<int> NextDecodeCount(int prefill, int direction, int prefill_tp,
+                                     int decode_tp) const {
+    const int decode = (space_.gpus - prefill * prefill_tp) / decode_tp;
+    if (direction < 0) {
+      const int next = (space_.gpus - (decode + 1) * decode_tp) / prefill_tp;
+      if (next < 1 || next >= prefill) return std::nullopt;
+      return next;
+    }
+    if (decode <= 1) return std::nullopt;
+    const int next = (space_.gpus - decode * decode_tp) / prefill_tp + 1;
+    if (next > MaxPrefill(prefill_tp, decode_tp)) return std::nullopt;
+    return next;
   }
 
   // Step 2: dimension by dimension, every shape's variants of its best so far in one batch.

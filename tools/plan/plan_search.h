@@ -18,7 +18,9 @@
 //         disaggregated configuration so far; P0 - 1, P0, P0 + 1 for every pair; then, for each
 //         pair whose best of those is not P0, on in that direction, one prefill node at a time,
 //         while that improves (each batch takes two steps of every climbing pair, the second
-//         kept only when the first improved).
+//         kept only when the first improved, and a jump to the nearest count in that direction
+//         at which the decode pool changes size, kept whenever it improves: between two such
+//         counts only the prefill pool changes, a plateau for a decode-bound split).
 //   2. Knobs, coordinate descent on the `refine_shapes` best shapes: each chunk size, then (if
 //      disaggregated or auto) each local prefill threshold, then each policy, keeping the best of
 //      each.

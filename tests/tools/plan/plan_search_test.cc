@@ -221,6 +221,46 @@ TEST(PlanSearchTest, SkipsTensorParallelSizesTheModelDoesNotFit) {
   EXPECT_TRUE(Best(*result).Ranked());
 }
 
+// A mixed-TP split's goodput per GPU as a decode-bound cluster shows it: flat or bumpy while only
+// the prefill pool changes, a step where the decode pool gains a node. 64 GPUs, TP 2 prefill and
+// TP 8 decode nodes; the best same-TP split puts 3/4 of the GPUs in prefill, so the mixed climb
+// starts at 24 TP2 prefill nodes (2 decode) and goes down: 23 is better, 22 worse, so steps alone
+// stop at 23; 20 prefill nodes leave room for a third decode node, the best by far.
+FakeCapacity DecodeSteps(const PlanConfig& c) {
+  double per_gpu = 0.1;
+  if (c.mode == ServingMode::kDisaggregated && c.prefill_tp == 2 && c.decode_tp == 8) {
+    const std::map<int, double> two_decode = {{24, 0.97}, {23, 1.0}, {22, 0.98}, {21, 0.99}};
+    if (c.num_decode == 1) per_gpu = 0.5;
+    if (c.num_decode == 2) {
+      per_gpu = two_decode.count(c.num_prefill) > 0 ? two_decode.at(c.num_prefill) : 0.9;
+    }
+    if (c.num_decode == 3) per_gpu = 1.3;
+    if (c.num_decode >= 4) per_gpu = 0.8;
+  } else if (c.mode == ServingMode::kDisaggregated && c.prefill_tp == 2 && c.decode_tp == 2) {
+    per_gpu = c.num_prefill == 24 ? 0.3 : 0.2;
+  }
+  const double rate = per_gpu * c.Gpus();
+  return {rate, rate};
+}
+
+TEST(PlanSearchTest, TheMixedClimbLeavesAPlateauForTheNextDecodeNode) {
+  PlanSearchOptions options = Grid();
+  options.space.gpus = 64;
+  options.space.tensor_parallel = {2, 8};
+  options.space.chunk_sizes = {2048};
+  options.space.local_prefill_thresholds = {0};
+  options.space.policies = {PlacementPolicy::kCost};
+  FakeEvaluator fake(options.slo, DecodeSteps);
+  absl::StatusOr<PlanResult> result = RunPlanSearch(options, fake);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const ConfigResult& best = Best(*result);
+  EXPECT_EQ(best.config.mode, ServingMode::kDisaggregated);
+  EXPECT_EQ(best.config.prefill_tp, 2);
+  EXPECT_EQ(best.config.decode_tp, 8);
+  EXPECT_EQ(best.config.num_decode, 3) << ConfigName(best.config);
+  EXPECT_GT(best.GoodputPerGpu(), 1.3 / (1 + options.tolerance));
+}
+
 TEST(PlanSearchTest, APrunedConfigurationCostsOneFailedScreen) {
   const PlanSearchOptions options = Grid();
   FakeEvaluator fake(options.slo, Landscape);
