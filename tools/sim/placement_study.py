@@ -56,7 +56,7 @@ def plan(args, work, workload, arrival, mode, policy):
            "--num-prompts", str(args.num_prompts), "--run-duration-s", str(args.run_duration_s),
            "--burstiness", ARRIVALS[arrival], "--slo-ttft-ms", str(ttft), "--slo-tpot-ms",
            str(tpot), "--slo-percentile", "90", "--top", "2", "--threads", str(args.threads),
-           "--out", out]
+           "--rate-tolerance", str(args.rate_tolerance), "--out", out]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"placement_study.py: {' '.join(cmd)}\n{p.stderr}")
@@ -83,6 +83,8 @@ def main():
     ap.add_argument("--num-prompts", type=int, default=20000)
     ap.add_argument("--run-duration-s", type=float, default=60)
     ap.add_argument("--threads", type=int, default=2)
+    # tandem-plan's goodput resolution: two policies whose goodputs differ by less are a tie.
+    ap.add_argument("--rate-tolerance", type=float, default=0.05)
     ap.add_argument("--out", default="")
     ap.add_argument("--merge", action="store_true",
                     help="keep the cells the --out file has; run only the missing ones")
@@ -92,8 +94,9 @@ def main():
     if args.merge and args.out and os.path.exists(args.out):
         with open(args.out) as f:
             old = json.load(f)
-        if (old.get("gpus"), old.get("model"), str(old.get("tp"))) != (args.gpus, args.model,
-                                                                        args.tp):
+        if (old.get("gpus"), old.get("model"), str(old.get("tp")),
+                old.get("rate_tolerance", 0.05)) != (args.gpus, args.model, args.tp,
+                                                     args.rate_tolerance):
             sys.exit(f"placement_study.py: {args.out} is another study's (gpus, model, tp)")
         earlier = {(r["workload"], r["arrivals"]): r["cells"] for r in old["rows"]}
     rows = []
@@ -144,7 +147,8 @@ def main():
         with open(args.out, "w") as f:
             json.dump({"gpus": args.gpus, "model": args.model, "tp": args.tp,
                        "num_prompts": args.num_prompts, "run_duration_s": args.run_duration_s,
-                       "wall_s": elapsed, "rows": rows}, f, indent=2)
+                       "rate_tolerance": args.rate_tolerance, "wall_s": elapsed, "rows": rows},
+                      f, indent=2)
             f.write("\n")
 
 
