@@ -112,6 +112,18 @@ void AddPlanFlags(tandem::FlagSet& flags, Options* o) {
   flags.Section("Search space");
   flags.Custom("tp", {"N,N,...", "tensor-parallel sizes per pool (default 1,2,4,8)"},
                [space](std::string_view v) { return ParseNumberList(v, &space->tensor_parallel); });
+  flags.Custom("shapes",
+               {"LIST",
+                "evaluate these shapes instead of searching shapes (their knobs are still "
+                "searched), e.g. colocated:8xTP8,disaggregated:20xTP2+3xTP8"},
+               [space](std::string_view v) -> std::string {
+                 for (const std::string& item : SplitList(v)) {
+                   absl::StatusOr<tandem::plan::PlanConfig> shape = tandem::plan::ParseShape(item);
+                   if (!shape.ok()) return std::string(shape.status().message());
+                   space->shapes.push_back(*shape);
+                 }
+                 return "";
+               });
   flags.String("modes", &o->modes,
                {"LIST",
                 "colocated, disaggregated, auto (every node decodes and prefills for the "

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "bench/serve/serving_metrics.h"
 
@@ -40,6 +42,47 @@ std::string ShapeName(const PlanConfig& c) {
   }
   return absl::StrCat("disaggregated ", c.num_prefill, " x TP", c.prefill_tp, " + ", c.num_decode,
                       " x TP", c.decode_tp);
+}
+
+namespace {
+
+// "NxTPt" -> (N, t), both >= 1.
+std::optional<std::pair<int, int>> ParsePool(std::string_view pool) {
+  const size_t x = pool.find("xTP");
+  int nodes = 0, tp = 0;
+  if (x == std::string_view::npos || !absl::SimpleAtoi(std::string(pool.substr(0, x)), &nodes) ||
+      !absl::SimpleAtoi(std::string(pool.substr(x + 3)), &tp) || nodes < 1 || tp < 1) {
+    return std::nullopt;
+  }
+  return std::pair(nodes, tp);
+}
+
+}  // namespace
+
+absl::StatusOr<PlanConfig> ParseShape(std::string_view text) {
+  const auto error = [text] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape '", std::string(text),
+                     "': expected colocated:NxTPt, auto:NxTPt or disaggregated:PxTPa+DxTPb (e.g. "
+                     "disaggregated:20xTP2+3xTP8)"));
+  };
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return error();
+  const std::optional<ServingMode> mode = ParseServingMode(text.substr(0, colon));
+  if (!mode.has_value()) return error();
+  const std::string_view pools = text.substr(colon + 1);
+  if (*mode != ServingMode::kDisaggregated) {
+    const auto pool = ParsePool(pools);
+    if (!pool.has_value()) return error();
+    return *mode == ServingMode::kAuto ? Auto(pool->first, pool->second)
+                                       : Colocated(pool->first, pool->second);
+  }
+  const size_t plus = pools.find('+');
+  if (plus == std::string_view::npos) return error();
+  const auto prefill = ParsePool(pools.substr(0, plus));
+  const auto decode = ParsePool(pools.substr(plus + 1));
+  if (!prefill.has_value() || !decode.has_value()) return error();
+  return Disaggregated(prefill->first, prefill->second, decode->first, decode->second);
 }
 
 std::string ConfigName(const PlanConfig& c) {

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "bench/serve/bench_request.h"
 #include "router/placement.h"
 
@@ -55,6 +57,10 @@ inline bool HasLocalPrefillThreshold(ServingMode mode) { return mode != ServingM
 // ", 4 drafts" when it speculates.
 std::string ShapeName(const PlanConfig& config);
 std::string ConfigName(const PlanConfig& config);
+
+// A shape as tandem-plan's --shapes and the study scripts write it: "colocated:8xTP8",
+// "auto:8xTP8" or "disaggregated:20xTP2+3xTP8" (prefill first). InvalidArgument otherwise.
+absl::StatusOr<PlanConfig> ParseShape(std::string_view text);
 
 // The SLO: the `percentile` of TTFT and of TPOT over a run's requests within the limits.
 struct SloTarget {

@@ -95,6 +95,10 @@ struct SearchSpace {
                                            PlacementPolicy::kPrefixAware};
   // Drafts per decode step (speculative decoding; 0: off); the first is the base.
   std::vector<int32_t> speculative_tokens = {0};
+  // Not empty: step 1 evaluates exactly these shapes (their mode and pools; the knobs are the
+  // base ones) instead of searching shapes, and step 2 tunes their knobs as usual. Each must fit
+  // the budget, and its TP sizes must be in tensor_parallel and fit the model.
+  std::vector<PlanConfig> shapes;
 };
 
 struct PlanSearchOptions {
@@ -160,6 +164,9 @@ struct PlanResult {
 
 // Called after each configuration's search (progress output).
 using ConfigCallback = std::function<void(const ConfigResult& result, const PlanResult& so_far)>;
+
+// Why `options` cannot be searched ("" when they can).
+std::string ValidatePlanSearchOptions(const PlanSearchOptions& options);
 
 // Runs the search. InvalidArgument for unusable options; the evaluator's errors other than the
 // three it uses to refuse a configuration end it.

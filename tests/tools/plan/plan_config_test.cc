@@ -94,6 +94,25 @@ ConfigResult Ranked(PlanConfig config, double goodput, double above, double ttft
   return r;
 }
 
+TEST(PlanConfigTest, ParseShapeReadsEachModeAndRefusesTheRest) {
+  absl::StatusOr<PlanConfig> d = ParseShape("disaggregated:20xTP2+3xTP8");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, Disaggregated(20, 2, 3, 8));
+  absl::StatusOr<PlanConfig> c = ParseShape("colocated:8xTP8");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, Colocated(8, 8));
+  absl::StatusOr<PlanConfig> a = ParseShape("auto:4xTP2");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, Auto(4, 2));
+  for (const char* bad :
+       {"", "8xTP8", "colocated:", "colocated:8xTP", "colocated:0xTP8", "colocated:8xTP8+1xTP8",
+        "disaggregated:20xTP2", "disaggregated:20xTP2+", "spread:8xTP8", "colocated:8x8"}) {
+    absl::StatusOr<PlanConfig> shape = ParseShape(bad);
+    EXPECT_FALSE(shape.ok()) << bad;
+    EXPECT_THAT(shape.status().message(), HasSubstr("disaggregated:PxTPa+DxTPb")) << bad;
+  }
+}
+
 TEST(PlanReportTest, TableOfTheBestThenWhyEachOtherLoses) {
   const SloTarget slo{.ttft_s = 1, .tpot_s = 0.025, .percentile = 90};
   PlanResult result;

@@ -261,6 +261,42 @@ TEST(PlanSearchTest, TheMixedClimbLeavesAPlateauForTheNextDecodeNode) {
   EXPECT_GT(best.GoodputPerGpu(), 1.3 / (1 + options.tolerance));
 }
 
+TEST(PlanSearchTest, GivenShapesAreTheOnlyOnesEvaluated) {
+  PlanSearchOptions options = Grid();
+  options.space.shapes = {Disaggregated(3, 2, 2, 4), Colocated(4, 4)};
+  FakeEvaluator fake(options.slo, Landscape);
+  fake.unfit_tp = {1};
+  absl::StatusOr<PlanResult> result = RunPlanSearch(options, fake);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_FALSE(fake.probes.empty());
+  std::set<std::string> shapes;
+  for (const FakeProbe& p : fake.probes) shapes.insert(ShapeName(p.config));
+  EXPECT_THAT(shapes,
+              ::testing::ElementsAre("colocated 4 x TP4", "disaggregated 3 x TP2 + 2 x TP4"));
+  // Their knobs are still searched: the landscape's best chunk and policy win.
+  const ConfigResult& best = Best(*result);
+  EXPECT_EQ(best.config.max_num_batched_tokens, 8192) << ConfigName(best.config);
+  EXPECT_EQ(best.config.policy, PlacementPolicy::kRoundRobin) << ConfigName(best.config);
+}
+
+TEST(PlanSearchTest, GivenShapesMustFitTheBudgetAndUseUsableTp) {
+  PlanSearchOptions options = Grid();
+  options.space.shapes = {Disaggregated(8, 2, 1, 8)};  // 24 GPUs of 16
+  FakeEvaluator fake(options.slo, Landscape);
+  absl::StatusOr<PlanResult> result = RunPlanSearch(options, fake);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("over the budget of 16"));
+
+  options.space.shapes = {Colocated(16, 1)};
+  fake.unfit_tp = {1};
+  result = RunPlanSearch(options, fake);
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(result.status()));
+  EXPECT_THAT(result.status().message(), HasSubstr("TP 1 is not searched or not usable"));
+  EXPECT_THAT(result.status().message(), HasSubstr("do not fit"));
+  EXPECT_TRUE(fake.probes.empty());
+}
+
 TEST(PlanSearchTest, APrunedConfigurationCostsOneFailedScreen) {
   const PlanSearchOptions options = Grid();
   FakeEvaluator fake(options.slo, Landscape);
