@@ -3,13 +3,15 @@
 more placement_study.py JSON files and writes one self-contained SVG with a panel per file; each
 workload is a group of three bars normalised to colocated = 1.0 (the better of its least_loaded and
 round_robin; least_loaded alone in files from before round_robin was run): colocated, the best
-fixed disaggregated policy (round_robin, least_loaded, prefix_aware) and the cost policy (the better
-of colocated/cost and disaggregated/cost). A value of 0 means no configuration met the SLO; "∞"
+fixed disaggregated policy (round_robin, least_loaded, prefix_aware) and the cost policy (the row's
+"cost": the best of its colocated, disaggregated and auto cells, on its own shapes or the
+baselines'). A value of 0 means no configuration met the SLO; "∞"
 marks a policy that met it where colocated did not. Standard library only. Prints the path written.
 
   tools/sim/placement_figure.py --out docs/placement_study/goodput.svg \\
       bench/results/placement_study_8gpu.json bench/results/placement_study_64gpu.json \\
-      bench/results/placement_study_64gpu_tp_search.json
+      bench/results/placement_study_64gpu_tp_search.json \\
+      bench/results/placement_study_64gpu_long_prompt.json
 """
 import argparse
 import json
@@ -27,10 +29,10 @@ BAR_W, BAR_GAP = 44, 6
 SERIES = [("colocated (best of least_loaded and round_robin)", "#9e9e9e"),
           ("disaggregated, best fixed policy (round_robin / least_loaded / prefix_aware)",
            "#4c78a8"),
-          ("cost policy (best of colocated and disaggregated)", "#f58518")]
+          ("cost policy (best of colocated, disaggregated and auto)", "#f58518")]
 DISAGG_FIXED = ("disaggregated/round_robin", "disaggregated/least_loaded",
                 "disaggregated/prefix_aware")
-COST = ("colocated/cost", "disaggregated/cost")
+COST = ("colocated/cost", "disaggregated/cost", "auto/cost")
 
 
 def cell(row, name):

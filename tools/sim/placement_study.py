@@ -4,9 +4,11 @@ round_robin, least_loaded and prefix_aware, and against pure colocated and pure 
 their best prefill:decode split, on the study's workloads (study.py's WORKLOADS) with Poisson and
 bursty (gamma, --burstiness 0.25) arrivals. Each cell is tandem-plan's best configuration for one
 (mode, policy): it searches the split and the chunk size, with no local-prefill threshold, so the
-policies differ only in where they place. Colocated is the better of least_loaded and
-round_robin (least_loaded alone understates it: it ranks nodes by free KV blocks first, so
-prompts queue on nodes whose long decodes hold few blocks). Prints a table and writes JSON.
+policies differ only in where they place; the cost policy also runs an auto cluster (every node
+decodes and prefills for the others, the choice made per request). Colocated is the better of
+least_loaded and round_robin (least_loaded alone understates it: it ranks nodes by free KV blocks
+first, so prompts queue on nodes whose long decodes hold few blocks). Prints a table and writes
+JSON.
 
   tools/sim/placement_study.py --build build --gpus 8 --out bench/results/placement_study_8gpu.json
 
@@ -53,7 +55,9 @@ DISAGGREGATED = ("round_robin", "least_loaded", "prefix_aware")
 CELLS = [("colocated", "least_loaded"), ("colocated", "round_robin"),
          ("disaggregated", "round_robin"),
          ("disaggregated", "least_loaded"), ("disaggregated", "prefix_aware"),
-         ("colocated", "cost"), ("disaggregated", "cost")]
+         ("colocated", "cost"), ("disaggregated", "cost"),
+         # every node decodes and prefills for the others, the choice made per request
+         ("auto", "cost")]
 
 
 def plan(args, work, workload, arrival, mode, policy, shapes=None):
@@ -77,7 +81,7 @@ def plan(args, work, workload, arrival, mode, policy, shapes=None):
         c = best(json.load(f)["configs"], mode)
     if c is None:
         return {"goodput_per_gpu": 0.0, "shape": "-"}
-    shape = (f"{c['decode']}xTP{c['decode_tp']}" if mode == "colocated" else
+    shape = (f"{c['decode']}xTP{c['decode_tp']}" if mode != "disaggregated" else
              f"{c['prefill']}xTP{c['prefill_tp']}+{c['decode']}xTP{c['decode_tp']}")
     return {"goodput_per_gpu": c["goodput_per_gpu"], "shape": shape}
 
@@ -142,7 +146,8 @@ def main():
                 g = {k: v["goodput_per_gpu"] for k, v in cells.items()}
                 row["colocated"] = max(g[f"colocated/{p}"] for p in COLOCATED)
                 row["disaggregated"] = max(g[f"disaggregated/{p}"] for p in DISAGGREGATED)
-                row["cost_searched"] = max(g["colocated/cost"], g["disaggregated/cost"])
+                row["cost_searched"] = max(g["colocated/cost"], g["disaggregated/cost"],
+                                           g["auto/cost"])
                 row["cost"] = max(row["cost_searched"], g["colocated/cost_at_baseline_shape"],
                                   g["disaggregated/cost_at_baseline_shape"])
                 better = max(row["colocated"], row["disaggregated"])
@@ -155,7 +160,7 @@ def main():
     elapsed = time.monotonic() - start
 
     head = ["workload", "arrivals", "SLO (TTFT/TPOT ms)", "colocated ll", "colocated rr",
-            "disagg rr", "disagg ll", "disagg pa", "cost colocated", "cost disagg",
+            "disagg rr", "disagg ll", "disagg pa", "cost colocated", "cost disagg", "cost auto",
             "cost on the baselines' shapes (colocated, disagg)", "cost / better",
             "cost / colocated"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -167,7 +172,7 @@ def main():
             cell("colocated/least_loaded"), cell("colocated/round_robin"),
             cell("disaggregated/round_robin"),
             cell("disaggregated/least_loaded"), cell("disaggregated/prefix_aware"),
-            cell("colocated/cost"), cell("disaggregated/cost"),
+            cell("colocated/cost"), cell("disaggregated/cost"), cell("auto/cost"),
             f"{c['colocated/cost_at_baseline_shape']['goodput_per_gpu']:.2f}, "
             f"{c['disaggregated/cost_at_baseline_shape']['goodput_per_gpu']:.2f}",
             f"{r['cost_vs_better']:.2f}x", f"{r['cost_vs_colocated']:.2f}x"]) + " |")
