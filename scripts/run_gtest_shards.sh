@@ -38,12 +38,15 @@ if [ $# -eq 0 ]; then
     "[--logs DIR] [--timeout SECONDS] BINARY..." >&2
   exit 2
 fi
+binaries=()
 for b in "$@"; do
-  if [ ! -x "$b" ]; then
+  if [ ! -x "$b" ] || [ -d "$b" ]; then
     echo "run_gtest_shards.sh: '$b' is not an executable test binary" >&2
     exit 2
   fi
+  binaries+=("$(cd "$(dirname "$b")" && pwd)/$(basename "$b")")
 done
+set -- "${binaries[@]}"
 if [ -z "$logs" ]; then logs="$(mktemp -d)"; fi
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -66,7 +69,7 @@ export RUN_SHARDS_LOGS="$logs" RUN_SHARDS_TOTAL="$shards" RUN_SHARDS_TIMEOUT="$t
 
 start=$SECONDS
 for b in "$@"; do
-  for ((s = 0; s < shards; ++s)); do printf '%s\n%s\n' "$(cd "$(dirname "$b")" && pwd)/$(basename "$b")" "$s"; done
+  for ((s = 0; s < shards; ++s)); do printf '%s\n%s\n' "$b" "$s"; done
 done | xargs -d '\n' -n 2 -P "$jobs" bash -c "run_shard \"\$0\" \"\$1\""
 
 # failed_tests LOG: the names of the tests a finished shard reports as failed, one per line.
