@@ -113,7 +113,9 @@ absl::Time Node::last_progress() const {
 
 PlacementTag Node::AddPlacement(const InFlightWork& work) {
   absl::MutexLock lock(&mu_);
-  return in_flight_.Add(work, clock_->Now());
+  const absl::Time now = clock_->Now();
+  state_.last_placed = std::max(state_.last_placed, now);
+  return in_flight_.Add(work, now);
 }
 
 void Node::PlacementSent(uint64_t seq) {

@@ -70,6 +70,9 @@ class Node {
     int64_t pending_tokens = 0;
     int64_t pending_blocks = 0;
     int64_t pending_context_tokens = 0;
+    // This router's last placement here (InfinitePast: none): the cost policy sends a prompt to
+    // the least recently used of equally priced nodes (placement.cc, ChooseByCost).
+    absl::Time last_placed = absl::InfinitePast();
   };
   Snapshot snapshot() const;
   bool up() const;

@@ -92,6 +92,9 @@ struct NodeCandidate {
   int64_t num_kv_blocks = 0;       // the pool
   int32_t block_size = 0;
   int64_t kv_bytes_per_token = 0;  // KV one token occupies here (0: unknown)
+  // When this router last placed a request here, on any clock that orders its placements (0 or
+  // less: never). The cost policy's tie-break: of equally priced nodes, the least recently used.
+  int64_t last_placed_ns = 0;
 };
 
 enum class PlacementKind { kDisaggregated, kLocalPrefill, kColocated };

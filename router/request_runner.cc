@@ -33,6 +33,11 @@ std::string NodeName(const std::shared_ptr<Node>& node) {
   return absl::StrCat(NodeRoleName(node->role()), " node ", node->address());
 }
 
+// NodeCandidate::last_placed_ns: nanoseconds since the Unix epoch, 0 when never placed.
+int64_t LastPlacedNs(const Node::Snapshot& s) {
+  return s.last_placed == absl::InfinitePast() ? 0 : absl::ToUnixNanos(s.last_placed);
+}
+
 // The cost model's inputs (placement.h) from a node's last report plus this router's placements
 // there that the report does not show yet.
 void FillCostInputs(const Node::Snapshot& s, NodeCandidate* c) {
@@ -316,6 +321,7 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     c.queued_tokens = s.load.num_queued_tokens() + s.pending_tokens;
     c.num_sequences = s.load.num_running() + s.load.num_waiting() + s.pending_requests;
     FillCostInputs(s, &c);
+    c.last_placed_ns = LastPlacedNs(s);
     if (use_prefix) c.cached_prefix_tokens = cached_prefix_tokens(*prefill[i]);
     // Auto mode: a node prefills for another only with room for the prompt (router/auto_mode.h).
     if (auto_mode && !HasRoomToPrefill(c, prompt_tokens, kDefaultBlockSize)) continue;
@@ -332,6 +338,7 @@ absl::StatusOr<RequestRunner::Chosen> RequestRunner::Place(
     c.num_sequences =
         s.load.num_running() + s.load.num_waiting() + s.load.num_awaiting_kv() + s.pending_requests;
     FillCostInputs(s, &c);
+    c.last_placed_ns = LastPlacedNs(s);
     if (use_decode_prefix) c.cached_prefix_tokens = cached_prefix_tokens(*decode[i]);
     decode_candidates.push_back(std::move(c));
   }

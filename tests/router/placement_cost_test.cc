@@ -280,6 +280,37 @@ TEST(PlacementCostTest, AmongNearEqualDecodeNodesTheOneHoldingThePromptWins) {
   }
 }
 
+// Equally priced nodes (each computing one prompt, none queued) go least recently used first:
+// the one given a prompt longest ago is the nearest to done, which its report cannot say. The
+// seed does not matter then; it still breaks exact ties (never placed).
+TEST(PlacementCostTest, AmongNearEqualNodesTheLeastRecentlyUsedWins) {
+  std::vector<NodeCandidate> prefill;
+  for (int i = 0; i < 4; ++i) prefill.push_back(PrefillNode(i, 2048, 1, 2048));
+  prefill[0].last_placed_ns = 400;
+  prefill[1].last_placed_ns = 100;  // the oldest
+  prefill[2].last_placed_ns = 300;
+  prefill[3].last_placed_ns = 200;
+  std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 10, 20'000),
+                                       CostCandidate(1, 0, 10, 20'000)};
+  decode[0].last_placed_ns = 50;
+  decode[1].last_placed_ns = 20;
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    PlacementOptions o = CostOptions();
+    o.seed = seed;
+    absl::StatusOr<Placement> p = Placer(o).Choose(prefill, decode, 1000, 100);
+    ASSERT_TRUE(p.ok()) << p.status();
+    EXPECT_EQ(p->kind, PlacementKind::kDisaggregated);
+    EXPECT_EQ(p->prefill, 1) << "seed " << seed;
+    EXPECT_EQ(p->decode, 1) << "seed " << seed;
+  }
+  // A shorter queue still wins over an older placement: the order only breaks near-ties.
+  prefill[2].queued_tokens = 0;
+  prefill[2].num_sequences = 0;
+  absl::StatusOr<Placement> p = Placer(CostOptions()).Choose(prefill, decode, 1000, 100);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->prefill, 2);
+}
+
 // Property: where every node is in both pools (an auto cluster), a disaggregated placement never
 // pairs a node with itself; a single node prefills locally.
 TEST(PlacementCostTest, ANodeInBothPoolsIsNeverItsOwnPrefillNode) {

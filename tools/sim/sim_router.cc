@@ -41,6 +41,7 @@ void SimRouter::MarkDown(bool prefill, int j) {
 uint64_t SimRouter::NotePlaced(bool prefill, int j, SimPlaced placed) {
   SimNodeView& v = Views(prefill)[j];
   placed.seq = v.next_seq++;
+  v.last_placed_at = std::max(v.last_placed_at, placed.placed_at);
   v.pending.push_back(placed);
   v.pending_tokens += placed.queued_tokens;
   v.pending_blocks += placed.blocks;
@@ -72,6 +73,7 @@ NodeCandidate SimRouter::Candidate(bool prefill, int j, const std::string& name)
       .max_num_seqs = v.load.max_num_seqs,
       .num_kv_blocks = v.load.num_kv_blocks,
       .block_size = v.load.block_size,
+      .last_placed_ns = v.last_placed_at,
   };
 }
 

@@ -39,6 +39,7 @@ struct SimNodeView {
   bool down = false;              // killed, and no load report since it came back
   std::deque<SimPlaced> pending;  // by seq
   uint64_t next_seq = 1;
+  int64_t last_placed_at = 0;  // this replica's last placement here (loop nanoseconds)
   // Sums over `pending`.
   int64_t pending_tokens = 0;
   int64_t pending_blocks = 0;
@@ -68,6 +69,7 @@ class SimRouter {
   int64_t block_size(int decode_index) const;
 
   const Placer& placer() const { return placer_; }
+  const SimNodeView& view(bool prefill, int j) const { return Views(prefill)[j]; }
 
  private:
   const std::vector<SimNodeView>& Views(bool prefill) const {
