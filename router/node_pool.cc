@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "router/node_probe.h"
 #include "spdlog/spdlog.h"
 
@@ -206,6 +207,9 @@ void NodePool::CheckHealth() {
   std::vector<std::shared_ptr<Node>> decode = Nodes(NodeRole::kDecode);
   nodes.insert(nodes.end(), decode.begin(), decode.end());
   Probe(nodes);
+  // When placements started to see these reports (tools/sim/validate.py replays the times).
+  spdlog::debug("load reports of {} nodes applied at {} us (Unix)", nodes.size(),
+                absl::ToUnixMicros(clock_->Now()));
 }
 
 void NodePool::RefreshDns() {

@@ -529,6 +529,7 @@ json ReportToJson(const BenchReport& report, bool include_requests) {
   json runs = json::array();
   for (const RunRecord& run : report.runs) {
     json r = {{"rate", NumberJson(run.rate)}, {"summary", SummaryJson(run.summary)}};
+    if (run.started_unix_s > 0) r["started_unix_s"] = run.started_unix_s;
     if (include_requests) {
       json requests = json::array();
       for (const RequestResult& result : run.results) requests.push_back(RequestJson(result));

@@ -17,6 +17,7 @@ struct RunRecord {
   double rate = 0;
   RunSummary summary;
   std::vector<RequestResult> results;
+  double started_unix_s = 0;  // wall time of the run's zero (0: not a real run)
 };
 
 struct BenchReport {

@@ -145,6 +145,7 @@ absl::StatusOr<BenchReport> RunSweep(BenchClient& client, const std::vector<Benc
     run.rate = rate;
     run.summary = SummarizeRun(result->results, result->duration_s, rate, options.slo);
     run.results = std::move(result->results);
+    run.started_unix_s = static_cast<double>(absl::ToUnixMicros(result->started)) / 1e6;
     points.push_back({rate, run.summary});
     if (on_run) on_run(run);
     report.runs.push_back(std::move(run));

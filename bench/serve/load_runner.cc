@@ -187,6 +187,7 @@ absl::StatusOr<LoadResult> RunLoad(BenchClient& client, const std::vector<BenchR
 
   LoadResult out;
   out.results = std::move(results);
+  out.started = start;
   if (first_send.has_value()) {
     absl::MutexLock lock(&mu);
     out.duration_s = absl::ToDoubleSeconds(last_end - *first_send) / scale;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "bench/serve/arrivals.h"
 #include "bench/serve/bench_client.h"
 #include "bench/serve/bench_request.h"
@@ -29,6 +30,7 @@ struct LoadOptions {
 struct LoadResult {
   std::vector<RequestResult> results;  // in dataset order
   double duration_s = 0;               // first send → last end (divided by time_scale)
+  absl::Time started;  // the clock's zero: request i is sent at started + its time × time_scale
 };
 
 absl::StatusOr<LoadResult> RunLoad(BenchClient& client, const std::vector<BenchRequest>& requests,

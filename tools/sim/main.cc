@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "bench/serve/arrivals.h"
 #include "bench/serve/bench_report.h"
 #include "bench/serve/bench_sweep.h"
@@ -110,6 +112,22 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
                {"MS",
                 "the router reads load reports this often (its --health-interval-ms; "
                 "default 500)"});
+  flags.Custom("load-poll-times",
+               {"MS,MS,...",
+                "the router's polls after the first at 0 at these modelled times (a real "
+                "router's, from its --verbose log: tools/sim/validate.py), then every "
+                "--load-poll-ms"},
+               [&c](std::string_view value) -> std::string {
+                 c.load_poll_times_ns.clear();
+                 for (absl::string_view part : absl::StrSplit(std::string(value), ',')) {
+                   double ms = 0;
+                   if (!absl::SimpleAtod(part, &ms) || !std::isfinite(ms) || ms < 0) {
+                     return "expects times in ms >= 0, separated by commas";
+                   }
+                   c.load_poll_times_ns.push_back(std::llround(ms * 1e6));
+                 }
+                 return "";
+               });
   flags.Number("router-overhead-us", &c.router_overhead_us,
                {"US",
                 "the router's added time to first token, both directions (default 750, "

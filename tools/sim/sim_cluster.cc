@@ -127,8 +127,15 @@ class Cluster {
       loop_.At(0, [this, r] {
         Poll(r, false);
         const int64_t phase = options_.load_poll_ms * 1'000'000 * r / options_.num_routers;
-        loop_.After(phase > 0 ? phase : options_.load_poll_ms * 1'000'000, [this, r] { Poll(r); });
+        if (options_.load_poll_times_ns.empty()) {
+          loop_.After(phase > 0 ? phase : options_.load_poll_ms * 1'000'000,
+                      [this, r] { Poll(r); });
+        }
       });
+    }
+    const std::vector<int64_t>& polls = options_.load_poll_times_ns;
+    for (size_t k = 0; k < polls.size(); ++k) {
+      loop_.At(polls[k], [this, last = k + 1 == polls.size()] { Poll(0, last); });
     }
     loop_.Run();
     SimRun run;
@@ -262,6 +269,7 @@ class Cluster {
   // Router replica r's load reports: every live node's, every load_poll_ms, while requests
   // remain. A node back from a kill is up again from its first report.
   void Poll(int r, bool again = true) {
+    ++stats_.load_polls;
     for (int role = 0; role < 2; ++role) {
       const bool prefill = role == 0;
       for (size_t j = 0; j < Pool(prefill).size(); ++j) {
@@ -573,16 +581,7 @@ class Cluster {
 absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
                                      const std::vector<bench::BenchRequest>& requests,
                                      const std::vector<double>& arrival_s) {
-  if (options.num_decode < 1) return absl::InvalidArgumentError("--decode must be >= 1");
-  if (options.load_poll_ms < 1) return absl::InvalidArgumentError("--load-poll-ms must be >= 1");
-  if (arrival_s.size() < requests.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(requests.size(), " requests but ", arrival_s.size(), " arrival times"));
-  }
-  if (options.tensor_parallel < 1 || options.prefill_tensor_parallel < 0 ||
-      options.decode_tensor_parallel < 0) {
-    return absl::InvalidArgumentError("tensor parallelism must be >= 1");
-  }
+  RETURN_IF_ERROR(ValidateSimClusterOptions(options, requests.size(), arrival_s.size()));
   ASSIGN_OR_RETURN(StepTimeModel prefill_model,
                    MakeStepTimeModel(options, options.prefill_tensor_parallel));
   ASSIGN_OR_RETURN(StepTimeModel decode_model,

@@ -74,6 +74,10 @@ struct SimClusterOptions {
   // The router.
   PlacementPolicy policy = PlacementPolicy::kLeastLoaded;
   int64_t load_poll_ms = 500;  // the router's --health-interval-ms: how stale load reports are
+  // The times (modelled ns, ascending) of the router's polls after the first at 0, as a real
+  // router's log recorded them (tools/sim/validate.py), instead of one every load_poll_ms; after
+  // the last, every load_poll_ms again. Only with num_routers == 1.
+  std::vector<int64_t> load_poll_times_ns;
   // Router replicas: requests go to them in turn; each polls the nodes on its own phase and
   // places on its own view (sim_router.h), seeded placement_seed + its index.
   int num_routers = 1;
@@ -114,6 +118,7 @@ struct SimRunStats {
   int64_t kills = 0;             // nodes killed
   int64_t retries = 0;           // attempts retried from the prompt after a node died
   int64_t migrations = 0;        // requests moved on with their tokens so far after a node died
+  int64_t load_polls = 0;        // rounds of load reports, over every router replica
   // Attempts placed, by PlacementReasonName (tandem_router_placements_total's reasons).
   std::map<std::string, int64_t> placements;
   // Attempts placed on each node (by pool index): a prefill node's disaggregated attempts, a
@@ -135,6 +140,11 @@ struct SimRun {
 absl::StatusOr<SimRun> RunSimulation(const SimClusterOptions& options,
                                      const std::vector<bench::BenchRequest>& requests,
                                      const std::vector<double>& arrival_s);
+
+// Errors for options no cluster can run with (sizes < 1, poll times out of order, fewer arrival
+// times than requests).
+absl::Status ValidateSimClusterOptions(const SimClusterOptions& options, size_t num_requests,
+                                       size_t num_arrivals);
 
 // The step time model of `options`' GPU and model on `tensor_parallel` GPUs (0: the options').
 absl::StatusOr<StepTimeModel> MakeStepTimeModel(const SimClusterOptions& options,

@@ -1,7 +1,9 @@
-// The step time model of a simulated cluster's nodes (sim_cluster.h).
+// The step time model of a simulated cluster's nodes, and the checks of its options
+// (sim_cluster.h).
 #include <climits>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/backend/sim/gpu_spec.h"
@@ -61,6 +63,32 @@ absl::StatusOr<int32_t> KvBlocksPerNode(const SimClusterOptions& options,
                      " blocks", draft != nullptr ? " beside its draft model" : ""));
   }
   return static_cast<int32_t>(n);
+}
+
+absl::Status ValidateSimClusterOptions(const SimClusterOptions& options, size_t num_requests,
+                                       size_t num_arrivals) {
+  if (options.num_decode < 1) return absl::InvalidArgumentError("--decode must be >= 1");
+  if (options.load_poll_ms < 1) return absl::InvalidArgumentError("--load-poll-ms must be >= 1");
+  const std::vector<int64_t>& polls = options.load_poll_times_ns;
+  if (!polls.empty() && options.num_routers != 1) {
+    return absl::InvalidArgumentError("--load-poll-times needs a single router (--routers 1)");
+  }
+  for (size_t k = 0; k < polls.size(); ++k) {
+    if (polls[k] < 0 || (k > 0 && polls[k] < polls[k - 1])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--load-poll-times: time ", k + 1, " (", polls[k],
+                       " ns) is negative or earlier than the one before it"));
+    }
+  }
+  if (num_arrivals < num_requests) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(num_requests, " requests but ", num_arrivals, " arrival times"));
+  }
+  if (options.tensor_parallel < 1 || options.prefill_tensor_parallel < 0 ||
+      options.decode_tensor_parallel < 0) {
+    return absl::InvalidArgumentError("tensor parallelism must be >= 1");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::sim

@@ -20,9 +20,11 @@ Modes:
              round_robin and disaggregated (about 100 s).
   --bound F  exit 1 when any latency error's magnitude exceeds F, or a request failed.
 
-tandem-sim's number for each metric is the median over POLL_PERIODS_MS: the real router's load
-poll runs at an unknown phase to the workload, and least_loaded placement over a hundred requests
-is chaotic in it (a few ms move TTFT p90 by tens of percent); the range is written too.
+tandem-sim polls the nodes' load when the real router did: the router's --verbose log gives the
+time of each round of load reports, tandem-bench's JSON the wall time of its run's zero, and
+tandem-sim gets the rounds of each run in modelled ms (--load-poll-times). least_loaded placement
+over a hundred requests is chaotic in the poll's phase (a few ms move TTFT p90 by tens of
+percent); tandem-sim's range over POLL_PERIODS_MS from 0, the phase unknown, is written too.
 
 What stands for hardware that is not the project's code (the router's own cost, the network hops,
 the KV links) costs real time here, which tandem-bench divides by the time scale: tandem-sim gets
@@ -40,7 +42,6 @@ import platform
 import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,8 +121,13 @@ SMALL_RATE = 30  # --small: the first workload at this rate
 ARRIVAL_WINDOW_S = 1.25  # modelled seconds of arrivals per run
 # --small: a longer run (90 requests), so that its p90 does not hang on three or four requests.
 SMALL_ARRIVAL_WINDOW_S = 3.0
-MIN_REQUESTS = 30
+# At least this many requests per run of the full table: a run's TTFT median over a few dozen
+# requests moves by ~5-15% with the phase of the step ends to the arrivals, which neither side
+# controls (tools/sim/README.md).
+MIN_REQUESTS = 100
+SMALL_MIN_REQUESTS = 30
 GOODPUT_THRESHOLD = 0.9
+POLL_LINE = re.compile(r"load reports of \d+ nodes applied at (\d+) us \(Unix\)")
 METRICS = [("ttft_p50", "ttft_s", "median"), ("ttft_p90", "ttft_s", "p90"),
            ("tpot_p50", "tpot_s", "median"), ("tpot_p90", "tpot_s", "p90")]
 
@@ -162,7 +168,8 @@ class Cluster:
                "--max-num-batched-tokens", str(MAX_BATCHED_TOKENS), "--max-num-seqs",
                str(MAX_SEQS), "--local-prefill-threshold", "0", "--stop-grace-ms", "3000",
                "--log-dir", os.path.join(self.dir, "logs"), "--ready-file", self.ready,
-               f"--router-arg=--health-interval-ms={int(round(POLL_MS * scale))}"]
+               f"--router-arg=--health-interval-ms={int(round(POLL_MS * scale))}",
+               "--router-arg=--verbose"]  # its log gives the times of its polls
         for a in node:
             if setup["prefill"] > 0:
                 cmd.append(f"--prefill-arg={a}")
@@ -198,6 +205,15 @@ class Cluster:
             raise RuntimeError(f"nodes report different KV pools: {sorted(blocks)}")
         return blocks.pop()
 
+    def poll_times(self):
+        """When the router's placements started to see each round of load reports (Unix s),
+        from its --verbose log (router/node_pool.cc)."""
+        for p in self.info["processes"]:
+            if p["role"] == "router":
+                with open(p["log"]) as f:
+                    return [int(us) / 1e6 for us in POLL_LINE.findall(f.read())]
+        raise RuntimeError("no router in the cluster")
+
     def metrics(self, role):
         """Sums over every node of `role` of its Prometheus counters and histogram sums/counts."""
         total = {}
@@ -225,9 +241,9 @@ class Cluster:
         self.out.close()
 
 
-def workload_flags(workload, rate, seed, window_s=ARRIVAL_WINDOW_S):
+def workload_flags(workload, rate, seed, window_s=ARRIVAL_WINDOW_S, min_requests=MIN_REQUESTS):
     """tandem-bench's and tandem-sim's dataset, rate and SLO flags for one run, and its size."""
-    n = max(MIN_REQUESTS, int(math.ceil(rate * window_s)))
+    n = max(min_requests, int(math.ceil(rate * window_s)))
     if workload["name"] == "shared-prefix":
         questions = int(math.ceil(n / 4))  # 4 prefixes
         count, n = ["--prefix-questions", str(questions)], 4 * questions
@@ -241,11 +257,21 @@ def workload_flags(workload, rate, seed, window_s=ARRIVAL_WINDOW_S):
 
 def summary_of(path):
     with open(path) as f:
-        s = json.load(f)["runs"][0]["summary"]
+        run0 = json.load(f)["runs"][0]
+    s = run0["summary"]
     out = {k: s[field][stat] for k, field, stat in METRICS}
     out.update(completed=s["completed"], failed=s["failed"], slo_attainment=s["slo_attainment"],
-               good_request_rate=s["good_request_rate"], duration_s=s["duration_s"])
+               good_request_rate=s["good_request_rate"], duration_s=s["duration_s"],
+               started_unix_s=run0.get("started_unix_s"))
     return out
+
+
+def modelled_polls(polls_unix, real, scale, wall_s):
+    """The router's polls during a real run, in the run's modelled ms: its clock's zero is
+    tandem-bench's start (request i is sent at start + its arrival time x scale)."""
+    start = real["started_unix_s"]
+    ms = [(t - start) / scale * 1e3 for t in polls_unix]
+    return [round(x, 3) for x in ms if 0 < x <= wall_s / scale * 1e3]
 
 
 def run_real(bin_dir, cluster, flags, n, rate, out):
@@ -271,26 +297,23 @@ def sim_flags(setup, kv_blocks, costs, poll_ms):
 ZERO_COSTS = {"router_us": 0, "hop_us": 0, "link_latency_us": 0}
 
 
-def run_sim(bin_dir, setup, kv_blocks, costs, flags, out, poll_ms=POLL_MS):
+def run_sim(bin_dir, setup, kv_blocks, costs, flags, out, poll_ms=POLL_MS, polls=None):
+    times = ["--load-poll-times", ",".join(f"{x:g}" for x in polls)] if polls else []
     cmd = [os.path.join(bin_dir, "tandem-sim")] + sim_flags(setup, kv_blocks, costs,
-                                                            poll_ms) + flags + ["--out", out]
+                                                            poll_ms) + flags + times + ["--out", out]
     run(cmd, timeout=300)
     return summary_of(out), cmd
 
 
-def run_sim_over_phases(bin_dir, setup, kv_blocks, costs, flags, out_prefix):
-    """tandem-sim once per poll period: the median of each number, and its range."""
-    runs = []
-    cmd = None
-    for poll in POLL_PERIODS_MS:
-        s, c = run_sim(bin_dir, setup, kv_blocks, costs, flags, f"{out_prefix}-poll{poll}.json",
-                       poll)
-        runs.append(s)
-        if poll == POLL_MS:
-            cmd = c
-    median = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+def run_sim_with_polls(bin_dir, setup, kv_blocks, costs, flags, out_prefix, polls):
+    """tandem-sim polling when the real router did: its answer; and once per period of
+    POLL_PERIODS_MS from 0, for the range an unknown phase would leave."""
+    sim, cmd = run_sim(bin_dir, setup, kv_blocks, costs, flags, f"{out_prefix}-polls.json",
+                       POLL_MS, polls)
+    runs = [run_sim(bin_dir, setup, kv_blocks, costs, flags, f"{out_prefix}-poll{poll}.json",
+                    poll)[0] for poll in POLL_PERIODS_MS]
     spread = {k: [min(r[k] for r in runs), max(r[k] for r in runs)] for k, _, _ in METRICS}
-    return median, spread, cmd
+    return sim, spread, cmd
 
 
 def ttfts(path):
@@ -453,6 +476,9 @@ def main():
                     help="skip the runs at twice the time scale")
     ap.add_argument("--workloads", help="comma-separated subset of the workloads")
     ap.add_argument("--setups", help="comma-separated subset of the setups")
+    ap.add_argument("--min-requests", type=int,
+                    help=f"at least this many requests per run (default {MIN_REQUESTS}, "
+                    f"--small {SMALL_MIN_REQUESTS})")
     ap.add_argument("--bound", type=float, help="exit 1 when any |latency error| exceeds this")
     ap.add_argument("--out", help="JSON results (default bench/results/sim_validation.json; "
                     "--small: BUILD/sim_validation/small.json)")
@@ -490,6 +516,7 @@ def main():
         setups = [s for s in setups if s["name"] in args.setups.split(",")]
     scale_check = not args.small and not args.no_scale_check
     window = SMALL_ARRIVAL_WINDOW_S if args.small else ARRIVAL_WINDOW_S
+    min_requests = args.min_requests or (SMALL_MIN_REQUESTS if args.small else MIN_REQUESTS)
 
     started = time.time()
     load_before = os.getloadavg()
@@ -506,7 +533,7 @@ def main():
             probes[name] = costs
             for w in workloads:
                 for ri, rate in enumerate(w["rates"][mode]):
-                    flags, n = workload_flags(w, rate, seed_of(w, ri), window)
+                    flags, n = workload_flags(w, rate, seed_of(w, ri), window, min_requests)
                     tag = f"{w['name']}-{name}-{rate:g}"
                     t0 = time.time()
                     real = run_real(bin_dir, cluster, flags, n, rate,
@@ -515,6 +542,7 @@ def main():
                     real_runs.append((w, ri, rate, flags, n, real, time.time() - t0))
         finally:
             cluster.stop()
+        polls_unix = cluster.poll_times()
         # The simulated side, and the comparison.
         for w in workloads:
             points_real, points_sim = [], []
@@ -522,14 +550,17 @@ def main():
                 if rw is not w:
                     continue
                 tag = f"{w['name']}-{name}-{rate:g}"
-                sim, spread, cmd = run_sim_over_phases(bin_dir, setup, cluster.kv_blocks, costs,
-                                                       flags, os.path.join(work, f"sim-{tag}"))
+                polls = modelled_polls(polls_unix, real, cluster.scale, wall)
+                sim, spread, cmd = run_sim_with_polls(bin_dir, setup, cluster.kv_blocks, costs,
+                                                      flags, os.path.join(work, f"sim-{tag}"),
+                                                      polls)
                 error = {k: rel(sim[k], real[k]) for k, _, _ in METRICS}
                 error["good_request_rate"] = rel(sim["good_request_rate"],
                                                  real["good_request_rate"])
                 rows.append({"workload": w["name"], "setup": name, "rate": rate,
                              "seed": seed_of(w, ri), "requests": n, "real": real, "sim": sim,
                              "sim_range": spread, "error": error, "real_wall_s": round(wall, 1),
+                             "real_polls_modelled_ms": polls,
                              "sim_command": " ".join(["tandem-sim"] + cmd[1:-2])})
                 points_real.append((rate, real["slo_attainment"]))
                 points_sim.append((rate, sim["slo_attainment"]))
@@ -545,7 +576,7 @@ def main():
             rate = w["rates"][mode][ri]
             first = next(r for r in rows if r["workload"] == w["name"] and r["setup"] == name
                          and r["rate"] == rate)
-            flags, n = workload_flags(w, rate, seed_of(w, ri), window)
+            flags, n = workload_flags(w, rate, seed_of(w, ri), window, min_requests)
             cluster2 = Cluster(bin_dir, model, setup, 2 * scale, work)
             try:
                 warm_up(bin_dir, cluster2, work)
@@ -553,13 +584,14 @@ def main():
                 t0 = time.time()
                 real2 = run_real(bin_dir, cluster2, flags, n, rate,
                                  os.path.join(work, f"real2x-{w['name']}-{name}-{rate:g}.json"))
-                log(f"validate: real at 2X {w['name']}-{name}-{rate:g}: "
-                    f"{time.time() - t0:.0f} s")
+                wall2 = time.time() - t0
+                log(f"validate: real at 2X {w['name']}-{name}-{rate:g}: {wall2:.0f} s")
             finally:
                 cluster2.stop()
-            sim2, spread2, _ = run_sim_over_phases(
+            polls2 = modelled_polls(cluster2.poll_times(), real2, cluster2.scale, wall2)
+            sim2, spread2, _ = run_sim_with_polls(
                 bin_dir, setup, cluster2.kv_blocks, costs2, flags,
-                os.path.join(work, f"sim2x-{w['name']}-{name}-{rate:g}"))
+                os.path.join(work, f"sim2x-{w['name']}-{name}-{rate:g}"), polls2)
             checks.append({"workload": w["name"], "setup": name, "rate": rate,
                            "costs_x_modelled_us": costs, "costs_2x_modelled_us": costs2,
                            "real_x": first["real"], "real_2x": real2,
@@ -587,7 +619,7 @@ def main():
                    "kv_link_gbps_modelled": KV_LINK_GBPS,
                    "probe": {"count": PROBE_COUNT, "prompt": PROBE_PROMPT,
                              "gap_ms": PROBE_GAP_MS},
-                   "arrival_window_s": window, "min_requests": MIN_REQUESTS,
+                   "arrival_window_s": window, "min_requests": min_requests,
                    "goodput_threshold": GOODPUT_THRESHOLD},
         "max_abs_latency_error": max(errors) if errors else None,
         "probes_modelled_us": probes,

@@ -123,5 +123,66 @@ TEST(SimRouterTest, ReplicasAreDeterministic) {
   EXPECT_EQ(a->stats.placed_on_decode, b->stats.placed_on_decode);
 }
 
+// Two colocated nodes under least_loaded placement and a stream of uneven requests: polls listed at
+// the period's own times give the periodic run exactly; listed polls are the only ones until the
+// list ends, then the period takes over.
+TEST(SimRouterTest, ListedPollTimesReplaceThePeriodicPolls) {
+  SimClusterOptions o;
+  o.num_decode = 2;
+  o.policy = PlacementPolicy::kLeastLoaded;
+  o.load_poll_ms = 50;
+  std::vector<bench::BenchRequest> requests;
+  std::vector<double> arrivals;
+  for (int i = 0; i < 120; ++i) {
+    bench::BenchRequest r;
+    for (int t = 0; t < 200 + 97 * (i % 11); ++t)
+      r.prompt_ids.push_back(1000 + (i * 31 + t) % 9000);
+    r.prompt_len = static_cast<int32_t>(r.prompt_ids.size());
+    r.output_len = 10 + (i * 7) % 60;
+    requests.push_back(std::move(r));
+    arrivals.push_back(0.013 * i + 0.004 * (i % 3));
+  }
+  auto periodic = RunSimulation(o, requests, arrivals);
+  ASSERT_TRUE(periodic.ok()) << periodic.status();
+  SimClusterOptions listed = o;
+  for (int64_t k = 1; k <= 10; ++k) listed.load_poll_times_ns.push_back(k * 50'000'000);
+  auto same = RunSimulation(listed, requests, arrivals);
+  ASSERT_TRUE(same.ok()) << same.status();
+  ASSERT_EQ(periodic->results.size(), same->results.size());
+  for (size_t i = 0; i < same->results.size(); ++i) {
+    EXPECT_EQ(periodic->results[i].ttft_s, same->results[i].ttft_s) << i;
+    EXPECT_EQ(periodic->results[i].e2e_s, same->results[i].e2e_s) << i;
+  }
+  EXPECT_EQ(periodic->stats.load_polls, same->stats.load_polls);
+  // The polls matter here: half a period later, some request goes elsewhere.
+  for (int64_t& t : listed.load_poll_times_ns) t += 25'000'000;
+  auto shifted = RunSimulation(listed, requests, arrivals);
+  ASSERT_TRUE(shifted.ok()) << shifted.status();
+  EXPECT_NE(periodic->stats.placed_on_decode, shifted->stats.placed_on_decode);
+
+  // Three listed polls early, with a period longer than the run: the first at 0 and those three.
+  listed.load_poll_ms = 3'600'000;
+  listed.load_poll_times_ns = {7'000'000, 19'000'000, 61'000'000};
+  auto three = RunSimulation(listed, requests, arrivals);
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->stats.load_polls, 1 + 3 + 1);  // the period's next one ends the run's polls
+  listed.load_poll_times_ns = {};
+  auto none = RunSimulation(listed, requests, arrivals);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->stats.load_polls, 1 + 1);
+}
+
+TEST(SimRouterTest, ListedPollTimesMustBeInOrderAndForOneRouter) {
+  SimClusterOptions o;
+  o.load_poll_times_ns = {5'000'000, 4'000'000};
+  EXPECT_EQ(ValidateSimClusterOptions(o, 1, 1).code(), absl::StatusCode::kInvalidArgument);
+  o.load_poll_times_ns = {-1};
+  EXPECT_EQ(ValidateSimClusterOptions(o, 1, 1).code(), absl::StatusCode::kInvalidArgument);
+  o.load_poll_times_ns = {4'000'000, 4'000'000, 5'000'000};
+  EXPECT_TRUE(ValidateSimClusterOptions(o, 1, 1).ok());
+  o.num_routers = 2;
+  EXPECT_EQ(ValidateSimClusterOptions(o, 1, 1).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tandem::sim
