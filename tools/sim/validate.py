@@ -15,7 +15,8 @@ Modes:
              colocated with least_loaded, disaggregated) x 3 rates, then the time-scale check (the
              first workload's near-saturation run again at twice the time scale, colocated
              round_robin and disaggregated: the scaled results barely move, so the CPU is not what
-             is measured). About 15 minutes on 2 cores.
+             is measured). About 20 minutes on 2 cores at X = 10, 40 at --time-scale 20 (the
+             published table).
   --small    the CI run: random 1024 -> 128 at 30 req/s for 3 s (90 requests), colocated
              round_robin and disaggregated (about 100 s).
   --bound F  exit 1 when any latency error's magnitude exceeds F, or a request failed.
@@ -57,7 +58,7 @@ KV_SCALE = 128  # the real nodes hold 1/128 of each token's KV bytes (sim backen
 BLOCK_SIZE, MAX_BATCHED_TOKENS, MAX_SEQS = 16, 2048, 256
 # The router reads every node's load this often, in modelled ms (real: POLL_MS x time scale).
 POLL_MS = 50
-POLL_PERIODS_MS = [48, 49, 50, 51, 52]  # tandem-sim runs once per period: the median is its answer
+POLL_PERIODS_MS = [48, 49, 50, 51, 52]  # tandem-sim once per period from 0: the range of an unknown phase
 SETUPS = [
     {"name": "colocated-rr", "mode": "colocated", "prefill": 0, "decode": 2,
      "policy": "round_robin"},
