@@ -212,7 +212,10 @@ class Cluster:
         for p in self.info["processes"]:
             if p["role"] == "router":
                 with open(p["log"]) as f:
-                    return [int(us) / 1e6 for us in POLL_LINE.findall(f.read())]
+                    polls = [int(us) / 1e6 for us in POLL_LINE.findall(f.read())]
+                if not polls:  # it polls from its start: a log without them lost the line
+                    raise RuntimeError(f"no load-report rounds in {p['log']} (--verbose)")
+                return polls
         raise RuntimeError("no router in the cluster")
 
     def metrics(self, role):

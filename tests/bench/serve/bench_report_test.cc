@@ -127,8 +127,8 @@ TEST(ReportToJsonTest, RoundTripsEveryField) {
   EXPECT_DOUBLE_EQ(s["ttft_s"]["p99"].get<double>(), report.runs[2].summary.ttft_s.p99);
   const json& requests = j["runs"][0]["requests"];
   ASSERT_EQ(requests.size(), 21u);
-  for (const char* key : {"success", "error", "http_status", "start_s", "ttft_s", "tpot_s",
-                          "e2e_s", "prompt_tokens", "output_tokens"}) {
+  for (const char* key : {"success", "error", "http_status", "start_s", "ttft_s", "tpot_s", "e2e_s",
+                          "prompt_tokens", "output_tokens"}) {
     EXPECT_TRUE(requests[0].contains(key)) << key;
   }
   EXPECT_EQ(requests[0]["success"], true);
@@ -154,6 +154,15 @@ TEST(ReportToJsonTest, UnsetLimitsAndNoGoodputAreNull) {
   EXPECT_TRUE(j["slo"]["tpot_s"].is_null());
   EXPECT_TRUE(j["goodput"]["rate"].is_null());
   EXPECT_TRUE(j["config"].is_null());
+  EXPECT_FALSE(j["runs"][0].contains("started_unix_s"));  // not a real run: no wall time
+}
+
+TEST(ReportToJsonTest, ARealRunCarriesTheWallTimeOfItsZero) {
+  BenchReport report;
+  report.runs = {MakeRun(1, 1)};
+  report.runs[0].started_unix_s = 1'795'000'000.25;
+  json j = json::parse(ReportToJson(report).dump());
+  EXPECT_DOUBLE_EQ(j["runs"][0]["started_unix_s"].get<double>(), 1'795'000'000.25);
 }
 
 TEST(RenderSvgTest, SweepHasACurvePerRunAndAnAttainmentPanel) {

@@ -36,9 +36,12 @@ TEST(LoadRunnerTest, SendsAtArrivalTimesInOrder) {
   // The threads reach the client in any order; every one of them no earlier than its time.
   const std::vector<FakeBenchClient::Call> calls = client.calls();
   ASSERT_EQ(calls.size(), 15u);
+  // The run's zero: no call before it, each one no earlier than its time after it.
+  EXPECT_GE(result->started, before);
   for (const FakeBenchClient::Call& call : calls) {
     const int i = call.request.output_len - 1;
     EXPECT_GE(absl::ToDoubleSeconds(call.at - before), (*times)[i] - kEps);
+    EXPECT_GE(absl::ToDoubleSeconds(call.at - result->started), (*times)[i] - kEps);
   }
   for (int i = 0; i < 15; ++i) {
     EXPECT_GE(result->results[i].start_s, (*times)[i] - kEps) << "request " << i << " went early";
