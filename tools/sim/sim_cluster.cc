@@ -266,8 +266,8 @@ class Cluster {
     return events;
   }
 
-  // Router replica r's load reports: every live node's, every load_poll_ms, while requests
-  // remain. A node back from a kill is up again from its first report.
+  // Router replica r's load reports: every live node's, every load_poll_ms (after the listed
+  // load_poll_times_ns, when there are), while requests remain. A node back from a kill is up again from its first report.
   void Poll(int r, bool again = true) {
     ++stats_.load_polls;
     for (int role = 0; role < 2; ++role) {
