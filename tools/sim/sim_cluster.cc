@@ -267,7 +267,8 @@ class Cluster {
   }
 
   // Router replica r's load reports: every live node's, every load_poll_ms (after the listed
-  // load_poll_times_ns, when there are), while requests remain. A node back from a kill is up again from its first report.
+  // load_poll_times_ns, when there are), while requests remain. A node back from a kill is up again
+  // from its first report.
   void Poll(int r, bool again = true) {
     ++stats_.load_polls;
     for (int role = 0; role < 2; ++role) {
