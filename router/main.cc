@@ -102,6 +102,10 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
                {"N", "re-resolve the DNS names this often (default 5000)"});
   flags.Number("health-interval-ms", &o->pool.health_interval_ms,
                {"N", "health check + GetLoad of every node this often (default 500)"});
+  flags.Number("first-check-timeout-ms", &o->pool.first_check_timeout_ms,
+               {"N",
+                "the first health round, before the router serves, waits this long for the nodes "
+                "to answer (at least --health-interval-ms; default 10000)"});
   flags.Number("node-down-after-ms", &o->pool.node_down_after_ms,
                {"N",
                 "a node whose health checks only time out (busy, not refusing) stays up until "
@@ -221,6 +225,7 @@ std::string ValidateRouterOptions(const RouterOptions& o) {
   }
   if (o.pool.dns_refresh_ms < 1) return "--dns-refresh-ms must be >= 1";
   if (o.pool.health_interval_ms < 1) return "--health-interval-ms must be >= 1";
+  if (o.pool.first_check_timeout_ms < 1) return "--first-check-timeout-ms must be >= 1";
   if (o.pool.node_down_after_ms < 0) return "--node-down-after-ms must be >= 0";
   if (o.placement.local_prefill_threshold < 0) return "--local-prefill-threshold must be >= 0";
   if (!(o.placement.slo_ttft_ms > 0)) return "--slo-ttft-ms must be > 0";

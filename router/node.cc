@@ -9,6 +9,13 @@
 
 namespace tandem {
 
+namespace {
+
+// Shorter than the 10 s a slow node is given before it is marked down (node_down_after_ms).
+constexpr int kMinConnectTimeoutMs = 5000;
+
+}  // namespace
+
 const char* NodeRoleName(NodeRole role) {
   return role == NodeRole::kPrefill ? "prefill" : "decode";
 }
@@ -22,8 +29,12 @@ Node::Node(NodeRole role, std::string address, int64_t max_reconnect_backoff_ms,
       clock_(in_flight.clock),
       in_flight_(in_flight.router_id, in_flight.ttl) {
   const int backoff = static_cast<int>(std::clamp<int64_t>(max_reconnect_backoff_ms, 100, 10000));
+  // Reconnect soon after a node comes back (100 ms, backing off to the health interval), but give
+  // each attempt time to finish: gRPC takes the "min reconnect backoff" as the shortest time a
+  // connection attempt (TCP + TLS handshake) may take, and at 100 ms a TLS handshake on a busy
+  // machine timed out and left a healthy node down at the router's start.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(backoff, 100));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMinConnectTimeoutMs);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, backoff);
   // Each node gets a connection of its own even when two share an address string's target.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);

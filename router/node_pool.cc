@@ -49,7 +49,8 @@ absl::Status NodePool::Start() {
   UpdateMembers(NodeRole::kPrefill, kStatic, options_.prefill.addresses);
   UpdateMembers(NodeRole::kDecode, kStatic, options_.decode.addresses);
   RefreshDns();
-  CheckHealth();
+  CheckHealthWithin(
+      absl::Milliseconds(std::max(options_.first_check_timeout_ms, options_.health_interval_ms)));
   health_thread_ = std::thread([this] { HealthLoop(); });
   if (!options_.prefill.dns_name.empty() || !options_.decode.dns_name.empty()) {
     dns_thread_ = std::thread([this] { DnsLoop(); });
@@ -144,10 +145,9 @@ std::vector<std::shared_ptr<Node>> NodePool::UpdateMembers(
   return added;  // `dropped` watchers are stopped and joined here, outside the lock
 }
 
-void NodePool::Probe(const std::vector<std::shared_ptr<Node>>& nodes) {
+void NodePool::Probe(const std::vector<std::shared_ptr<Node>>& nodes, absl::Duration timeout) {
   if (nodes.empty()) return;
-  std::vector<ProbeResult> results =
-      ProbeNodes(nodes, absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 50)));
+  std::vector<ProbeResult> results = ProbeNodes(nodes, timeout);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const std::shared_ptr<Node>& node = nodes[i];
     const ProbeResult& r = results[i];
@@ -179,13 +179,16 @@ void NodePool::Probe(const std::vector<std::shared_ptr<Node>>& nodes) {
       }
     } else if (r.slow && node->up() && !SlowLongEnoughToBeDown(*node)) {
       ++counters_.slow_checks;
-    } else if (node->MarkDown(r.error)) {
-      ++counters_.marked_down;
-      spdlog::warn("{} node {} marked down: {}", NodeRoleName(node->role()), node->address(),
-                   r.error);
-    } else if (!node->snapshot().checked) {
-      spdlog::warn("{} node {} is not up: {}", NodeRoleName(node->role()), node->address(),
-                   r.error);
+    } else {
+      const bool first_check = !node->snapshot().checked;  // MarkDown marks it checked
+      if (node->MarkDown(r.error)) {
+        ++counters_.marked_down;
+        spdlog::warn("{} node {} marked down: {}", NodeRoleName(node->role()), node->address(),
+                     r.error);
+      } else if (first_check) {
+        spdlog::warn("{} node {} is not up: {}", NodeRoleName(node->role()), node->address(),
+                     r.error);
+      }
     }
   }
 }
@@ -202,11 +205,13 @@ bool NodePool::SlowLongEnoughToBeDown(Node& node) {
   return now - since >= window && now - node.last_progress() >= window;
 }
 
-void NodePool::CheckHealth() {
+void NodePool::CheckHealth() { CheckHealthWithin(CheckTimeout()); }
+
+void NodePool::CheckHealthWithin(absl::Duration timeout) {
   std::vector<std::shared_ptr<Node>> nodes = Nodes(NodeRole::kPrefill);
   std::vector<std::shared_ptr<Node>> decode = Nodes(NodeRole::kDecode);
   nodes.insert(nodes.end(), decode.begin(), decode.end());
-  Probe(nodes);
+  Probe(nodes, timeout);
   // When placements started to see these reports (tools/sim/validate.py replays the times).
   spdlog::debug("load reports of {} nodes applied at {} us (Unix)", nodes.size(),
                 absl::ToUnixMicros(clock_->Now()));
@@ -229,7 +234,7 @@ void NodePool::RefreshDns() {
     std::vector<std::shared_ptr<Node>> new_nodes = UpdateMembers(role, name, *addresses);
     added.insert(added.end(), new_nodes.begin(), new_nodes.end());
   }
-  Probe(added);
+  Probe(added, CheckTimeout());
 }
 
 void NodePool::HealthLoop() {

@@ -8,6 +8,7 @@
 #ifndef TANDEM_ROUTER_NODE_POOL_H_
 #define TANDEM_ROUTER_NODE_POOL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -19,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/util/clock.h"
 #include "router/dns_resolver.h"
 #include "router/kv_events_watcher.h"
@@ -48,7 +50,8 @@ class NodePool : public NodeDirectory {
   NodePool& operator=(const NodePool&) = delete;
 
   // Checks the addresses, resolves the names, runs one health round (so healthy nodes are up
-  // when it returns) and starts the background threads. Nodes that are down are not an error.
+  // when it returns; it gives them first_check_timeout_ms) and starts the background threads.
+  // Nodes that are down are not an error.
   absl::Status Start();
   void Stop();
 
@@ -74,7 +77,13 @@ class NodePool : public NodeDirectory {
   // added nodes.
   std::vector<std::shared_ptr<Node>> UpdateMembers(NodeRole role, const std::string& source,
                                                    const std::vector<std::string>& addresses);
-  void Probe(const std::vector<std::shared_ptr<Node>>& nodes);
+  // What a check of a background round has: the interval (at least 50 ms).
+  absl::Duration CheckTimeout() const {
+    return absl::Milliseconds(std::max<int64_t>(options_.health_interval_ms, 50));
+  }
+  // One health round whose checks each have `timeout`.
+  void CheckHealthWithin(absl::Duration timeout);
+  void Probe(const std::vector<std::shared_ptr<Node>>& nodes, absl::Duration timeout);
   // A check of `node`, which is up, timed out: true once checks have failed for
   // node_down_after_ms and its streams made no progress in that time either.
   bool SlowLongEnoughToBeDown(Node& node);

@@ -24,6 +24,10 @@ struct NodePoolOptions {
   int64_t dns_refresh_ms = 5000;
   // Health service Check + GetLoad every this often; each has this long to answer.
   int64_t health_interval_ms = 500;
+  // The first round, which Start() runs before the router serves, gives nodes this long (at least
+  // health_interval_ms): a first connection's TLS handshake on a busy machine can take seconds,
+  // and a healthy node that missed it would stay down until the next round.
+  int64_t first_check_timeout_ms = 10000;
   // Busy is not dead: a node whose checks only run out of time stays up until they have failed
   // for this long with no progress on its streams in that time. A refused connection,
   // NOT_SERVING or an RPC that fails UNAVAILABLE marks it down at once.

@@ -109,6 +109,31 @@ TEST(NodePoolTest, HealthyNodesAreUpAfterStart) {
   EXPECT_EQ(pool.counters().marked_up.load(), 3);
 }
 
+// A node that answers its first check late (a TLS handshake on a busy machine) is still up when
+// Start() returns: the first round waits first_check_timeout_ms, not one health interval.
+TEST(NodePoolTest, TheFirstRoundWaitsForSlowNodes) {
+  FakeDecodeNode d;
+  d.SetLoadDelay(absl::Milliseconds(300));
+  NodePoolOptions options = StaticOptions({}, {d.address()});
+  options.health_interval_ms = 100;
+  options.first_check_timeout_ms = 5000;
+  NodePool pool(options);
+  ASSERT_TRUE(pool.Start().ok());
+  EXPECT_EQ(pool.UpNodes(NodeRole::kDecode).size(), 1u);
+
+  // With the first round only one interval long, the same node is not up yet.
+  FakeDecodeNode slow;
+  slow.SetLoadDelay(absl::Milliseconds(300));
+  options = StaticOptions({}, {slow.address()});
+  options.health_interval_ms = 100;
+  options.first_check_timeout_ms = 100;
+  NodePool hasty(options);
+  ASSERT_TRUE(hasty.Start().ok());
+  EXPECT_TRUE(hasty.UpNodes(NodeRole::kDecode).empty());
+  EXPECT_THAT(hasty.Nodes(NodeRole::kDecode)[0]->snapshot().last_error,
+              HasSubstr("DEADLINE_EXCEEDED"));
+}
+
 TEST(NodePoolTest, RejectsMalformedAddresses) {
   NodePool pool(StaticOptions({}, {"not-an-address"}));
   EXPECT_EQ(pool.Start().code(), absl::StatusCode::kInvalidArgument);

@@ -90,7 +90,8 @@ TEST(ClusterTlsE2eTest, TlsEverywhereAndMutualTlsOnNodes) {
   CommandResult cli =
       RunCommand(BinaryPath("tandem-cli"), {"--router", *router, "--tls-ca", ca, "--prompt",
                                             "Hello", "--max-tokens", "4", "--ignore-eos"});
-  EXPECT_EQ(cli.exit_code, 0) << cli.stderr_text;
+  EXPECT_EQ(cli.exit_code, 0) << cli.stderr_text << "\nrouter log:\n"
+                              << ReadFile(tmp + "/logs/router.log");
   EXPECT_GT(cli.stdout_text.size(), 1u);
   CommandResult plain_cli = RunCommand(
       BinaryPath("tandem-cli"),
