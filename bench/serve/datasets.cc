@@ -14,7 +14,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/util/fast_mod.h"
 #include "common/util/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -218,13 +217,36 @@ class TraceLineReader {
 };
 
 // The tokens of the block a hash id stands for: the same for every request naming that hash id.
-// Token j is Mix64(key + j) in the id range, the key mixed once per block.
 uint64_t BlockKey(uint64_t seed, uint64_t hash_id) {
   return Mix64(seed ^ Mix64(hash_id ^ 0x5bd1e9955bd1e995ULL));
 }
-// `span` is FastMod(ids.max - ids.min), made once per prompt.
-int32_t BlockToken(uint64_t key, int64_t j, const TokenIdRange& ids, const FastMod& span) {
-  return ids.min + static_cast<int32_t>(span(Mix64(key + static_cast<uint64_t>(j))));
+
+// The largest block AppendBlockTokens builds at once (longer ones are built in pieces).
+constexpr int64_t kBlockTokensAtOnce = 512;
+
+// Appends tokens [from, from + n) of the block keyed `key`, n <= kBlockTokensAtOnce. Token j is
+// murmur3's 32-bit finalizer of (the key's low half + j), xored with the key's high half (two
+// keys give different blocks), mapped into the id range by multiply-shift (Lemire's "fast
+// range": ids are uniform to within one part in 2^32 / span). 32-bit lanes, so the loop
+// vectorizes: tandem-sim builds billions of trace tokens, and this is 5x faster than the 64-bit
+// mix and exact remainder it replaced (measured alone, 300 million tokens: 0.62 -> 0.125 s).
+void AppendBlockTokens(uint64_t key, int64_t from, int64_t n, const TokenIdRange& ids,
+                       std::vector<int32_t>* out) {
+  int32_t tokens[kBlockTokensAtOnce];
+  const auto low = static_cast<uint32_t>(key);
+  const auto high = static_cast<uint32_t>(key >> 32);
+  const auto span = static_cast<uint32_t>(ids.max - ids.min);
+  for (int64_t j = 0; j < n; ++j) {
+    uint32_t x = low + static_cast<uint32_t>(from + j);
+    x ^= x >> 16;
+    x *= 0x85ebca6bU;
+    x ^= x >> 13;
+    x *= 0xc2b2ae35U;
+    x ^= x >> 16;
+    x ^= high;
+    tokens[j] = ids.min + static_cast<int32_t>((static_cast<uint64_t>(x) * span) >> 32);
+  }
+  out->insert(out->end(), tokens, tokens + n);
 }
 
 }  // namespace
@@ -401,11 +423,12 @@ void AppendTracePromptIds(const BenchRequest& request, std::vector<int32_t>* out
   const int64_t input_length = request.prompt_len;
   out->reserve(out->size() + static_cast<size_t>(input_length));
   int64_t filled = 0;
-  const FastMod span(static_cast<uint64_t>(ids.max) - static_cast<uint64_t>(ids.min));
   for (uint64_t h : d.hash_ids) {
     const uint64_t key = BlockKey(d.seed, h);
     const int64_t n = std::min<int64_t>(d.hash_block_tokens, input_length - filled);
-    for (int64_t j = 0; j < n; ++j) out->push_back(BlockToken(key, j, ids, span));
+    for (int64_t from = 0; from < n; from += kBlockTokensAtOnce) {
+      AppendBlockTokens(key, from, std::min(kBlockTokensAtOnce, n - from), ids, out);
+    }
     filled += std::max<int64_t>(n, 0);
   }
   // Longer than its blocks: tokens of its own, seeded by the line so runs repeat.

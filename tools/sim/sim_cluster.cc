@@ -290,13 +290,14 @@ class Cluster {
   // The candidates of a pool: nodes up, without those the request's earlier attempts blamed
   // unless no other is up (RequestRunner::Place's failed_nodes).
   std::vector<NodeCandidate> Candidates(bool prefill, const RequestState& s) {
-    std::vector<NodeCandidate> all, preferred;
+    std::vector<NodeCandidate> all, preferred;  // preferred: those not avoided, when some are
     const bool cost = options_.policy == PlacementPolicy::kCost;
     const bool use_prefix = options_.policy == PlacementPolicy::kPrefixAware || cost ||
                             options_.local_prefill_threshold > 0;
     const SimRouter& router = *routers_[s.router];
     const auto& pool = prefill ? PrefillPool() : nodes_;
     const bool view = prefill && prefill_view();  // the routers' view these nodes are in
+    all.reserve(pool.size());
     for (size_t j = 0; j < pool.size(); ++j) {
       const int index = static_cast<int>(j);
       if (router.down(view, index)) continue;
@@ -310,12 +311,13 @@ class Cluster {
       // Auto mode: a node prefills for another only with room for the prompt (auto_mode.h).
       const int64_t prompt_tokens = static_cast<int64_t>(s.prompt.size());
       if (prefill && auto_ && !HasRoomToPrefill(c, prompt_tokens, options_.block_size)) continue;
-      const bool avoided =
-          std::find(s.avoid.begin(), s.avoid.end(), std::make_pair(view, c.index)) != s.avoid.end();
-      if (!avoided) preferred.push_back(c);
+      if (!s.avoid.empty() && std::find(s.avoid.begin(), s.avoid.end(),
+                                        std::make_pair(view, c.index)) == s.avoid.end()) {
+        preferred.push_back(c);
+      }
       all.push_back(std::move(c));
     }
-    return preferred.empty() ? all : preferred;
+    return preferred.empty() ? std::move(all) : std::move(preferred);
   }
 
   // Places the request's current attempt, as RequestRunner::Place does, and sends it on. A
