@@ -1,11 +1,9 @@
 // tandem-sim's discrete-event loop: virtual time that jumps from one event to the next. Events
 // run in time order; at the same time the ends of node steps run first (a node's state at time t
 // then includes every step that ended by t, whether the steps were simulated one by one or
-// stepped over in one jump: sim_node.h), then idle nodes' wake-ups (a node starts its step on the
-// message that woke it, before others due at the same instant: sim_node.h), then the rest in the
-// order they were scheduled, so a run is a pure function of its inputs. The loop advances a
-// ManualClock, which the project's own code (Scheduler, BlockManager) reads, so what it stamps is
-// virtual time too. Single-threaded.
+// stepped over in one jump: sim_node.h), then the rest in the order they were scheduled, so a run
+// is a pure function of its inputs. The loop advances a ManualClock, which the project's own code
+// (Scheduler, BlockManager) reads, so what it stamps is virtual time too. Single-threaded.
 #ifndef TANDEM_TOOLS_SIM_EVENT_LOOP_H_
 #define TANDEM_TOOLS_SIM_EVENT_LOOP_H_
 
@@ -21,7 +19,7 @@ class EventLoop {
  public:
   using Callback = absl::AnyInvocable<void()>;
   // Which events run first among those due at the same time.
-  enum class Order { kStepEnd = 0, kWake = 1, kOther = 2 };
+  enum class Order { kStepEnd = 0, kOther = 1 };
 
   // `clock` (borrowed) starts where it is and only this loop moves it.
   explicit EventLoop(ManualClock* clock) : clock_(clock) {}
