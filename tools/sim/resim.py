@@ -12,6 +12,11 @@ results do not depend on the wall clock. The time-scale check's real numbers are
 were (its second cluster's poll times are not recorded, so its tandem-sim side is not rerun).
 
   tools/sim/resim.py [--build build] [--from bench/results/sim_validation.json] [--out JSON]
+  tools/sim/resim.py --check bench/results/sim_validation_resim.json   # CI: the table is current
+
+--check FILE exits 1 when today's tandem-sim gives any run other numbers than FILE records: the
+published table (tools/sim/README.md) then no longer describes the model, and FILE should be
+written again with --out (and the table with it).
 """
 
 import argparse
@@ -68,6 +73,8 @@ def main():
     ap.add_argument("--from", dest="source",
                     default=os.path.join(REPO, "bench", "results", "sim_validation.json"))
     ap.add_argument("--out", default="", help="JSON to write (default: print only)")
+    ap.add_argument("--check", default="",
+                    help="exit 1 when a run's tandem-sim numbers differ from this JSON's")
     args = ap.parse_args()
     binary = os.path.join(args.build, "bin", "tandem-sim")
     if not os.access(binary, os.X_OK):
@@ -113,6 +120,16 @@ def main():
         with open(args.out, "w") as f:
             json.dump(result, f, indent=1)
             f.write("\n")
+    if args.check:
+        with open(args.check) as f:
+            recorded = json.load(f)["runs"]
+        stale = [f"{r['workload']} {r['setup']} {r['rate']:g}" for r, old in zip(rows, recorded)
+                 if (r["sim"], r["sim_range"]) != (old["sim"], old["sim_range"])]
+        if len(recorded) != len(rows) or stale:
+            print(f"resim: tandem-sim no longer gives the numbers {args.check} records "
+                  f"({', '.join(stale) or 'a different set of runs'}): write it again with "
+                  f"--out and update the table in tools/sim/README.md", file=sys.stderr)
+            return 1
     return 0
 
 
