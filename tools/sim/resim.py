@@ -28,19 +28,9 @@ import subprocess
 import sys
 import tempfile
 
+from validate import POLL_PERIODS_MS, summary_of
 from validation_report import (METRICS, REPO, git_commit, goodput, goodput_table, machine, rel,
                                table)
-
-POLL_PERIODS_MS = [48, 49, 50, 51, 52]  # as validate.py's: the range of an unknown phase
-
-
-def summary(path):
-    with open(path) as f:
-        s = json.load(f)["runs"][0]["summary"]
-    out = {k: s[field][stat] for k, field, stat in METRICS}
-    out.update(completed=s["completed"], failed=s["failed"], slo_attainment=s["slo_attainment"],
-               good_request_rate=s["good_request_rate"], duration_s=s["duration_s"])
-    return out
 
 
 def run_sim(binary, args, out):
@@ -48,7 +38,7 @@ def run_sim(binary, args, out):
                        timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"tandem-sim {' '.join(args)} failed:\n{p.stderr[-2000:]}")
-    return summary(out)
+    return summary_of(out)
 
 
 def without_polls(args, period_ms):
