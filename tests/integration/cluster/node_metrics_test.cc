@@ -94,6 +94,10 @@ class NodeMetricsTest : public ::testing::Test {
                       "8",
                       "--block-size",
                       std::to_string(kBlockSize)};
+    // Every request disaggregated, whatever the timing: the cost policy (the default) may prefill
+    // the repeated prompt on the decode node, which holds 32 of its 33 tokens, once the nodes
+    // have reported their step prices (CI saw it pick cheaper_local on a slow run).
+    spec.router_args = {"--policy", "least_loaded", "--local-prefill-threshold", "0"};
     ASSERT_NO_FATAL_FAILURE(cluster_.Start(spec));
     ASSERT_NE(cluster_.decode_metrics_address(0), "");
     ASSERT_NE(cluster_.prefill_metrics_address(0), "");
@@ -163,6 +167,13 @@ TEST_F(NodeMetricsTest, NumbersMatchTheTraffic) {
   PrometheusText decode;
   PrometheusText prefill;
   ScrapeWhenIdle(num_requests, &decode, &prefill);
+
+  // --- router: every request went to the prefill node (else the node numbers below cannot hold)
+  const PrometheusText router = MustScrape(cluster_.router_metrics_address());
+  EXPECT_EQ(router.Value("tandem_router_placements_total",
+                         {{"mode", "disaggregated"}, {"reason", "prefill_node"}}),
+            num_requests)
+      << cluster_.Logs();
 
   // --- decode node ---
   EXPECT_EQ(decode.Value("tandem_decode_generated_tokens_total"), completion_tokens);
