@@ -23,12 +23,10 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
       block_size_(block_size),
       enable_prefix_caching_(enable_prefix_caching),
       blocks_(static_cast<size_t>(num_blocks)),
+      block_tokens_(enable_prefix_caching ? static_cast<size_t>(num_blocks) * block_size : 0),
       free_(num_blocks),
       names_(enable_prefix_caching ? num_blocks : 1) {
   assert(num_blocks >= 1 && block_size >= 1);
-  if (enable_prefix_caching_) {
-    block_tokens_.resize(static_cast<size_t>(num_blocks) * block_size);
-  }
   for (int32_t b = 0; b < num_blocks_; ++b) free_.PushBack(b);
 }
 

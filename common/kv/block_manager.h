@@ -24,6 +24,7 @@
 #include "common/kv/block_name_index.h"
 #include "common/kv/free_block_queue.h"
 #include "common/types/dtype.h"
+#include "common/util/lazy_zero_array.h"
 
 namespace tandem {
 
@@ -153,10 +154,11 @@ class BlockManager {
   const int32_t num_blocks_;
   const int32_t block_size_;
   const bool enable_prefix_caching_;
-  std::vector<BlockInfo> blocks_;      // num_blocks_
-  std::vector<TokenId> block_tokens_;  // num_blocks_ * block_size_: content of hashed blocks
-  FreeBlockQueue free_;                // blocks with no reference, least recently freed first
-  BlockNameIndex names_;               // hash -> block, for the named blocks (prefix caching on)
+  // Zero pages from the kernel, faulted in as used (lazy_zero_array.h).
+  LazyZeroArray<BlockInfo> blocks_;      // num_blocks_
+  LazyZeroArray<TokenId> block_tokens_;  // num_blocks_ * block_size_: content of hashed blocks
+  FreeBlockQueue free_;                  // blocks with no reference, least recently freed first
+  BlockNameIndex names_;                 // hash -> block, for the named blocks (prefix caching on)
   uint64_t cache_version_ = 0;
   int64_t queries_ = 0;
   int64_t hits_ = 0;

@@ -13,7 +13,7 @@ BlockNameIndex::BlockNameIndex(int32_t num_blocks) {
   const uint64_t num_slots = std::bit_ceil(static_cast<uint64_t>(num_blocks) * 3);
   assert(std::countr_zero(num_slots) <= 64 - index_bits_);  // a home needs that many high bits
   slot_mask_ = num_slots - 1;
-  slots_.assign(num_slots, 0);
+  slots_ = LazyZeroArray<uint64_t>(num_slots);
 }
 
 void BlockNameIndex::Erase(uint64_t hash, int32_t block) {

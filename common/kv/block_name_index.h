@@ -18,7 +18,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
+
+#include "common/util/lazy_zero_array.h"
 
 namespace tandem {
 
@@ -74,7 +75,7 @@ class BlockNameIndex {
   int index_bits_;       // bits for block + 1
   uint64_t index_mask_;  // (1 << index_bits_) - 1
   uint64_t slot_mask_;   // slots_.size() - 1 (a power of two)
-  std::vector<uint64_t> slots_;
+  LazyZeroArray<uint64_t> slots_;
   int32_t size_ = 0;
 };
 

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/util/lazy_zero_array.h"
+
 namespace tandem {
 
 class FreeBlockQueue {
@@ -42,7 +44,7 @@ class FreeBlockQueue {
   void Compact();
 
   std::vector<uint32_t> slot_of_;  // per block: the ring_ slot of its entry, or kAbsent
-  std::vector<int32_t> ring_;      // block ids; a power of two > 1.5 * num_blocks slots
+  LazyZeroArray<int32_t> ring_;    // block ids; a power of two > 1.5 * num_blocks slots
   uint32_t mask_ = 0;              // ring_.size() - 1
   uint32_t head_ = 0;              // the slot of the oldest entry
   uint32_t num_entries_ = 0;       // entries in ring_, skipped ones included
