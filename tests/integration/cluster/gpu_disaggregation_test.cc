@@ -76,13 +76,15 @@ TEST_P(GpuDisaggregationTest, KvMovedGpuToGpuGivesTheColocatedTokens) {
       "--backend",     "cuda", "--max-num-batched-tokens", "64",      "--max-num-seqs", "16",
       "--kv-cache-mb", "64",   "--kv-cache-dtype",         GetParam()};
 
+  // least_loaded: the threshold decides where each prompt is prefilled (the cost policy, the
+  // default, decides by its model once the nodes report their step prices).
   LocalCluster colocated;
-  spec.router_args = {"--local-prefill-threshold", "100000"};
+  spec.router_args = {"--policy", "least_loaded", "--local-prefill-threshold", "100000"};
   ASSERT_NO_FATAL_FAILURE(colocated.Start(spec));
   const std::vector<GenerateOutcome> want = RunAll(colocated, prompts);
 
   LocalCluster disaggregated;
-  spec.router_args = {"--local-prefill-threshold", "0"};
+  spec.router_args = {"--policy", "least_loaded", "--local-prefill-threshold", "0"};
   ASSERT_NO_FATAL_FAILURE(disaggregated.Start(spec));
   const std::vector<GenerateOutcome> got = RunAll(disaggregated, prompts);
 

@@ -33,9 +33,11 @@ ClusterSpec Spec(EnvVars prefill_env, std::string ucx_tls) {
   spec.model_dir = TestModelDir("llama");
   spec.ucx_tls = std::move(ucx_tls);
   spec.node_args = {"--max-num-batched-tokens", "32", "--max-num-seqs", "8", "--kv-cache-mb", "16"};
-  // Every request disaggregated, on the one prefill node (the retry goes to it again).
+  // Every request disaggregated, on the one prefill node (the retry goes to it again): not the
+  // cost policy, which may prefill on the decode node once the nodes report their step prices.
   // A stale epoch's blocks stay quarantined until the lease ends (plus 2 s): keep it short.
-  spec.router_args = {"--local-prefill-threshold", "0", "--lease-ms", "3000"};
+  spec.router_args = {"--policy", "least_loaded", "--local-prefill-threshold",
+                      "0",        "--lease-ms",   "3000"};
   spec.prefill_env = std::move(prefill_env);
   return spec;
 }
