@@ -39,7 +39,7 @@ modelled hardware.
 struct Options {
   SimClusterOptions cluster;
   std::string mode = "colocated";
-  std::string policy = "least_loaded";
+  std::string policy = "cost";  // the router's default (router/placement.h)
   bool no_prefix_caching = false;
   bool no_step_jumps = false;
   bool no_placement_receipts = false;
@@ -100,7 +100,9 @@ void AddSimFlags(tandem::FlagSet& flags, Options* o) {
   flags.Switch("no-step-jumps", &o->no_step_jumps,
                "simulate every decode step as its own event (the same results, slower)");
   flags.String("policy", &o->policy,
-               {"NAME", "round_robin | least_loaded | prefix_aware | cost (default least_loaded)"});
+               {"NAME",
+                "round_robin | least_loaded | prefix_aware | cost (default cost, as the "
+                "router's)"});
   flags.Number("routers", &c.num_routers,
                {"N", "router replicas, each with its own view of the nodes (default 1)"});
   flags.Number("placement-seed", &c.placement_seed,

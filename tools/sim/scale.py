@@ -29,7 +29,7 @@ def run_one(build, work, nodes, seconds, mode, rate_per_node):
         p = max(1, nodes // 3)
         cluster = ["--mode", "disaggregated", "--prefill", str(p), "--decode", str(nodes - p)]
     cmd = ["/usr/bin/time", "-f", "rss_kb=%M", os.path.join(build, "bin", "tandem-sim"),
-           "--no-requests-in-json",
+           "--no-requests-in-json", "--policy", "least_loaded",
            "--gpu", "h100", "--model", "llama-3.1-70b", "--tp", "8", *cluster, "--dataset",
            "trace", "--dataset-path", trace, "--slo-ttft-ms", "3000", "--slo-tpot-ms", "60"]
     start = time.monotonic()
