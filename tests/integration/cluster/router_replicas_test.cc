@@ -4,7 +4,7 @@
 // others' work in the reports and its own until a report shows it: after a burst through router
 // A, router B's view of the nodes holds A's work and B counts nothing in flight; and a burst of
 // 64 simultaneous uncached long prompts spreads within one request of even over both pools through
-// one router (least_loaded and the cost policy), within one per replica through 2 and 4 cost
+// one router (least_loaded and the cost policy), within two per replica through 2 and 4 cost
 // replicas.
 #include <algorithm>
 #include <atomic>
@@ -122,10 +122,12 @@ TEST_P(BurstSpreadTest, SpreadsNearlyEvenlyOnBothPools) {
     // Each request went to one decode node, and (all uncached long prompts) to one prefill node.
     EXPECT_EQ(total, kRequests) << (decode ? "decode" : "prefill") << " pool";
     // One router: within one of even. Replicas see each other only through the nodes' reports,
-    // so each may put one more prompt where it sees it as cheaper: within one per replica
-    // (herding would put most of the 64 on one node).
+    // which land in the middle of the burst, so each may put a prompt or two more where it sees
+    // it as cheaper: within two per replica. Herding, the failure this guards against, puts at
+    // least a replica's whole share (16 of 64 through 4) more on one node.
+    const int64_t bound = routers == 1 ? 1 : 2 * routers;
     for (int64_t n : counts) {
-      EXPECT_LE(std::abs(n - kRequests / 2), routers)
+      EXPECT_LE(std::abs(n - kRequests / 2), bound)
           << (decode ? "decode" : "prefill") << " pool: " << absl::StrJoin(lines, ", ");
     }
   }
@@ -150,10 +152,11 @@ INSTANTIATE_TEST_SUITE_P(Replicas, BurstSpreadTest,
 // The check: the cost policy through 1, 2 and 4 replicas. Through several replicas load
 // reports land in the middle of the burst, and a report shows each router the others' requests
 // that reached one node but not those still on their way to the other; each replica may then put
-// one more prompt on the node it sees as cheaper, so replicas are held within one per replica of
-// even (a herd puts far more than that on one node). It held within one on 7 of 7 runs at 884f61f
-// beside a study and two builds, but CI saw 30/34 through 2 replicas at 7bfee7d and a full run
-// here 29/35 through 4 at 26da536.
+// a prompt or two more on the node it sees as cheaper, so replicas are held within two per
+// replica of even (a herd puts a replica's whole share more on one node). Within one per replica
+// held on 7 of 7 runs at 884f61f beside a study and two builds, but CI saw 30/34 through 2
+// replicas at 7bfee7d, a full run here 29/35 through 4 at 26da536, and CI 27/37 through 4 at
+// ecc0f6f: one per replica was the typical spread, not the bound.
 INSTANTIATE_TEST_SUITE_P(CostReplicas, BurstSpreadTest,
                          ::testing::Combine(::testing::Values("cost"), ::testing::Values(1, 2, 4)),
                          BurstName);
