@@ -7,7 +7,7 @@ TPOT are within the limits and no request failed. Goodput is the highest passing
 of the lowest failing one: found by stepping out from the scaled 64-GPU goodput, then halving the
 gap. Prints a table and writes JSON.
 
-  tools/sim/study_at_1000.py --build build --out bench/results/sim_study_1000gpu.json
+  tools/sim/study_at_1000.py --build build --out bench/results/sim_study_1000gpu.json   # ~1.5 h
   tools/sim/study_at_1000.py --cells chatbot:1000:20 --seconds 30    # one cell, shorter runs
 
 Multi-turn scales its conversations with the GPUs too (200 x 1000/64), so that each node sees as
@@ -28,20 +28,32 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 GPUS = 1000
 RESOLUTION = 0.05  # the highest passing and the lowest failing rate found are this close
-# The tight-TPOT column at the middle TTFT limit, where disaggregation pays most at 64 GPUs.
-DEFAULT_CELLS = "chatbot:1000:20,summarization:8000:20,code:500:25,multi-turn:1000:20"
+# The middle TTFT limit with the tight TPOT limit (where disaggregation pays most at 64 GPUs)
+# and with the middle one (where colocated ties or wins there).
+DEFAULT_CELLS = ("chatbot:1000:20,summarization:8000:20,code:500:25,multi-turn:1000:20,"
+                 "chatbot:1000:50,summarization:8000:50,code:500:60,multi-turn:1000:50")
 
 
 def scaled_shape(config, gpus_from, gpus_to):
     """The 64-GPU configuration's pools, each scaled by gpus_to / gpus_from (gpus_from: the GPUs
-    it uses, which may be fewer than the budget), the decode pool taking what is left."""
+    it uses, which may be fewer than the budget), the decode pool taking what is left. The
+    prefill pool is the scaled count rounded down or up, whichever leaves fewer of the budget's
+    GPUs unused (then the nearer): rounding 218.75 TP4 prefill nodes to 219 left 15 TP8 decode
+    nodes on 996 GPUs, 4 % short of the 64-GPU shape's decode share, and cost summarization's
+    1,000-GPU goodput 5 % (its decode nodes preempted)."""
     factor = gpus_to / gpus_from
     if config["mode"] == "colocated":
         tp = config["decode_tp"]
         return {"mode": "colocated", "prefill": 0, "prefill_tp": 0, "decode": gpus_to // tp,
                 "decode_tp": tp}
     ptp, dtp = config["prefill_tp"], config["decode_tp"]
-    prefill = max(1, round(config["prefill"] * factor))
+    exact = config["prefill"] * factor
+
+    def unused_then_distance(prefill):
+        decode = (gpus_to - prefill * ptp) // dtp
+        return (gpus_to - prefill * ptp - decode * dtp, abs(prefill - exact))
+
+    prefill = min({max(1, math.floor(exact)), max(1, math.ceil(exact))}, key=unused_then_distance)
     decode = (gpus_to - prefill * ptp) // dtp
     return {"mode": "disaggregated", "prefill": prefill, "prefill_tp": ptp, "decode": decode,
             "decode_tp": dtp}
