@@ -9,6 +9,8 @@ gap. Prints a table and writes JSON.
 
   tools/sim/study_at_1000.py --build build --out bench/results/sim_study_1000gpu.json   # ~1.5 h
   tools/sim/study_at_1000.py --cells chatbot:1000:20 --seconds 30    # one cell, shorter runs
+  tools/sim/study_at_1000.py --gpus 64 --seconds 20 ...   # the 64-GPU shapes as they are, judged
+                                                           # on the same arrivals as a 1,000-GPU run
 
 Multi-turn scales its conversations with the GPUs too (200 x 1000/64), so that each node sees as
 many conversations as at 64 GPUs.
@@ -26,7 +28,6 @@ from study import WORKLOADS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-GPUS = 1000
 RESOLUTION = 0.05  # the highest passing and the lowest failing rate found are this close
 # The middle TTFT limit with the tight TPOT limit (where disaggregation pays most at 64 GPUs)
 # and with the middle one (where colocated ties or wins there).
@@ -157,6 +158,9 @@ def main():
                     help="the 64-GPU study whose best shapes are scaled")
     ap.add_argument("--cells", default=DEFAULT_CELLS, help="WORKLOAD:TTFT_MS:TPOT_MS,...")
     ap.add_argument("--model", default="llama-3.1-70b")
+    ap.add_argument("--gpus", type=int, default=1000,
+                    help="the budget the shapes are scaled to (default 1000; the study's own "
+                         "GPU count sweeps its shapes unscaled, e.g. with another --seconds)")
     ap.add_argument("--seconds", type=float, default=60,
                     help="arrivals of each run at the sweep's highest rate")
     ap.add_argument("--out", default="")
@@ -172,13 +176,13 @@ def main():
                         and r["ttft_ms"] == ttft and r["tpot_ms"] == tpot), None)
             if row is None:
                 sys.exit(f"study_at_1000.py: no {a.model} {workload} {ttft}/{tpot} row in {a.study}")
-            factor = GPUS / row["colocated"]["gpus"]
+            factor = a.gpus / row["colocated"]["gpus"]
             args = workload_flags(workload, factor)
             result = {"model": a.model, "workload": workload, "ttft_ms": ttft, "tpot_ms": tpot,
-                      "gpus": GPUS, "from_gpus": row["colocated"]["gpus"]}
+                      "gpus": a.gpus, "from_gpus": row["colocated"]["gpus"]}
             for mode in ("colocated", "disaggregated"):
                 config = row[mode]
-                shape = scaled_shape(config, config["gpus"], GPUS)
+                shape = scaled_shape(config, config["gpus"], a.gpus)
                 start = config["goodput_rps"] * shape_gpus(shape) / config["gpus"]
                 r = sweep(a.build, work, a.model, config, shape, args, start, a.seconds, ttft,
                           tpot)
@@ -193,9 +197,10 @@ def main():
             result["ratio_at_64"] = (row["disaggregated"]["goodput_per_gpu"] /
                                      row["colocated"]["goodput_per_gpu"])
             results.append(result)
-    print("\n| workload | TTFT, TPOT limits | colocated 64 → 1,000 GPUs | req/s/GPU 64 / 1,000 | "
-          "disaggregated 64 → 1,000 GPUs | req/s/GPU 64 / 1,000 | disaggregated / colocated "
-          "at 64 / 1,000 |")
+    to = f"{rows[0]['gpus']} → {a.gpus:,} GPUs" if rows else ""
+    per = f"{rows[0]['gpus']} / {a.gpus:,}" if rows else ""
+    print(f"\n| workload | TTFT, TPOT limits | colocated {to} | req/s/GPU {per} | "
+          f"disaggregated {to} | req/s/GPU {per} | disaggregated / colocated at {per} |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
         co, dis = r["colocated"], r["disaggregated"]
