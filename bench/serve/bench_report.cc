@@ -114,15 +114,18 @@ json SummaryJson(const RunSummary& s) {
 }
 
 json RequestJson(const RequestResult& r) {
-  return {{"success", r.success},
-          {"error", r.error},
-          {"http_status", r.http_status},
-          {"start_s", r.start_s},
-          {"ttft_s", r.ttft_s},
-          {"tpot_s", OptionalJson(Tpot(r))},
-          {"e2e_s", r.e2e_s},
-          {"prompt_tokens", r.prompt_tokens},
-          {"output_tokens", r.output_tokens}};
+  json j = {{"success", r.success},
+            {"error", r.error},
+            {"http_status", r.http_status},
+            {"start_s", r.start_s},
+            {"ttft_s", r.ttft_s},
+            {"tpot_s", OptionalJson(Tpot(r))},
+            {"e2e_s", r.e2e_s},
+            {"prompt_tokens", r.prompt_tokens},
+            {"output_tokens", r.output_tokens}};
+  if (!r.prefill_node.empty()) j["prefill_node"] = r.prefill_node;
+  if (!r.decode_node.empty()) j["decode_node"] = r.decode_node;
+  return j;
 }
 
 // ---- SVG -------------------------------------------------------------------------------------

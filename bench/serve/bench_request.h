@@ -49,6 +49,11 @@ struct RequestResult {
   // streamed, in order, and the last response's finish_reason; kept on failures too.
   std::vector<int32_t> token_ids;
   std::string finish_reason;
+  // Where its last attempt ran, as tandem-sim names the nodes ("prefill-0", "decode-1"; no
+  // prefill node for a prompt computed where it decodes): written by tandem-sim, which knows;
+  // empty from the real cluster, whose router logs it instead (tools/sim/placements.py).
+  std::string prefill_node;
+  std::string decode_node;
 };
 
 }  // namespace tandem::bench

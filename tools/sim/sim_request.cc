@@ -55,6 +55,8 @@ bench::RequestResult ResultOf(RequestState&& s) {
   r.start_s = Seconds(s.sent);
   r.prompt_tokens = s.prompt_len;
   r.output_tokens = s.num_tokens;
+  if (s.prefill_node != nullptr) r.prefill_node = s.prefill_node->name();
+  if (s.decode_node != nullptr) r.decode_node = s.decode_node->name();
   if (s.num_tokens > 0) {
     r.ttft_s = Seconds(s.first_token_at - s.sent);
     r.e2e_s = Seconds(s.last_token_at - s.sent);

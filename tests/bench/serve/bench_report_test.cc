@@ -137,6 +137,14 @@ TEST(ReportToJsonTest, RoundTripsEveryField) {
   EXPECT_EQ(requests[20]["error"], "HTTP 503: overloaded");
   EXPECT_EQ(requests[20]["http_status"], 503);
   EXPECT_TRUE(requests[20]["tpot_s"].is_null());
+  // Nodes only where the client knows them (tandem-sim).
+  EXPECT_FALSE(requests[0].contains("decode_node"));
+  EXPECT_FALSE(requests[0].contains("prefill_node"));
+  report.runs[0].results[0].decode_node = "decode-1";
+  report.runs[0].results[0].prefill_node = "prefill-0";
+  const json named = json::parse(ReportToJson(report).dump())["runs"][0]["requests"][0];
+  EXPECT_EQ(named["decode_node"], "decode-1");
+  EXPECT_EQ(named["prefill_node"], "prefill-0");
   // Rate 2 meets the SLO for all 20 successes of 21: 95% >= 90%; rate 4 does not.
   EXPECT_EQ(j["goodput"]["rate"], 2.0);
   EXPECT_EQ(j["goodput"]["monotonic"], true);

@@ -96,6 +96,14 @@ TEST(SimClusterTest, RequestsBetweenTwoLoadReportsSpreadOverTheNodes) {
   // every TTFT is that one step, on each node (2 + 2; 3 + 1 would give a longer step on one).
   const double two = SimStepSeconds(*model, {{1024, 0, true}, {1024, 0, true}});
   for (const auto& r : run->results) EXPECT_NEAR(r.ttft_s, two, 1e-9);
+  // Each result names the node it ran on (colocated: no prefill node), two on each.
+  int on_first = 0;
+  for (const auto& r : run->results) {
+    EXPECT_THAT(r.decode_node, ::testing::AnyOf("decode-0", "decode-1"));
+    EXPECT_EQ(r.prefill_node, "");
+    on_first += r.decode_node == "decode-0";
+  }
+  EXPECT_EQ(on_first, 2);
 }
 
 TEST(SimClusterTest, ADisaggregatedRequestWaitsForItsKvToCrossTheLink) {
@@ -110,6 +118,8 @@ TEST(SimClusterTest, ADisaggregatedRequestWaitsForItsKvToCrossTheLink) {
   ASSERT_TRUE(run.ok()) << run.status();
   const bench::RequestResult& r = run->results[0];
   ASSERT_TRUE(r.success) << r.error;
+  EXPECT_EQ(r.prefill_node, "prefill-0");
+  EXPECT_EQ(r.decode_node, "decode-0");
   // The prefill node computes the prompt in one step, then its 7 blocks (100 tokens of 16) cross
   // the link in one write (+ 10 µs), then the completion notice (+ 10 µs), then the decode node
   // admits it and sends its first token.
