@@ -11,10 +11,21 @@
 namespace tandem {
 namespace {
 
-// Smaller is better.
-auto DecodeLoadKey(const NodeCandidate& n) {
-  return std::make_tuple(-n.free_kv_blocks, n.queued_tokens, n.num_sequences,
-                         std::string_view(n.address));
+// Smaller is better. A colocated node prefills every prompt it is given, so its queue of prompt
+// tokens comes first, as a prefill node's; a decode node in a disaggregated (or auto) cluster
+// mostly holds reservations, so its free blocks come first. Either way the free blocks are less
+// those the node's queued prompts will take: a waiting prompt holds none, so by free blocks alone
+// (both modes' key until 2026-11-28) the colocated node with the longer queue looked the less
+// loaded, kept being chosen, and which node ran away hung on a poll's timing (tandem-sim, random
+// 1024->128 on 2 colocated nodes at 80 req/s: TTFT p90 335-672 ms over load-poll periods of
+// 44-56 ms; now 331-338 ms, and at 55 req/s 108-146 -> 67-77 ms, round_robin's 67 ms on these
+// equal requests; tools/sim/README.md, "Validation").
+auto DecodeLoadKey(const NodeCandidate& n, bool colocated) {
+  const int64_t free_after_queue = n.free_kv_blocks - n.waiting_blocks;
+  return colocated ? std::make_tuple(n.queued_tokens, -free_after_queue, n.num_sequences,
+                                     std::string_view(n.address))
+                   : std::make_tuple(-free_after_queue, n.queued_tokens, n.num_sequences,
+                                     std::string_view(n.address));
 }
 
 auto PrefillLoadKey(const NodeCandidate& n) {
@@ -51,6 +62,11 @@ uint64_t SplitMix64(uint64_t x) {
 }
 
 }  // namespace
+
+int64_t WaitingBlocks(int64_t queued_tokens, int32_t block_size) {
+  const int64_t block = block_size > 0 ? block_size : 16;
+  return (std::max<int64_t>(0, queued_tokens) + block - 1) / block;
+}
 
 std::optional<PlacementPolicy> ParsePlacementPolicy(std::string_view name) {
   if (name == "round_robin") return PlacementPolicy::kRoundRobin;
@@ -127,9 +143,10 @@ const NodeCandidate& Placer::PickDecode(std::span<const NodeCandidate> decode) c
   if (options_.policy == PlacementPolicy::kRoundRobin) {
     return decode[next_decode_.fetch_add(1, std::memory_order_relaxed) % decode.size()];
   }
+  const bool colocated = options_.mode == ServingMode::kColocated;
   return *std::min_element(decode.begin(), decode.end(),
-                           [](const NodeCandidate& a, const NodeCandidate& b) {
-                             return DecodeLoadKey(a) < DecodeLoadKey(b);
+                           [colocated](const NodeCandidate& a, const NodeCandidate& b) {
+                             return DecodeLoadKey(a, colocated) < DecodeLoadKey(b, colocated);
                            });
 }
 

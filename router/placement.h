@@ -3,7 +3,9 @@
 //
 // Policies (which node of a role):
 //   round_robin   each role in turn over the nodes that are up
-//   least_loaded  D: most free KV blocks, then fewest queued tokens, then fewest sequences;
+//   least_loaded  D colocated: fewest queued prompt tokens, then most free KV blocks less those
+//                 its queued prompts will take (NodeCandidate::waiting_blocks), then fewest
+//                 sequences; D otherwise: those free blocks, then queued tokens, then sequences;
 //                 P: fewest queued prompt tokens, then fewest sequences, then most free blocks
 //   prefix_aware  P: the longest cached prefix of the prompt (from the prefill nodes' KvEvents),
 //                 ties by load as least_loaded; D as least_loaded
@@ -47,6 +49,9 @@ std::optional<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
 std::string_view PlacementPolicyName(PlacementPolicy policy);
 std::optional<ServingMode> ParseServingMode(std::string_view name);
 std::string_view ServingModeName(ServingMode mode);
+// The KV blocks `queued_tokens` waiting prompt tokens take once scheduled, in blocks of
+// `block_size` tokens (16 when the node reports none).
+int64_t WaitingBlocks(int64_t queued_tokens, int32_t block_size);
 
 struct PlacementOptions {
   // The cost model: placement_study.py finds it never below the better of pure colocated and
@@ -92,6 +97,11 @@ struct NodeCandidate {
   int64_t num_kv_blocks = 0;       // the pool
   int32_t block_size = 0;
   int64_t kv_bytes_per_token = 0;  // KV one token occupies here (0: unknown)
+  // The blocks the node's waiting prompts will take once scheduled, by its load report
+  // (WaitingBlocks): free_kv_blocks still counts them as free, for a waiting prompt holds no
+  // blocks yet. What this router placed since the report is in free_kv_blocks already (its
+  // prompt and output blocks). least_loaded ranks decode nodes by free blocks less these.
+  int64_t waiting_blocks = 0;
   // When this router last placed a request here, on any clock that orders its placements (0 or
   // less: never). The cost policy's tie-break: of equally priced nodes, the least recently used.
   int64_t last_placed_ns = 0;

@@ -53,6 +53,7 @@ void FillCostInputs(const Node::Snapshot& s, NodeCandidate* c) {
   c->num_kv_blocks = s.load.num_kv_blocks();
   c->block_size = s.load.block_size();
   c->kv_bytes_per_token = s.load.kv_bytes_per_token();
+  c->waiting_blocks = WaitingBlocks(s.load.num_queued_tokens(), s.load.block_size());
 }
 
 }  // namespace

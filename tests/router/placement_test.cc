@@ -80,6 +80,40 @@ TEST(PlacementTest, LeastLoadedDecodeHasMostFreeBlocksThenFewestQueuedTokens) {
   EXPECT_EQ(p->decode, 1);
 }
 
+// A waiting prompt holds no blocks yet: of two nodes with equal queues, the one whose free
+// blocks its queue will not take is the less loaded.
+TEST(PlacementTest, LeastLoadedDecodeCountsTheBlocksItsQueueWillTake) {
+  EXPECT_EQ(WaitingBlocks(4096, 16), 256);
+  EXPECT_EQ(WaitingBlocks(4097, 16), 257);  // a partial block counts whole
+  EXPECT_EQ(WaitingBlocks(4097, 0), 257);   // 16 tokens a block when the node reports none
+  EXPECT_EQ(WaitingBlocks(100, 32), 4);
+  EXPECT_EQ(WaitingBlocks(-5, 16), 0);
+
+  Placer placer(Options(PlacementPolicy::kLeastLoaded, ServingMode::kColocated));
+  NodeCandidate a = Candidate(0, 1000, /*queued=*/4096);
+  a.waiting_blocks = 256;
+  NodeCandidate b = Candidate(1, 800, /*queued=*/4096);
+  auto p = placer.Choose({}, std::vector<NodeCandidate>{a, b}, 10);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->decode, 1);  // 744 < 800
+  a.free_kv_blocks = 1057;
+  p = placer.Choose({}, std::vector<NodeCandidate>{a, b}, 10);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->decode, 0);  // 801 > 800
+  // A colocated node's queue comes first: fewer free blocks but nothing queued wins.
+  b.queued_tokens = 0;
+  b.free_kv_blocks = 10;
+  p = placer.Choose({}, std::vector<NodeCandidate>{a, b}, 10);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->decode, 1);
+  // A disaggregated cluster's decode node: its free blocks (less its queue's) come first.
+  Placer disaggregated(Options(PlacementPolicy::kLeastLoaded));
+  p = disaggregated.Choose(std::vector<NodeCandidate>{PrefillCandidate(0)},
+                           std::vector<NodeCandidate>{a, b}, 10);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->decode, 0);  // 801 > 10
+}
+
 TEST(PlacementTest, LeastLoadedPrefillHasFewestQueuedTokens) {
   Placer placer(Options(PlacementPolicy::kLeastLoaded));
   std::vector<NodeCandidate> prefill = {PrefillCandidate(0, 100, 900), PrefillCandidate(1, 100, 10),

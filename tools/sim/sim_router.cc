@@ -73,6 +73,7 @@ NodeCandidate SimRouter::Candidate(bool prefill, int j, const std::string& name)
       .max_num_seqs = v.load.max_num_seqs,
       .num_kv_blocks = v.load.num_kv_blocks,
       .block_size = v.load.block_size,
+      .waiting_blocks = WaitingBlocks(v.load.num_queued_tokens, v.load.block_size),
       .last_placed_ns = v.last_placed_at,
   };
 }
