@@ -5,8 +5,10 @@ here, so it is run a few workloads and setups at a time, each with the machine o
 and put together with this.
 
 Each input is a validate.py JSON, or a JSON object whose values include such results (the
-bench/results/sim_validation_300_*.json files). A (workload, setup) pair given twice is an error:
-pick one run. Prints the tables, counts the latency errors above --bound, and writes JSON.
+bench/results/sim_validation_300_*.json files). A (workload, setup) pair given twice is an error
+(pick one run), unless --later-wins: then the later input's runs of it replace the earlier's (a
+part run again after a change to the code it measures). Prints the tables, counts the latency
+errors above --bound, and writes JSON.
 
   tools/sim/merge_validation.py A.json B.json ... --out bench/results/X.json [--markdown X.md]
 """
@@ -42,9 +44,11 @@ def main():
     ap.add_argument("--out", required=True, help="the merged JSON")
     ap.add_argument("--markdown", help="also write the tables here")
     ap.add_argument("--bound", type=float, default=0.1)
+    ap.add_argument("--later-wins", action="store_true",
+                    help="a pair in a later input replaces the same pair's runs in earlier ones")
     args = ap.parse_args()
 
-    runs, sweeps, sources, seen = [], [], [], {}
+    by_pair, sources = {}, []  # (workload, setup) -> (source index, runs, sweeps)
     for path in args.inputs:
         results = validate_results(path)
         if not results:
@@ -52,16 +56,23 @@ def main():
         for res in results:
             pairs = {(r["workload"], r["setup"]) for r in res["runs"]}
             for pair in pairs:
-                if pair in seen:
-                    sys.exit(f"merge_validation: {pair[0]} {pair[1]} is in both {seen[pair]} and "
-                             f"{path}")
-                seen[pair] = path
-            runs += res["runs"]
-            sweeps += res["goodput"]
+                if pair in by_pair and not args.later_wins:
+                    sys.exit(f"merge_validation: {pair[0]} {pair[1]} is in both "
+                             f"{sources[by_pair[pair][0]]['file']} and {path}")
+                by_pair[pair] = (len(sources),
+                                 [r for r in res["runs"] if (r["workload"], r["setup"]) == pair],
+                                 [g for g in res["goodput"]
+                                  if (g["workload"], g["setup"]) == pair])
             sources.append({"file": os.path.relpath(path), "date": res["date"],
                             "commit": res["commit"], "command": res["command"],
                             "wall_s": res["wall_s"], "min_requests":
                             res["config"]["min_requests"], "pairs": sorted(map(list, pairs))})
+    used = {i for i, _, _ in by_pair.values()}
+    for i, source in enumerate(sources):  # what each source still gives
+        source["pairs"] = sorted([list(p) for p, (j, _, _) in by_pair.items() if j == i])
+    sources = [s for i, s in enumerate(sources) if i in used]
+    runs = [r for _, rs, _ in by_pair.values() for r in rs]
+    sweeps = [g for _, _, gs in by_pair.values() for g in gs]
     runs.sort(key=lambda r: (*order(r["workload"], r["setup"]), r["rate"]))
     sweeps.sort(key=lambda s: order(s["workload"], s["setup"]))
 

@@ -57,6 +57,22 @@ def without_polls(args, period_ms):
     return out
 
 
+def real_runs_from(source):
+    """Where `source`'s real runs come from: one validate.py run, or the parts of a merged table
+    (tools/sim/merge_validation.py)."""
+    if "date" in source:
+        return {"date": source["date"], "commit": source["commit"]}
+    return {"sources": [{k: part[k] for k in ("file", "date", "commit", "pairs")}
+                        for part in source.get("sources", [])]}
+
+
+def describe_source(source):
+    if "date" in source:
+        return f"{source['date']} (commit {source['commit']})"
+    return ", ".join(f"{part['date']} (commit {part['commit']})"
+                     for part in source.get("sources", []))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
@@ -100,11 +116,11 @@ def main():
         "tool": "tools/sim/resim.py",
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(), "machine": machine(),
-        "real_runs_from": {"date": before["date"], "commit": before["commit"]},
+        "real_runs_from": real_runs_from(before),
     }
     within = sum(1 for e in errors if e <= 0.1)
     print(f"tandem-sim at {result['resimulated']['commit']} against the real runs of "
-          f"{before['date']} (commit {before['commit']}): {within} of {len(errors)} latency "
+          f"{describe_source(before)}: {within} of {len(errors)} latency "
           f"numbers within 10%\n\n{table(rows)}\n\n{goodput_table(sweeps)}")
     if args.out:
         with open(args.out, "w") as f:

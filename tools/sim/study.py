@@ -152,6 +152,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--middle-above", type=int, default=8,
                     help="at more GPUs than this only the grid's middle point (default 8)")
+    ap.add_argument("--points", default="",
+                    help="only these points of each workload's grid, as TTFT:TPOT indices from 0 "
+                         "(tight) to 2 (loose), e.g. 1:0,1:2 (overrides --middle-above)")
     ap.add_argument("--out", default="")
     ap.add_argument("--plot", default="")
     a = ap.parse_args()
@@ -164,7 +167,10 @@ def main():
                 for workload in a.workloads.split(","):
                     ttfts, tpots = SLO_GRID[workload]
                     grid = [(t, p) for t in ttfts for p in tpots]
-                    if gpus > a.middle_above:
+                    if a.points:
+                        grid = [(ttfts[int(i)], tpots[int(j)])
+                                for i, j in (p.split(":") for p in a.points.split(","))]
+                    elif gpus > a.middle_above:
                         grid = [(ttfts[1], tpots[1])]
                     for ttft, tpot in grid:
                         r = plan(a.build, work, model, gpus, workload, ttft, tpot,
