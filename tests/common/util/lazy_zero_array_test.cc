@@ -54,5 +54,26 @@ TEST(LazyZeroArrayTest, MovesOwnership) {
   EXPECT_EQ(empty.begin(), empty.end());
 }
 
+TEST(LazyZeroArrayTest, AReleasedMappingIsReusedAndReadsZero) {
+  // A size no other test here uses, several pages, written on some of them only.
+  const size_t n = (size_t{3} << 20) + 17;
+  const int64_t reused_before = lazy_zero_array_internal::ReusedMappings();
+  const uint64_t* first_data = nullptr;
+  {
+    LazyZeroArray<uint64_t> a(n);
+    first_data = a.data();
+    for (size_t i = 0; i < n / 2; i += 1000) a[i] = i + 1;
+    a[n - 1] = 5;
+  }
+  LazyZeroArray<uint64_t> b(n);
+  EXPECT_EQ(lazy_zero_array_internal::ReusedMappings(), reused_before + 1);
+  EXPECT_EQ(b.data(), first_data);
+  uint64_t nonzero = 0;
+  for (uint64_t v : b) nonzero += v != 0 ? 1 : 0;
+  EXPECT_EQ(nonzero, 0u);
+  b[7] = 3;
+  EXPECT_EQ(b[7], 3u);
+}
+
 }  // namespace
 }  // namespace tandem
