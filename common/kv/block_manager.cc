@@ -59,6 +59,24 @@ int32_t BlockManager::CachedPrefixTokens(std::span<const TokenId> tokens) const 
   return static_cast<int32_t>(hit_blocks.size()) * block_size_;
 }
 
+int32_t BlockManager::CachedPrefixTokens(std::span<const TokenId> tokens,
+                                         std::span<const uint64_t> names) const {
+  if (!enable_prefix_caching_ || tokens.empty()) return 0;
+  const size_t max_blocks = std::min((tokens.size() - 1) / block_size_, names.size());
+  for (size_t i = 0; i < std::min<size_t>(max_blocks, kPrefetchDistance); ++i) {
+    names_.Prefetch(names[i]);
+  }
+  uint64_t parent = kRootHash;
+  size_t hits = 0;
+  for (; hits < max_blocks; ++hits) {
+    if (hits + kPrefetchDistance < max_blocks) names_.Prefetch(names[hits + kPrefetchDistance]);
+    const auto block_tokens = tokens.subspan(hits * block_size_, block_size_);
+    if (FindCached(names[hits], parent, block_tokens) < 0) break;
+    parent = names[hits];
+  }
+  return static_cast<int32_t>(hits) * block_size_;
+}
+
 void BlockManager::LookupPrefix(std::span<const TokenId> tokens, const PrefixLookupMemo* memo,
                                 std::vector<int32_t>* hit_blocks, std::vector<uint64_t>* hit_hashes,
                                 std::optional<uint64_t>* miss_name) const {

@@ -88,6 +88,13 @@ class BlockManager {
   // Tokens of `tokens` whose KV is already cached: a whole number of blocks, and never all of
   // `tokens` (the last token is always computed so its logits exist).
   int32_t CachedPrefixTokens(std::span<const TokenId> tokens) const;
+  // The same with the blocks' names already computed: `names[i]` is block i's (HashFullBlocks of
+  // `tokens`), and may cover fewer blocks than `tokens` has, where the lookup stops. For a caller
+  // that asks many pools about one prompt (tandem-sim pricing every node) and names it once.
+  int32_t CachedPrefixTokens(std::span<const TokenId> tokens,
+                             std::span<const uint64_t> names) const;
+  // Starts fetching the index slot where a lookup of the block named `name` begins.
+  void PrefetchLookup(uint64_t name) const { names_.Prefetch(name); }
 
   // Whether Allocate(tokens) would succeed now.
   bool CanAllocate(std::span<const TokenId> tokens) const;

@@ -287,8 +287,7 @@ class Cluster {
     }
   }
 
-  // The candidates of a pool: nodes up, without those the request's earlier attempts blamed
-  // unless no other is up (RequestRunner::Place's failed_nodes).
+  // A pool's candidates: nodes up, less those earlier attempts blamed (RequestRunner::Place).
   std::vector<NodeCandidate> Candidates(bool prefill, const RequestState& s) {
     std::vector<NodeCandidate> all, preferred;  // preferred: those not avoided, when some are
     const bool cost = options_.policy == PlacementPolicy::kCost;
@@ -298,6 +297,7 @@ class Cluster {
     const auto& pool = prefill ? PrefillPool() : nodes_;
     const bool view = prefill && prefill_view();  // the routers' view these nodes are in
     all.reserve(pool.size());
+    PromptBlockNames names(s.prompt, options_.block_size);  // named once for every node
     for (size_t j = 0; j < pool.size(); ++j) {
       const int index = static_cast<int>(j);
       if (router.down(view, index)) continue;
@@ -307,7 +307,7 @@ class Cluster {
       // once), when placement uses them (RequestRunner::Place's condition): the prefill nodes',
       // and the decode nodes' for the cost model (a conversation's earlier turns).
       if (prefill ? use_prefix : cost)
-        c.cached_prefix_tokens = pool[j]->CachedPrefixTokens(s.prompt);
+        c.cached_prefix_tokens = pool[j]->CachedPrefixTokens(s.prompt, &names);
       // Auto mode: a node prefills for another only with room for the prompt (auto_mode.h).
       const int64_t prompt_tokens = static_cast<int64_t>(s.prompt.size());
       if (prefill && auto_ && !HasRoomToPrefill(c, prompt_tokens, options_.block_size)) continue;

@@ -48,6 +48,7 @@
 #include "common/kv/block_manager.h"
 #include "common/util/clock.h"
 #include "tools/sim/event_loop.h"
+#include "tools/sim/prompt_block_names.h"
 
 namespace tandem::sim {
 
@@ -151,6 +152,19 @@ class SimNode {
   int32_t CachedPrefixTokens(std::span<const int32_t> prompt) {
     CatchUp();
     return blocks_.CachedPrefixTokens(prompt);
+  }
+  // The same, naming the prompt's blocks in `names` only as far as this node's hits need (each
+  // node of a pool asks with the same `names`).
+  int32_t CachedPrefixTokens(std::span<const int32_t> prompt, PromptBlockNames* names) {
+    CatchUp();
+    while (true) {
+      const int32_t cached = blocks_.CachedPrefixTokens(prompt, names->names());
+      if (static_cast<size_t>(cached / blocks_.block_size()) < names->names().size() ||
+          names->complete()) {
+        return cached;
+      }
+      names->Extend();
+    }
   }
   const std::string& name() const { return config_.name; }
   int64_t num_steps() const { return num_steps_; }

@@ -1,10 +1,14 @@
 #include "common/kv/block_manager.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
+#include "common/kv/block_hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -313,6 +317,50 @@ TEST(BlockManagerTest, RetryOnTheSameTableDecidesAsAFreshLookup) {
       ASSERT_EQ(with_memo.num_free_blocks(), fresh.num_free_blocks());
       ASSERT_EQ(with_memo.CachedHashes(), fresh.CachedHashes());
     }
+  }
+}
+
+TEST(BlockManagerTest, CachedPrefixFromNamesMatchesTheTokens) {
+  // Random churn on a small pool; every few steps, queries against what it caches now. The names
+  // given whole give the same answer as the tokens; cut to k blocks, at most k blocks'.
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    BlockManager bm(/*num_blocks=*/16, /*block_size=*/2);
+    std::mt19937_64 rng(seed);
+    std::vector<BlockTable> live;
+    auto random_tokens = [&] {
+      std::vector<TokenId> tokens;
+      const int shared = static_cast<int>(rng() % 5);
+      for (int t = 0; t < 2 * shared; ++t) tokens.push_back(static_cast<TokenId>(t % 3));
+      const int own = 1 + static_cast<int>(rng() % 8);
+      for (int t = 0; t < own; ++t) tokens.push_back(static_cast<TokenId>(rng() % 3));
+      return tokens;
+    };
+    int compared_hits = 0;
+    for (int step = 0; step < 2000; ++step) {
+      if (rng() % 3 != 0 || live.empty()) {
+        const std::vector<TokenId> tokens = random_tokens();
+        BlockTable table;
+        if (bm.Allocate(tokens, &table).has_value()) {
+          bm.CacheComputedBlocks(tokens, static_cast<int32_t>(tokens.size()), &table);
+          live.push_back(std::move(table));
+        }
+      } else {
+        const size_t victim = rng() % live.size();
+        bm.Free(&live[victim]);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(victim));
+      }
+      const std::vector<TokenId> query = random_tokens();
+      const std::vector<uint64_t> names = HashFullBlocks(query, bm.block_size());
+      const int32_t expected = bm.CachedPrefixTokens(query);
+      ASSERT_EQ(bm.CachedPrefixTokens(query, names), expected) << "seed " << seed << " " << step;
+      for (size_t k = 0; k <= names.size(); ++k) {
+        const auto cut = std::span<const uint64_t>(names).first(k);
+        ASSERT_EQ(bm.CachedPrefixTokens(query, cut),
+                  std::min<int32_t>(expected, static_cast<int32_t>(k) * bm.block_size()));
+      }
+      if (expected > 0) ++compared_hits;
+    }
+    EXPECT_GT(compared_hits, 100) << "seed " << seed;  // the queries did hit the cache
   }
 }
 
