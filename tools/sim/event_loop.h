@@ -34,11 +34,17 @@ class EventLoop {
     At(now() + delay, std::move(callback), order);
   }
 
+  // Runs `callback(i)` at `whens[i]` for every i, exactly as At(whens[i], ...) called for each i
+  // in turn would (the same order among events due together), without putting them on the heap:
+  // they wait in a sorted array. For the workload's arrivals, known up front: a trace's 900,000
+  // on the heap made every later push and pop walk 20 levels of a 60 MB heap. Once per loop.
+  void AtEach(const std::vector<int64_t>& whens, absl::AnyInvocable<void(size_t)> callback);
+
   // Runs events until none is left or the next one is after `until`; the clock ends at the last
   // event run (not at `until`). Returns the number of events run.
   int64_t Run(int64_t until = INT64_MAX);
 
-  size_t pending() const { return heap_.size(); }
+  size_t pending() const { return heap_.size() + (each_.size() - each_next_); }
   int64_t events_run() const { return events_run_; }
 
  private:
@@ -55,8 +61,24 @@ class EventLoop {
     return a.seq > b.seq;
   }
 
+  // An AtEach event: callback index `index`.
+  struct EachEvent {
+    int64_t at;
+    uint64_t seq;
+    size_t index;
+  };
+  // Whether `a` runs before `b` (Order::kOther, as At gives them).
+  static bool Before(const EachEvent& a, const Event& b) {
+    if (a.at != b.at) return a.at < b.at;
+    if (b.order != Order::kOther) return false;
+    return a.seq < b.seq;
+  }
+
   ManualClock* const clock_;
   std::vector<Event> heap_;
+  std::vector<EachEvent> each_;  // sorted by (at, seq); each_[each_next_] runs next of them
+  size_t each_next_ = 0;
+  absl::AnyInvocable<void(size_t)> each_callback_;
   uint64_t next_seq_ = 0;
   int64_t events_run_ = 0;
 };

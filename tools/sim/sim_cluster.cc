@@ -108,6 +108,7 @@ class Cluster {
     states_.resize(requests.size());
     remaining_ = static_cast<int64_t>(requests.size());
     int64_t first_arrival = INT64_MAX;
+    std::vector<int64_t> place_at(requests.size());
     for (size_t i = 0; i < requests.size(); ++i) {
       const bench::BenchRequest& r = requests[i];
       RequestState& s = states_[i];
@@ -118,8 +119,9 @@ class Cluster {
       s.output_len = r.output_len;
       s.prompt_len =
           r.prompt_ids.empty() ? r.prompt_len : static_cast<int32_t>(r.prompt_ids.size());
-      loop_.At(s.sent + hop_, [this, i] { Place(i); });
+      place_at[i] = s.sent + hop_;
     }
+    loop_.AtEach(place_at, [this](size_t i) { Place(i); });
     ScheduleFaults();
     // Every replica has polled once before the workload starts (routers run before traffic
     // does); then each polls on its own phase, spread over the period.
@@ -303,9 +305,8 @@ class Cluster {
       if (router.down(view, index)) continue;
       NodeCandidate c = prefill && auto_ ? router.AutoPrefillCandidate(index, pool[j]->name())
                                          : router.Candidate(view, index, pool[j]->name());
-      // The nodes' cached prefixes, as the router knows them from their KV events (here: at
-      // once), when placement uses them (RequestRunner::Place's condition): the prefill nodes',
-      // and the decode nodes' for the cost model (a conversation's earlier turns).
+      // Cached prefixes, as the router learns them from KV events (here: at once), where placement
+      // uses them (RequestRunner::Place): prefill nodes', and decode nodes' for the cost model.
       if (prefill ? use_prefix : cost)
         c.cached_prefix_tokens = pool[j]->CachedPrefixTokens(s.prompt, &names);
       // Auto mode: a node prefills for another only with room for the prompt (auto_mode.h).
