@@ -72,15 +72,30 @@ def search(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, t
         return best(json.load(f)["configs"], mode)
 
 
+# A goodput judged on fewer seconds of arrivals than this is not a steady state: at 8B's rates
+# on 64 GPUs the request cap left 6-13 s, and rerun on 4x the requests both sides' winners were
+# overloaded at the rates that window passed (tools/sim/README.md, "The 8B rows at 64 GPUs").
+MIN_WINDOW_S = 30
+
+
+def window_s(config):
+    """Seconds of arrivals behind a configuration's passing rate (its requests / its rate)."""
+    passed = (config or {}).get("passed") or {}
+    return passed["requests"] / passed["rate"] if passed.get("rate") else None
+
+
 def plan(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, threads):
     start = time.monotonic()
     co, dis = (search(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, threads,
                       mode) for mode in ("colocated", "disaggregated"))
+    windows = [w for w in (window_s(co), window_s(dis)) if w is not None]
     return {
         "model": model, "gpus": gpus, "workload": workload, "ttft_ms": ttft, "tpot_ms": tpot,
         "colocated": co, "disaggregated": dis,
         "colocated_per_gpu": co["goodput_per_gpu"] if co else 0.0,
         "disaggregated_per_gpu": dis["goodput_per_gpu"] if dis else 0.0,
+        "window_s": min(windows) if windows else None,
+        "short_window": bool(windows) and min(windows) < MIN_WINDOW_S,
         "search_wall_s": time.monotonic() - start,
     }
 
@@ -103,8 +118,8 @@ def svg(rows):
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'font-family="sans-serif" font-size="10">',
              f'<text x="10" y="16" font-size="13">Disaggregated / colocated goodput per GPU '
-             f'(tandem-sim, H100, SLO p90): green = disaggregation pays, red = colocated wins'
-             f'</text>']
+             f'(tandem-sim, H100, SLO p90): green = disaggregation pays, red = colocated wins, '
+             f'grey "?" = judged on under {MIN_WINDOW_S} s of arrivals</text>']
     for g, (model, gpus, workload) in enumerate(groups):
         ox, oy = 10 + (g % cols) * gw, 40 + (g // cols) * gh
         parts.append(f'<text x="{ox}" y="{oy + 10}">{model}, {gpus} GPUs, {workload}</text>')
@@ -122,6 +137,8 @@ def svg(rows):
                 color = (f"rgb({int(255 - 120 * shade)},255,{int(255 - 120 * shade)})" if shade >= 0
                          else f"rgb(255,{int(255 + 120 * shade)},{int(255 + 120 * shade)})")
                 label = "inf" if q == float("inf") else f"{q:.2f}"
+                if r.get("short_window"):
+                    color, label = "#eeeeee", label + "?"  # not a steady state
             parts.append(f'<rect x="{x}" y="{y}" width="{cell - 2}" height="{cell - 2}" '
                          f'fill="{color}" stroke="#888"/>')
             parts.append(f'<text x="{x + cell / 2 - 1}" y="{y + cell / 2 + 3}" '
@@ -181,7 +198,10 @@ def main():
                               f"({describe(r['colocated'])}), disaggregated "
                               f"{r['disaggregated_per_gpu']:7.2f}/GPU "
                               f"({describe(r['disaggregated'])}), ratio {ratio(r):5.2f} "
-                              f"[{r['search_wall_s']:.0f} s]", flush=True)
+                              f"[{r['search_wall_s']:.0f} s]"
+                              + (f" SHORT WINDOW: {r['window_s']:.0f} s of arrivals, not a steady "
+                                 f"state (raise --num-prompts)" if r["short_window"] else ""),
+                              flush=True)
                         if a.out:  # kept up to date: a long study can be read while it runs
                             with open(a.out, "w") as f:
                                 json.dump({"rows": rows}, f, indent=1)
