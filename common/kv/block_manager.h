@@ -93,8 +93,6 @@ class BlockManager {
   // that asks many pools about one prompt (tandem-sim pricing every node) and names it once.
   int32_t CachedPrefixTokens(std::span<const TokenId> tokens,
                              std::span<const uint64_t> names) const;
-  // Starts fetching the index slot where a lookup of the block named `name` begins.
-  void PrefetchLookup(uint64_t name) const { names_.Prefetch(name); }
 
   // Whether Allocate(tokens) would succeed now.
   bool CanAllocate(std::span<const TokenId> tokens) const;

@@ -148,13 +148,8 @@ class SimNode {
     return load;
   }
   // Leading tokens of `prompt` this node's prefix cache holds (what the router learns of a
-  // prefill node's cache from its KV events).
-  int32_t CachedPrefixTokens(std::span<const int32_t> prompt) {
-    CatchUp();
-    return blocks_.CachedPrefixTokens(prompt);
-  }
-  // The same, naming the prompt's blocks in `names` only as far as this node's hits need (each
-  // node of a pool asks with the same `names`).
+  // node's cache from its KV events), naming the prompt's blocks in `names` only as far as this
+  // node's hits need (every node of a pool asks with the same `names`).
   int32_t CachedPrefixTokens(std::span<const int32_t> prompt, PromptBlockNames* names) {
     CatchUp();
     while (true) {
