@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -14,6 +15,8 @@ namespace {
 
 // Released mappings kept for the next Map of the same size, up to this much address space.
 constexpr size_t kMaxKeptBytes = size_t{2} << 30;
+
+std::atomic<bool> keep_released{false};
 
 struct KeptMapping {
   void* p;
@@ -91,6 +94,10 @@ void* Map(size_t bytes, size_t* mapped) {
 }
 
 void Release(void* p, size_t mapped) {
+  if (!keep_released.load(std::memory_order_relaxed)) {
+    munmap(p, mapped);
+    return;
+  }
   std::vector<KeptMapping> unmap;
   {
     Kept& kept = KeptMappings();
@@ -117,3 +124,11 @@ int64_t ReusedMappings() {
 }
 
 }  // namespace tandem::lazy_zero_array_internal
+
+namespace tandem {
+
+void KeepReleasedLazyZeroArrays(bool keep) {
+  lazy_zero_array_internal::keep_released.store(keep, std::memory_order_relaxed);
+}
+
+}  // namespace tandem

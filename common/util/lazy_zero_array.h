@@ -5,11 +5,13 @@
 // longer (tools/sim/README.md, "Scale"). Transparent huge pages were tried too and left off:
 // on this machine's VM they made the runs that fill the pools about 20 % slower.
 //
-// A released array's mapping is kept (up to 2 GiB of them) for the next array of the same size,
-// zeroed where it was touched: tandem-plan builds and drops a cluster of pools for every run it
-// simulates, and on a VM with paravirtual paging, as this machine's, the first touch of each page
-// costs about 14 us (7 us even when populated up front), a memset of a touched one well under 1 us
-// (tools/sim/README.md, "Scale"). The kept mappings stay resident until reused or the process ends.
+// With KeepReleasedLazyZeroArrays(true) a released array's mapping is kept (up to 2 GiB of them)
+// for the next array of the same size, zeroed where it was touched: tandem-plan builds and drops a
+// cluster of pools for every run it simulates, and on a VM with paravirtual paging, as this
+// machine's, the first touch of each page costs about 14 us (7 us even when populated up front), a
+// memset of a touched one well under 1 us (tools/sim/README.md, "Scale"). Kept mappings stay
+// resident until reused or the process ends, so it is off by default: a process that builds its
+// pools once (a node, one tandem-sim run) gives their memory back when it frees them.
 //
 // T must be trivially copyable with all-zero bytes as its initial value. Movable, not copyable.
 #ifndef TANDEM_COMMON_UTIL_LAZY_ZERO_ARRAY_H_
@@ -22,11 +24,14 @@
 
 namespace tandem {
 
+// Whether released arrays' mappings are kept for reuse (above). Off by default.
+void KeepReleasedLazyZeroArrays(bool keep);
+
 namespace lazy_zero_array_internal {
 // `bytes` (> 0) of zeroed memory (std::bad_alloc when the system has none); `*mapped` is what to
 // pass to Release.
 void* Map(size_t bytes, size_t* mapped);
-// Keeps the mapping for a later Map of the same size (or unmaps it).
+// Unmaps the mapping, or keeps it for a later Map of the same size (KeepReleasedLazyZeroArrays).
 void Release(void* p, size_t mapped);
 // How many Maps so far were served by a kept mapping (for tests).
 int64_t ReusedMappings();

@@ -57,6 +57,7 @@ TEST(LazyZeroArrayTest, MovesOwnership) {
 TEST(LazyZeroArrayTest, AReleasedMappingIsReusedAndReadsZero) {
   // A size no other test here uses, several pages, written on some of them only.
   const size_t n = (size_t{3} << 20) + 17;
+  KeepReleasedLazyZeroArrays(true);
   const int64_t reused_before = lazy_zero_array_internal::ReusedMappings();
   const uint64_t* first_data = nullptr;
   {
@@ -73,6 +74,19 @@ TEST(LazyZeroArrayTest, AReleasedMappingIsReusedAndReadsZero) {
   EXPECT_EQ(nonzero, 0u);
   b[7] = 3;
   EXPECT_EQ(b[7], 3u);
+  KeepReleasedLazyZeroArrays(false);
+}
+
+TEST(LazyZeroArrayTest, ReleasedMappingsAreNotKeptByDefault) {
+  const size_t n = (size_t{5} << 20) + 29;  // a size no other test here uses
+  const int64_t reused_before = lazy_zero_array_internal::ReusedMappings();
+  {
+    LazyZeroArray<uint64_t> a(n);
+    a[n - 1] = 1;
+  }
+  LazyZeroArray<uint64_t> b(n);
+  EXPECT_EQ(lazy_zero_array_internal::ReusedMappings(), reused_before);
+  EXPECT_EQ(b[n - 1], 0u);
 }
 
 }  // namespace
