@@ -152,8 +152,9 @@ void AddRouterFlags(tandem::FlagSet& flags, RouterOptions* o, bool* verbose) {
   flags.Number("kv-link-gbps", &o->placement.kv_link_gbps,
                {"G",
                 "--policy cost: the KV link's rate between a prefill and a decode node, Gb/s; the "
-                "last prompt chunk's KV (the prefill node's reported bytes per token) crosses it "
-                "after the prefill, and the predicted TTFT counts it (default 0: left out)"});
+                "KV the decode node lacks (the prefill node's reported bytes per token) crosses "
+                "it, and the predicted TTFT counts what outlasts the prefill (default 0: left "
+                "out)"});
   flags.Number("disaggregation-hop-us", &o->placement.disaggregation_hop_us,
                {"US",
                 "--policy cost: what the handoff's extra hops (decode node → router → prefill "

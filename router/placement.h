@@ -66,10 +66,10 @@ struct PlacementOptions {
   double slo_ttft_ms = 2000;
   double slo_tpot_ms = 100;
   // What the cost model adds to a disaggregated TTFT: the extra hops of the handoff (decode node
-  // → router → prefill node), and the KV of the last prompt chunk, which crosses the link after
-  // the prefill ends (earlier chunks overlap with compute): its bytes per token (the prefill
-  // node's report, NodeCandidate::kv_bytes_per_token, else this) over the link's rate. 0: not
-  // counted.
+  // → router → prefill node), and the exposed part of the KV the decode node lacks crossing the
+  // link (ExposedTransferUs: the last chunk's after the prefill ends, the rest as far as it
+  // outlasts the compute before it): its bytes per token (the prefill node's report,
+  // NodeCandidate::kv_bytes_per_token, else this) over the link's rate. 0: not counted.
   double disaggregation_hop_us = 0;
   double kv_bytes_per_token = 0;
   double kv_link_gbps = 0;

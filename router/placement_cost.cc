@@ -50,22 +50,50 @@ StepCost PriceOf(const NodeCandidate& node, std::span<const NodeCandidate> pool)
   return mean;
 }
 
-double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
-                     int64_t cached, int64_t uncached, bool with_decode_batch) {
+namespace {
+
+// PrefillTimeUs behind `queued` prompt tokens.
+double PrefillBehindUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
+                       int64_t queued, int64_t cached, int64_t uncached, bool with_decode_batch) {
   const int64_t decoding = with_decode_batch ? node.num_running : 0;
   const double decode_context = with_decode_batch ? static_cast<double>(node.context_tokens) : 0;
   const int64_t budget = std::max<int64_t>(1, ChunkOf(node) - decoding);
-  const int64_t work = std::max<int64_t>(0, node.queued_tokens) + std::max<int64_t>(0, uncached);
+  queued = std::max<int64_t>(0, queued);
+  const int64_t work = queued + std::max<int64_t>(0, uncached);
   if (work == 0) return 0;
   const double steps = static_cast<double>((work + budget - 1) / budget);
   // The prompts queued ahead read their own KV too: at least each token's own position, as in a
   // first chunk. Left out, a node whose fit put its chunks' cost on the context term (a prefill
   // node sees only fresh chunks, whose tokens and context are the same count, so the fit cannot
   // tell the terms apart) looked idle behind any queue, and drew every prompt near it.
-  const double queued_reads = static_cast<double>(std::max<int64_t>(0, node.queued_tokens));
   return steps * price.StepUs(static_cast<double>(decoding), decode_context) +
          static_cast<double>(work) * prompt_token_us +
-         (OwnPrefillReads(cached, uncached, budget) + queued_reads) * price.per_context_token_us;
+         (OwnPrefillReads(cached, uncached, budget) + static_cast<double>(queued)) *
+             price.per_context_token_us;
+}
+
+}  // namespace
+
+double PrefillTimeUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
+                     int64_t cached, int64_t uncached, bool with_decode_batch) {
+  return PrefillBehindUs(node, price, prompt_token_us, node.queued_tokens, cached, uncached,
+                         with_decode_batch);
+}
+
+double ExposedTransferUs(const NodeCandidate& prefill, const StepCost& prefill_price,
+                         int64_t prefill_cached, int64_t decode_cached, int64_t prompt_tokens,
+                         double us_per_token) {
+  prefill_cached = std::clamp<int64_t>(prefill_cached, 0, prompt_tokens);
+  const int64_t uncached = prompt_tokens - prefill_cached;
+  const int64_t missing = prompt_tokens - std::clamp<int64_t>(decode_cached, 0, prompt_tokens);
+  const int64_t last_chunk = uncached > 0 ? (uncached - 1) % ChunkOf(prefill) + 1 : 0;
+  const int64_t after = std::min(missing, last_chunk);
+  // What the prefill node computes before its last chunk, its queue left out: the KV sent then
+  // became ready during it (the cached blocks with the first chunk).
+  const double overlap_us = PrefillBehindUs(prefill, prefill_price, prefill_price.per_token_us, 0,
+                                            prefill_cached, uncached - last_chunk, false);
+  return std::max(0.0, static_cast<double>(missing - after) * us_per_token - overlap_us) +
+         static_cast<double>(after) * us_per_token;
 }
 
 double DecodeTpotUs(const NodeCandidate& node, const StepCost& price, double prompt_token_us,
@@ -118,9 +146,9 @@ PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost&
                                         ? static_cast<double>(prefill.kv_bytes_per_token)
                                         : options.kv_bytes_per_token;
   if (kv_bytes_per_token > 0 && options.kv_link_gbps > 0) {
-    const double last_chunk =
-        uncached > 0 ? static_cast<double>((uncached - 1) % ChunkOf(prefill) + 1) : 0;
-    cost.ttft_us += last_chunk * kv_bytes_per_token * 8 / (options.kv_link_gbps * 1e3);
+    cost.ttft_us += ExposedTransferUs(prefill, prefill_price, cached, decode.cached_prefix_tokens,
+                                      request.prompt_tokens,
+                                      kv_bytes_per_token * 8 / (options.kv_link_gbps * 1e3));
   }
   cost.fits = HasRoomFor(decode, request);
   cost.tpot_us =

@@ -88,9 +88,21 @@ bool HasRoomFor(const NodeCandidate& node, const CostRequest& request);
 // The score above.
 double Score(const PredictedCost& cost, const PlacementOptions& options);
 
+// What a handoff's KV transfer adds to the TTFT, at `us_per_token` on the link: the prefill node
+// sends the blocks of the prompt the decode node lacks (it skips the `decode_cached` prefix), the
+// last chunk's once the prefill ends, the rest (earlier chunks, and the prefix the prefill node
+// had cached, `prefill_cached`) while it computes the chunks before the last, its queue left out:
+//   exposed = max(0, (missing − after) · us_per_token − compute before the last chunk)
+//             + after · us_per_token,       after = min(missing, the last chunk's tokens)
+// A conversation's next turn sent to a decode node that does not hold the first (whose prefix
+// the prefill node holds) thus pays the transfer of the whole history, not of the new part.
+double ExposedTransferUs(const NodeCandidate& prefill, const StepCost& prefill_price,
+                         int64_t prefill_cached, int64_t decode_cached, int64_t prompt_tokens,
+                         double us_per_token);
+
 // Disaggregated: prefill on `prefill`, decode on `decode`; the TTFT adds the handoff's hops and
-// the last chunk's KV on the link (PlacementOptions::disaggregation_hop_us, kv_bytes_per_token,
-// kv_link_gbps).
+// the exposed KV transfer (ExposedTransferUs; PlacementOptions::disaggregation_hop_us,
+// kv_bytes_per_token, kv_link_gbps).
 PredictedCost PredictDisaggregated(const NodeCandidate& prefill, const StepCost& prefill_price,
                                    const NodeCandidate& decode, const StepCost& decode_price,
                                    const CostRequest& request, const PlacementOptions& options);

@@ -120,6 +120,61 @@ TEST(PlacementCostTest, ThePrefillNodesReportedKvBytesPerTokenPricesTheTransfer)
   EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us, compute);
 }
 
+// The prefill node skips the blocks the decode node holds and sends the rest: a prefix it had
+// cached but the decode node lacks crosses the link too, hidden only behind the compute before
+// the last chunk.
+TEST(PlacementCostTest, TheKvTheDecodeNodeLacksCrossesTheLink) {
+  PlacementOptions o = CostOptions();
+  o.kv_bytes_per_token = 131'072;
+  o.kv_link_gbps = 400;
+  const double us = 131'072.0 * 8 / 400e3;  // per token
+  NodeCandidate p = PrefillNode(0, 0, 0, 0);
+  p.cached_prefix_tokens = 3800;
+  NodeCandidate d = CostCandidate(1, 0, 0, 0);
+  const CostRequest r{.prompt_tokens = 4000, .max_tokens = 100};
+  const double compute = PrefillTimeUs(p, kPrice, kPrice.per_token_us, 3800, 200, false);
+  // Nothing computes before the last (only) chunk: all 4,000 tokens' KV is exposed.
+  EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us, compute + 4000 * us);
+  d.cached_prefix_tokens = 2000;
+  EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us, compute + 2000 * us);
+  d.cached_prefix_tokens = 3800;  // the holder: only the new part
+  EXPECT_DOUBLE_EQ(PredictDisaggregated(p, kPrice, d, kPrice, r, o).ttft_us, compute + 200 * us);
+  // On a slow link the chunks before the last hide only their compute's worth: 3,000 tokens
+  // uncached, a first chunk of 2,048 computed while its KV goes (10 ms + 2,048 × 50 µs + its
+  // reads), then the last 952.
+  const double slow = 131'072.0 * 8 / 1e3;  // 1 Gb/s
+  const double first_chunk = 10'000 + 2048 * 50 + 2048 * 0.01;
+  EXPECT_DOUBLE_EQ(ExposedTransferUs(p, kPrice, 0, 0, 3000, slow),
+                   2048 * slow - first_chunk + 952 * slow);
+  // ... and a fast one hides them whole.
+  EXPECT_DOUBLE_EQ(ExposedTransferUs(p, kPrice, 0, 0, 3000, us), 952 * us);
+}
+
+// A conversation's next turn, its history cached on the prefill node and on one decode node:
+// where TTFT binds, the holder wins it even at a 5 % higher step price, because elsewhere the
+// history's KV would cross the link first. Without a link rate the transfer is invisible and the
+// cheaper node takes it.
+TEST(PlacementCostTest, ANextTurnStaysWhereItsHistoryIsWhenTheTransferCostsTtft) {
+  PlacementOptions o = CostOptions();
+  o.slo_ttft_ms = 40;
+  o.kv_bytes_per_token = 131'072;
+  o.kv_link_gbps = 400;
+  std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};
+  prefill[0].cached_prefix_tokens = 3800;
+  std::vector<NodeCandidate> decode = {CostCandidate(0, 0, 0, 0), CostCandidate(1, 0, 0, 0)};
+  decode[0].cached_prefix_tokens = 3800;
+  decode[0].step_cost.per_step_us *= 1.05;
+  for (int i = 0; i < 10; ++i) {
+    auto p = Placer(o).Choose(prefill, decode, 4000, 100);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->decode, 0);
+  }
+  o.kv_link_gbps = 0;
+  auto p = Placer(o).Choose(prefill, decode, 4000, 100);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->decode, 1);
+}
+
 TEST(PlacementCostTest, LongPromptsGoToThePrefillPoolWhenTheDecodeNodeIsBusy) {
   const Placer placer(CostOptions());
   const std::vector<NodeCandidate> prefill = {PrefillNode(0, 0, 0, 0)};

@@ -182,9 +182,16 @@ TEST_P(ConversationAffinityTest, SecondTurnsLandOnTheDecodeNodeHoldingTheFirst) 
   // as the noise between the two nodes' learnt step prices in the score's TPOT part (which grows
   // when the machine is busy): one second turn of 32 went astray in one run of four, 9 of 32 at
   // 250 ms under ctest -j2.
+  // Disaggregated, the prefill node that computed a first turn holds it too, so a second turn
+  // sent elsewhere computes no more: what it costs is the history's KV on the link (~5.6 ms for
+  // 2,128 tokens: 400 Gb/s at the sim's 1/128 KV bytes), which the router prices only given the
+  // link's rate. Without it the two decode nodes differed only by their learnt prices, and under
+  // ctest -j2 second turns went astray in 2 of 3 loaded suite runs. With it but the TPOT target at
+  // 100 ms, the TPOT ratio (~0.05) would still bind and the transfer count only in the score's sum
+  // (0.25 · 0.022), outweighed by a price difference of ~8%; at 200 ms the TTFT ratio binds.
   spec.router_args = {
-      "--policy", "cost", "--mode", GetParam(), "--slo-ttft-ms", "250", "--health-interval-ms",
-      "100"};
+      "--policy",      "cost", "--mode",         GetParam(), "--slo-ttft-ms",        "250",
+      "--slo-tpot-ms", "200",  "--kv-link-gbps", "3.125",    "--health-interval-ms", "100"};
   ASSERT_NO_FATAL_FAILURE(cluster.Start(spec));
   std::vector<std::unique_ptr<CacheView>> views;
   for (int d = 0; d < 2; ++d) {
