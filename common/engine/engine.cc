@@ -309,7 +309,7 @@ void Engine::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      if (!scheduler_.HasUnfinished()) {
+      if (!scheduler_.HasUnfinished() || head_waits_for_held_blocks_) {
         const absl::Condition ready(this, &Engine::InboxReady);
         if (HasTimedWork()) {
           // Leases, quarantine and waiting reservations need a look now and then.
@@ -345,6 +345,12 @@ absl::Status Engine::RunUntilIdle() {
     if (!scheduler_.HasUnfinished()) break;
     absl::Status status = Step();
     if (!status.ok() && first_error.ok()) first_error = status;
+    // Idle too: what is left waits for blocks that another thread's command, or time (a lease
+    // running out, which a later call's housekeeping sees), gives back.
+    if (head_waits_for_held_blocks_) {
+      absl::MutexLock lock(&mu_);
+      if (!InboxReady()) break;
+    }
   }
   return first_error;
 }
@@ -366,14 +372,23 @@ absl::Status Engine::Step() {
   const int64_t started = clock_->NowNanos();
   if (options_.speculative.enabled()) ProposeDrafts();
   scheduler_.Schedule(&step_);
+  head_waits_for_held_blocks_ = false;
   if (step_.empty()) {
     absl::Status status;
-    if (step_.preempted.empty()) {
-      // Nothing can run and nothing was freed: the queue head can never fit. Submit's checks
-      // should make this unreachable; fail the head rather than spin.
+    if (step_.preempted.empty() && QueueHeadMayWaitForHeldBlocks()) {
+      // Nothing can run, but blocks out of the scheduler's hands come back (a reservation's KV
+      // arrives or its lease runs out, an export is released...): the queue head waits for them.
+      head_waits_for_held_blocks_ = true;
+    } else if (step_.preempted.empty()) {
+      // Nothing can run and nothing was freed, and either nothing will be (Submit's checks
+      // should make that unreachable) or waiting could close a circle of waits
+      // (QueueHeadMayWaitForHeldBlocks): fail the head rather than spin or wait.
       const RequestId head = scheduler_.UnfinishedIds().front();
-      status = absl::ResourceExhaustedError(
-          absl::StrCat("request ", head, " cannot be scheduled: the KV pool is too small"));
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "request ", head, " cannot be scheduled: ",
+          awaiting_kv_.empty() ? "the KV pool is too small"
+                               : "the free KV blocks are reserved for prompts other nodes "
+                                 "prefill, while prompts queued here prefill for others"));
       EndRequest(head, FinishReason::kError, status,
                  UnfinishedBlockFate(head, /*writer_stopped=*/false));
     }

@@ -260,8 +260,10 @@ class Engine {
   // RunUntilIdle().
   void Stop(absl::Status why = absl::UnavailableError("engine stopped"));
   // Without an engine thread: runs the loop on the calling thread until every submitted request
-  // has finished. Returns the first backend error (the affected requests already finished with
-  // kError); FailedPrecondition when the engine thread is running. One caller at a time.
+  // has finished, or what is left waits for blocks that reservations awaiting KV, quarantine,
+  // held exports or paused requests hold (a later command or call gives them back). Returns the
+  // first backend error (the affected requests already finished with kError); FailedPrecondition
+  // when the engine thread is running. One caller at a time.
   absl::Status RunUntilIdle();
 
   EngineStats Stats() const;  // thread-safe
@@ -380,6 +382,13 @@ class Engine {
   void Apply(engine_command::Release& command);
   // Engine-thread work that needs no backend step: reservations, leases, quarantine.
   bool HasTimedWork() const;
+  // Whether a queue head that no free blocks fit may wait: blocks out of the scheduler's hands
+  // will come back to the pool (held by reservations awaiting KV: import or lease expiry;
+  // quarantine: its deadline; exports in flight: ReleaseExportedBlocks; paused requests: resume,
+  // export or cancel), and this node is not one that could close a circle of waits (README,
+  // "Auto mode"): one holding reservations for prompts other nodes prefill while prompts it
+  // prefills for others queue here. Such a node fails the head, and the router retries elsewhere.
+  bool QueueHeadMayWaitForHeldBlocks();
   void RunHousekeeping();
   void AdmitReservations();
   void ExpireLeases();
@@ -442,7 +451,7 @@ class Engine {
   // Device sampling (Backend::ForwardAndSample) of the current step, when every row allows it.
   std::vector<DeviceSampling> device_rows_;
   std::vector<TokenId> device_tokens_;
-  DraftProposer draft_proposer_;          // set for ngram and sim
+  DraftProposer draft_proposer_;             // set for ngram and sim
   std::shared_ptr<DraftModel> draft_model_;  // set for draft
   std::vector<DraftAsk> draft_asks_;         // ProposeDrafts' scratch for the draft model
   std::vector<std::vector<TokenId>> draft_outputs_;
@@ -453,6 +462,9 @@ class Engine {
   int64_t num_spec_accepted_tokens_ = 0;
   std::vector<int64_t> spec_accepted_by_position_ = std::vector<int64_t>(kMaxSpeculativeTokens, 0);
   int64_t num_steps_ = 0;
+  // The last Step scheduled nothing, and its queue head waits for held blocks
+  // (QueueHeadMayWaitForHeldBlocks): the loop waits for a command or timed work before stepping.
+  bool head_waits_for_held_blocks_ = false;
   int64_t num_batched_tokens_ = 0;
   int64_t num_generated_tokens_ = 0;
   int64_t num_finished_requests_ = 0;

@@ -94,6 +94,20 @@ bool Engine::HasTimedWork() const {
   return !pending_reservations_.empty() || !awaiting_kv_.empty() || !quarantine_.empty();
 }
 
+bool Engine::QueueHeadMayWaitForHeldBlocks() {
+  if (awaiting_kv_.empty() && quarantine_.empty() && export_held_.empty() && paused_.empty()) {
+    return false;
+  }
+  if (awaiting_kv_.empty()) return true;
+  // Waiting here for a reservation's KV, while another node's reservation may wait for a prompt
+  // queued here: a circle.
+  for (RequestId id : scheduler_.UnfinishedIds()) {
+    const Sequence* seq = scheduler_.Find(id);
+    if (seq != nullptr && seq->kv_exporter != nullptr) return false;
+  }
+  return true;
+}
+
 void Engine::RunHousekeeping() {
   if (!HasTimedWork()) return;
   ExpireLeases();

@@ -184,6 +184,7 @@ void SimNode::Import(uint64_t key) {
     blocks_.Free(&seq->block_table);
     events_.on_finished(key, true);
     AdmitReservations();
+    if (scheduler_.HasUnfinished()) WakeSoon();  // a queue head may wait for those blocks
     return;
   }
   scheduler_.AddPrefilled(std::move(seq));
@@ -371,8 +372,13 @@ void SimNode::MaybeStep() {
     scheduler_.Schedule(&step_);
     if (!step_.empty()) break;
     // A step that only preempted: schedule again with the freed blocks, as the engine's loop
-    // does. One that did nothing: the queue head can never fit (Engine::Step fails it so).
+    // does. One that did nothing waits for the blocks that reservations awaiting KV and held
+    // exports give back (their completion, cancel or release wakes the node), unless this node
+    // also queues prompts it prefills for others (a circle of waits could close); else, or with
+    // none held, it fails the queue head. Engine::QueueHeadMayWaitForHeldBlocks.
     if (!step_.preempted.empty()) continue;
+    const bool may_close_a_circle = !awaiting_kv_.empty() && !exporting_.empty();
+    if (!may_close_a_circle && (!awaiting_kv_.empty() || !export_held_.empty())) return;
     const RequestId head = scheduler_.UnfinishedIds().front();
     scheduler_.Finish(head, FinishReason::kError);
     events_.on_finished(head, false);

@@ -1,5 +1,7 @@
 // The engine's halves of a prefill/decode handoff, joined in one process by a test exporter that
 // copies blocks between two fake backends: reservations, leases, quarantine, export and release.
+#include <time.h>
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -67,6 +69,12 @@ class CopyingExporter : public KvExporter {
   Engine* decode_;
   KvReservation reservation_;
 };
+
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 // Reserves and runs the engine once. The callback may fire later (a reservation that waits for
 // blocks), so its result lives on the heap, not on this frame.
@@ -359,6 +367,88 @@ TEST(DisaggregationTest, ReservationsWaitForBlocksInOrderAndCanBeCancelled) {
   EXPECT_EQ(engine->Stats().num_awaiting_kv, 1);  // the second one got the freed blocks
   engine->Stop();  // ends the second request while its stream still exists
   EXPECT_TRUE(second_stream.finished());
+}
+
+// A local prompt (a decode node's own prefill, or colocated Generate) that needs blocks a
+// reservation holds while its KV arrives waits for them: it is not failed as one the pool can
+// never hold.
+TEST(DisaggregationTest, ALocalPromptWaitsForTheBlocksAReservationHolds) {
+  FakeBackend backend(kVocab, 16, 4);
+  auto engine = MakeEngine(&backend);
+  RequestStream reserved_stream;
+  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(48, 1), 2), &reserved_stream);
+  ASSERT_TRUE(reservation.ok());
+  ASSERT_EQ(engine->Stats().num_free_kv_blocks, 4);
+  RequestStream local_stream;
+  GenerateRequest local = GreedyRequest(MakePrompt(20, 2), 4);  // 6 blocks
+  local.on_event = local_stream.Callback();
+  ASSERT_TRUE(engine->Submit(std::move(local)).ok());
+  ASSERT_TRUE(engine->RunUntilIdle().ok());
+  EXPECT_FALSE(local_stream.finished());
+  EXPECT_EQ(engine->Stats().num_waiting, 1);
+
+  // The writer gives up: the reservation's blocks come back, and the prompt runs.
+  engine->AbortImport(reservation->request_id, absl::UnavailableError("prefill node died"));
+  ASSERT_TRUE(engine->RunUntilIdle().ok());
+  EXPECT_EQ(reserved_stream.Wait().finish_reason, FinishReason::kError);
+  GenerationResult r = local_stream.Wait();
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(r.tokens.size(), 4u);
+  EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
+}
+
+// The same on the engine thread, which sleeps while the prompt waits (it steps again only when a
+// command or timed work arrives) and runs it once the reservation's blocks are back.
+TEST(DisaggregationTest, TheEngineThreadWaitsWithoutSteppingForHeldBlocks) {
+  FakeBackend backend(kVocab, 16, 4);
+  auto engine = MakeEngine(&backend);
+  RequestStream reserved_stream;
+  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(48, 1), 2), &reserved_stream);
+  ASSERT_TRUE(reservation.ok());
+  engine->Start();
+  RequestStream local_stream;
+  GenerateRequest local = GreedyRequest(MakePrompt(20, 2), 4);
+  local.on_event = local_stream.Callback();
+  ASSERT_TRUE(engine->Submit(std::move(local)).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(local_stream.finished());
+  // While this thread sleeps, the process's CPU time is the engine thread's: its 10 ms
+  // housekeeping turns (the lease), not a spin (which takes all of a core it gets).
+  const double cpu_before = ProcessCpuSeconds();
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_LT(ProcessCpuSeconds() - cpu_before, 0.04);
+  EXPECT_FALSE(local_stream.finished());
+  engine->AbortImport(reservation->request_id, absl::UnavailableError("prefill node died"));
+  EXPECT_EQ(reserved_stream.Wait().finish_reason, FinishReason::kError);
+  GenerationResult r = local_stream.Wait();
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.tokens.size(), 4u);
+  engine->Stop();
+}
+
+// A node that also prefills for others (auto mode) does not wait: its reservation's KV may come
+// from a node whose own reservation waits for the prompt queued here. It fails the head, which
+// the router retries elsewhere.
+TEST(DisaggregationTest, ANodeThatAlsoPrefillsForOthersFailsTheHeadRatherThanWait) {
+  FakeBackend backend(kVocab, 16, 4);
+  auto engine = MakeEngine(&backend);
+  RequestStream reserved_stream;
+  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(48, 1), 2), &reserved_stream);
+  ASSERT_TRUE(reservation.ok());
+  FakeBackend unused(kVocab, 16, 4);
+  RequestStream export_stream;
+  GenerateRequest for_another = GreedyRequest(MakePrompt(20, 2), 4);
+  for_another.kv_exporter =
+      std::make_shared<CopyingExporter>(&backend, &unused, nullptr, KvReservation{});
+  for_another.on_event = export_stream.Callback();
+  ASSERT_TRUE(engine->Submit(std::move(for_another)).ok());
+  EXPECT_EQ(engine->RunUntilIdle().code(), absl::StatusCode::kResourceExhausted);
+  GenerationResult r = export_stream.Wait();
+  EXPECT_EQ(r.finish_reason, FinishReason::kError);
+  EXPECT_THAT(r.status.message(), HasSubstr("reserved for prompts other nodes prefill"));
+  EXPECT_FALSE(reserved_stream.finished());
+  engine->Stop();
 }
 
 TEST(DisaggregationTest, CancelledExportKeepsItsBlocksUntilReleased) {

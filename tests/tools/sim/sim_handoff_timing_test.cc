@@ -4,6 +4,7 @@
 // for the step to end (timing worked out by hand from the step time model), and a load report
 // taken during a step shows the node as it was before the step.
 #include <cmath>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -84,6 +85,36 @@ TEST(SimNodeLoadTest, AReportDuringAStepShowsTheNodeAsItWasBeforeTheStep) {
   EXPECT_EQ(after.num_waiting, 0);
   EXPECT_EQ(after.num_running, 1);
   EXPECT_EQ(after.num_queued_tokens, 0);
+}
+
+// A local prompt that needs blocks a reservation holds while its KV arrives waits for them, as
+// the engine's queue head does (Engine::QueueHeadMayWaitForHeldBlocks); it used to fail.
+TEST(SimNodeHeldBlocksTest, ALocalPromptWaitsForTheBlocksAReservationHolds) {
+  auto model = MakeStepTimeModel(SimClusterOptions());
+  ASSERT_TRUE(model.ok()) << model.status();
+  ManualClock clock;
+  EventLoop loop(&clock);
+  SimNodeConfig config{.name = "decode-0", .model = &*model, .block_size = 16, .num_blocks = 20};
+  std::map<uint64_t, bool> finished;
+  bool reserved = false;
+  auto node = SimNode::Create(
+      std::move(config), &loop, &clock,
+      SimNodeEvents{.on_token = [](uint64_t, int32_t, int64_t) {},
+                    .on_finished = [&](uint64_t key, bool ok) { finished[key] = ok; },
+                    .on_reserved = [&](uint64_t, int32_t) { reserved = true; }});
+  ASSERT_TRUE(node.ok()) << node.status();
+  (*node)->Reserve(1, SimTestRequest(239, 3, 1).prompt_ids, 3);  // 15 of the 20 blocks
+  loop.Run(1'000'000);
+  ASSERT_TRUE(reserved);
+  (*node)->Submit(2, SimTestRequest(160, 3, 2).prompt_ids, 3);  // 10 blocks: 5 are free
+  loop.Run(1'000'000'000);
+  EXPECT_FALSE(finished.contains(2));
+  EXPECT_EQ((*node)->Load().num_waiting, 1);
+  (*node)->CompleteImport(1);
+  loop.Run(2'000'000'000);
+  EXPECT_TRUE(finished[1]);
+  ASSERT_TRUE(finished.contains(2));
+  EXPECT_TRUE(finished[2]);
 }
 
 }  // namespace
