@@ -369,86 +369,90 @@ TEST(DisaggregationTest, ReservationsWaitForBlocksInOrderAndCanBeCancelled) {
   EXPECT_TRUE(second_stream.finished());
 }
 
+// A decode node of 16 blocks, 12 of them reserved for a prompt whose KV has not arrived, and
+// a second prompt of 20 tokens (6 blocks with its output) that the 4 free ones do not hold.
+struct HeldBlocks {
+  HeldBlocks() {
+    auto r = ReserveNow(*engine, GreedyRequest(MakePrompt(48, 1), 2), &reserved_stream);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) reservation = *r;
+    EXPECT_EQ(engine->Stats().num_free_kv_blocks, 4);
+  }
+  // Submits the second prompt, prefilled for another node when `exporter` is set.
+  void SubmitSecond(std::shared_ptr<KvExporter> exporter = nullptr) {
+    GenerateRequest second = GreedyRequest(MakePrompt(20, 2), 4);
+    second.kv_exporter = std::move(exporter);
+    second.on_event = second_stream.Callback();
+    EXPECT_TRUE(engine->Submit(std::move(second)).ok());
+  }
+  void AbortTheReservation() {
+    engine->AbortImport(reservation.request_id, absl::UnavailableError("prefill node died"));
+  }
+
+  FakeBackend backend{kVocab, 16, 4};
+  std::unique_ptr<Engine> engine = MakeEngine(&backend);
+  RequestStream reserved_stream;
+  KvReservation reservation;
+  RequestStream second_stream;
+};
+
 // A local prompt (a decode node's own prefill, or colocated Generate) that needs blocks a
 // reservation holds while its KV arrives waits for them: it is not failed as one the pool can
 // never hold.
 TEST(DisaggregationTest, ALocalPromptWaitsForTheBlocksAReservationHolds) {
-  FakeBackend backend(kVocab, 16, 4);
-  auto engine = MakeEngine(&backend);
-  RequestStream reserved_stream;
-  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(48, 1), 2), &reserved_stream);
-  ASSERT_TRUE(reservation.ok());
-  ASSERT_EQ(engine->Stats().num_free_kv_blocks, 4);
-  RequestStream local_stream;
-  GenerateRequest local = GreedyRequest(MakePrompt(20, 2), 4);  // 6 blocks
-  local.on_event = local_stream.Callback();
-  ASSERT_TRUE(engine->Submit(std::move(local)).ok());
-  ASSERT_TRUE(engine->RunUntilIdle().ok());
-  EXPECT_FALSE(local_stream.finished());
-  EXPECT_EQ(engine->Stats().num_waiting, 1);
+  HeldBlocks held;
+  held.SubmitSecond();
+  ASSERT_TRUE(held.engine->RunUntilIdle().ok());
+  EXPECT_FALSE(held.second_stream.finished());
+  EXPECT_EQ(held.engine->Stats().num_waiting, 1);
 
   // The writer gives up: the reservation's blocks come back, and the prompt runs.
-  engine->AbortImport(reservation->request_id, absl::UnavailableError("prefill node died"));
-  ASSERT_TRUE(engine->RunUntilIdle().ok());
-  EXPECT_EQ(reserved_stream.Wait().finish_reason, FinishReason::kError);
-  GenerationResult r = local_stream.Wait();
+  held.AbortTheReservation();
+  ASSERT_TRUE(held.engine->RunUntilIdle().ok());
+  EXPECT_EQ(held.reserved_stream.Wait().finish_reason, FinishReason::kError);
+  GenerationResult r = held.second_stream.Wait();
   EXPECT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.finish_reason, FinishReason::kLength);
   EXPECT_EQ(r.tokens.size(), 4u);
-  EXPECT_EQ(engine->Stats().num_free_kv_blocks, 16);
+  EXPECT_EQ(held.engine->Stats().num_free_kv_blocks, 16);
 }
 
 // The same on the engine thread, which sleeps while the prompt waits (it steps again only when a
 // command or timed work arrives) and runs it once the reservation's blocks are back.
 TEST(DisaggregationTest, TheEngineThreadWaitsWithoutSteppingForHeldBlocks) {
-  FakeBackend backend(kVocab, 16, 4);
-  auto engine = MakeEngine(&backend);
-  RequestStream reserved_stream;
-  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(48, 1), 2), &reserved_stream);
-  ASSERT_TRUE(reservation.ok());
-  engine->Start();
-  RequestStream local_stream;
-  GenerateRequest local = GreedyRequest(MakePrompt(20, 2), 4);
-  local.on_event = local_stream.Callback();
-  ASSERT_TRUE(engine->Submit(std::move(local)).ok());
+  HeldBlocks held;
+  held.engine->Start();
+  held.SubmitSecond();
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_FALSE(local_stream.finished());
+  EXPECT_FALSE(held.second_stream.finished());
   // While this thread sleeps, the process's CPU time is the engine thread's: its 10 ms
   // housekeeping turns (the lease), not a spin (which takes all of a core it gets).
   const double cpu_before = ProcessCpuSeconds();
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_LT(ProcessCpuSeconds() - cpu_before, 0.04);
-  EXPECT_FALSE(local_stream.finished());
-  engine->AbortImport(reservation->request_id, absl::UnavailableError("prefill node died"));
-  EXPECT_EQ(reserved_stream.Wait().finish_reason, FinishReason::kError);
-  GenerationResult r = local_stream.Wait();
+  EXPECT_FALSE(held.second_stream.finished());
+  held.AbortTheReservation();
+  EXPECT_EQ(held.reserved_stream.Wait().finish_reason, FinishReason::kError);
+  GenerationResult r = held.second_stream.Wait();
   EXPECT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.tokens.size(), 4u);
-  engine->Stop();
+  held.engine->Stop();
 }
 
 // A node that also prefills for others (auto mode) does not wait: its reservation's KV may come
 // from a node whose own reservation waits for the prompt queued here. It fails the head, which
 // the router retries elsewhere.
 TEST(DisaggregationTest, ANodeThatAlsoPrefillsForOthersFailsTheHeadRatherThanWait) {
-  FakeBackend backend(kVocab, 16, 4);
-  auto engine = MakeEngine(&backend);
-  RequestStream reserved_stream;
-  auto reservation = ReserveNow(*engine, GreedyRequest(MakePrompt(48, 1), 2), &reserved_stream);
-  ASSERT_TRUE(reservation.ok());
+  HeldBlocks held;
   FakeBackend unused(kVocab, 16, 4);
-  RequestStream export_stream;
-  GenerateRequest for_another = GreedyRequest(MakePrompt(20, 2), 4);
-  for_another.kv_exporter =
-      std::make_shared<CopyingExporter>(&backend, &unused, nullptr, KvReservation{});
-  for_another.on_event = export_stream.Callback();
-  ASSERT_TRUE(engine->Submit(std::move(for_another)).ok());
-  EXPECT_EQ(engine->RunUntilIdle().code(), absl::StatusCode::kResourceExhausted);
-  GenerationResult r = export_stream.Wait();
+  held.SubmitSecond(
+      std::make_shared<CopyingExporter>(&held.backend, &unused, nullptr, KvReservation{}));
+  EXPECT_EQ(held.engine->RunUntilIdle().code(), absl::StatusCode::kResourceExhausted);
+  GenerationResult r = held.second_stream.Wait();
   EXPECT_EQ(r.finish_reason, FinishReason::kError);
   EXPECT_THAT(r.status.message(), HasSubstr("reserved for prompts other nodes prefill"));
-  EXPECT_FALSE(reserved_stream.finished());
-  engine->Stop();
+  EXPECT_FALSE(held.reserved_stream.finished());
+  held.engine->Stop();
 }
 
 TEST(DisaggregationTest, CancelledExportKeepsItsBlocksUntilReleased) {
