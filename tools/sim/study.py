@@ -29,6 +29,19 @@ WORKLOADS = {
     "multi-turn": ["--dataset", "shared-prefix", "--prefix-num", "200", "--prefix-questions", "100",
                    "--prefix-len", "2048", "--question-len", "128", "--prefix-output-len", "256"],
 }
+
+
+def workload_flags(workload, conversations):
+    """The workload's dataset flags; multi-turn with `conversations` system prompts (default 200,
+    the published cells'). Its dataset is conversations x 100 turns: 20,000 requests are 6 s of
+    arrivals at 8B's rates on 64 GPUs, and 2,000 conversations make the 60 s a probe needs, each
+    reused as often as before."""
+    flags = list(WORKLOADS[workload])
+    if workload == "multi-turn":
+        flags[flags.index("--prefix-num") + 1] = str(conversations)
+    return flags
+
+
 # (TTFT ms, TPOT ms) grids per workload: tight to loose on each axis. Code's middle point is
 # DistServe's code-completion SLO (TTFT 125 ms, TPOT 200 ms, for OPT-13B), its tight TPOT ours.
 SLO_GRID = {
@@ -55,13 +68,15 @@ def describe(c):
     return f"{shape} chunk {c['max_num_batched_tokens']} {c['policy']}"
 
 
-def search(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, threads, mode):
+def search(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, threads, mode,
+           conversations):
     """tandem-plan over one mode only: each mode's best is then searched to the tolerance (in a
     search over both, the losing mode's configurations are pruned and only bounded)."""
     out = os.path.join(work, f"{model}_{gpus}_{workload}_{ttft}_{tpot}_{mode}.json")
     tp = "1,2,4,8" if model.endswith("8b") else "4,8"
     cmd = [os.path.join(build, "bin", "tandem-plan"), "--gpus", str(gpus), "--gpu", "h100",
-           "--model", model, "--tp", tp, "--modes", mode, *WORKLOADS[workload],
+           "--model", model, "--tp", tp, "--modes", mode,
+           *workload_flags(workload, conversations),
            "--num-prompts", str(num_prompts), "--run-duration-s", str(run_s),
            "--slo-ttft-ms", str(ttft), "--slo-tpot-ms", str(tpot), "--slo-percentile", "90",
            "--top", "3", "--refine-shapes", "2", "--threads", str(threads), "--out", out]
@@ -84,10 +99,11 @@ def window_s(config):
     return passed["requests"] / passed["rate"] if passed.get("rate") else None
 
 
-def plan(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, threads):
+def plan(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, threads,
+         conversations):
     start = time.monotonic()
     co, dis = (search(build, work, model, gpus, workload, ttft, tpot, num_prompts, run_s, threads,
-                      mode) for mode in ("colocated", "disaggregated"))
+                      mode, conversations) for mode in ("colocated", "disaggregated"))
     windows = [w for w in (window_s(co), window_s(dis)) if w is not None]
     return {
         "model": model, "gpus": gpus, "workload": workload, "ttft_ms": ttft, "tpot_ms": tpot,
@@ -167,6 +183,9 @@ def main():
     ap.add_argument("--run-duration-s", type=float, default=60,
                     help="seconds of arrivals per run (default 60)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--multi-turn-conversations", type=int, default=200,
+                    help="multi-turn's conversations of 100 turns each (default 200: 20,000 "
+                         "requests; 2,000 give 8B on 64 GPUs its 60 s windows)")
     ap.add_argument("--middle-above", type=int, default=8,
                     help="at more GPUs than this only the grid's middle point (default 8)")
     ap.add_argument("--points", default="",
@@ -191,7 +210,8 @@ def main():
                         grid = [(ttfts[1], tpots[1])]
                     for ttft, tpot in grid:
                         r = plan(a.build, work, model, gpus, workload, ttft, tpot,
-                                 a.num_prompts, a.run_duration_s, a.threads)
+                                 a.num_prompts, a.run_duration_s, a.threads,
+                                 a.multi_turn_conversations)
                         rows.append(r)
                         print(f"{model:13s} {gpus:4d} GPUs {workload:13s} TTFT {ttft:5d} ms "
                               f"TPOT {tpot:3d} ms: colocated {r['colocated_per_gpu']:7.2f}/GPU "
