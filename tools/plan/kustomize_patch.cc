@@ -79,6 +79,14 @@ std::string RenderKustomization(const PlanConfig& config, const KustomizeOptions
                   AddArg(absl::StrCat("--mode=", std::string(ServingModeName(config.mode)))));
   absl::StrAppend(
       &router, AddArg(absl::StrCat("--policy=", std::string(PlacementPolicyName(config.policy)))));
+  if (config.policy == PlacementPolicy::kCost) {
+    absl::StrAppend(&router, AddArg(absl::StrCat("--slo-ttft-ms=", o.slo_ttft_ms)),
+                    AddArg(absl::StrCat("--slo-tpot-ms=", o.slo_tpot_ms)));
+    if (config.mode != ServingMode::kColocated) {
+      absl::StrAppend(&router, AddArg(absl::StrCat("--kv-link-gbps=", o.kv_link_gbps)),
+                      AddArg(absl::StrCat("--disaggregation-hop-us=", o.disaggregation_hop_us)));
+    }
+  }
   if (HasLocalPrefillThreshold(config.mode)) {
     absl::StrAppend(&router, AddArg(absl::StrCat("--local-prefill-threshold=",
                                                  config.local_prefill_threshold)));

@@ -2,7 +2,9 @@
 // kustomization.yaml that takes the base and sets the prefill and decode Deployments' replicas,
 // their engine flags (--max-num-batched-tokens, --max-num-seqs, --block-size) and GPUs per pod
 // (the tensor-parallel size), and the router's --mode, --policy, --local-prefill-threshold and
-// --health-interval-ms, as JSON 6902 patches in the style of deploy/k8s/overlays/gpu. A
+// --health-interval-ms (with the cost policy also what its model predicts against:
+// --slo-ttft-ms, --slo-tpot-ms, and for handoffs --kv-link-gbps, --disaggregation-hop-us), as
+// JSON 6902 patches in the style of deploy/k8s/overlays/gpu. A
 // colocated plan scales tandem-prefill to 0 and removes the router's --prefill-dns (the router
 // refuses it in colocated mode), guarded by a `test` op so a base with other args fails to build
 // instead of losing the wrong one.
@@ -28,6 +30,13 @@ struct KustomizeOptions {
   int32_t block_size = 16;
   bool prefix_caching = true;
   int64_t load_poll_ms = 500;  // the router's --health-interval-ms
+  // The cost policy's inputs as the simulated routers had them (sim_cluster.cc): the targets it
+  // predicts against, the KV link's rate and the handoff's extra hops. The router's defaults
+  // (2 s, 100 ms, no link) would place differently from the plan.
+  double slo_ttft_ms = 2000;
+  double slo_tpot_ms = 100;
+  double kv_link_gbps = 0;
+  double disaggregation_hop_us = 0;
   // The draft model the plan priced (--sim-draft-model): a directory is passed to the decode pods
   // as --draft-model=DIR; a preset NAME as --draft-model=/models/NAME, where the pods must mount
   // it. Empty: drafts by prompt lookup (--speculative=ngram).

@@ -397,6 +397,10 @@ int Run(Options& o) {
                              .block_size = o.cluster.block_size,
                              .prefix_caching = o.cluster.prefix_caching,
                              .load_poll_ms = o.cluster.load_poll_ms,
+                             .slo_ttft_ms = o.cluster.placement_slo_ttft_ms,
+                             .slo_tpot_ms = o.cluster.placement_slo_tpot_ms,
+                             .kv_link_gbps = o.cluster.kv_link_gbps,
+                             .disaggregation_hop_us = 2 * o.cluster.hop_latency_us,
                              .draft_model = o.cluster.draft_model};
     k.comment = {
         absl::StrCat("Written by tandem-plan: the best of ", result->configs.size(),

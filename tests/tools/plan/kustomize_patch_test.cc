@@ -112,6 +112,37 @@ TEST(PlanKustomizeTest, DisaggregatedPlanSetsReplicasRouterFlagsEngineFlagsAndGp
   EXPECT_EQ(o.patches.at("tandem-decode"), pool(8));
 }
 
+// A plan placed by the cost policy: the router gets the targets, link rate and hops its model
+// predicted with in the simulation (handoff terms only where prompts are handed off).
+TEST(PlanKustomizeTest, CostPlansGiveTheRouterWhatItsModelPredictedWith) {
+  KustomizeOptions options;
+  options.slo_ttft_ms = 250;
+  options.slo_tpot_ms = 50;
+  options.kv_link_gbps = 400;
+  options.disaggregation_hop_us = 100;
+  PlanConfig disaggregated = Planned();
+  disaggregated.policy = PlacementPolicy::kCost;
+  EXPECT_THAT(Parse(RenderKustomization(disaggregated, options)).patches.at("tandem-router"),
+              ElementsAre(PatchOp{"add", kArgs, "--mode=disaggregated"},
+                          PatchOp{"add", kArgs, "--policy=cost"},
+                          PatchOp{"add", kArgs, "--slo-ttft-ms=250"},
+                          PatchOp{"add", kArgs, "--slo-tpot-ms=50"},
+                          PatchOp{"add", kArgs, "--kv-link-gbps=400"},
+                          PatchOp{"add", kArgs, "--disaggregation-hop-us=100"},
+                          PatchOp{"add", kArgs, "--local-prefill-threshold=512"},
+                          PatchOp{"add", kArgs, "--health-interval-ms=500"}));
+  PlanConfig colocated = Colocated(8, 8);
+  colocated.policy = PlacementPolicy::kCost;
+  const std::vector<PatchOp> router =
+      Parse(RenderKustomization(colocated, options)).patches.at("tandem-router");
+  ASSERT_EQ(router.size(), 7u);  // after the test and remove of --prefill-dns; the last: the poll
+  EXPECT_THAT(
+      std::vector<PatchOp>(router.begin() + 2, router.end() - 1),
+      ElementsAre(PatchOp{"add", kArgs, "--mode=colocated"}, PatchOp{"add", kArgs, "--policy=cost"},
+                  PatchOp{"add", kArgs, "--slo-ttft-ms=250"},
+                  PatchOp{"add", kArgs, "--slo-tpot-ms=50"}));
+}
+
 TEST(PlanKustomizeTest, ColocatedPlanScalesPrefillToZeroAndDropsTheRoutersPrefillDns) {
   KustomizeOptions options;
   options.prefix_caching = false;
@@ -177,6 +208,10 @@ TEST(PlanKustomizeTest, AutoPlanRunsDecodeNodesThatPrefillForEachOther) {
               ElementsAre(PatchOp{"test", dns, "--prefill-dns=tandem-prefill:50071"},
                           PatchOp{"remove", dns, ""}, PatchOp{"add", kArgs, "--mode=auto"},
                           PatchOp{"add", kArgs, "--policy=cost"},
+                          PatchOp{"add", kArgs, "--slo-ttft-ms=2000"},
+                          PatchOp{"add", kArgs, "--slo-tpot-ms=100"},
+                          PatchOp{"add", kArgs, "--kv-link-gbps=0"},
+                          PatchOp{"add", kArgs, "--disaggregation-hop-us=0"},
                           PatchOp{"add", kArgs, "--local-prefill-threshold=512"},
                           PatchOp{"add", kArgs, "--health-interval-ms=500"}));
   const std::vector<PatchOp>& decode = o.patches.at("tandem-decode");
